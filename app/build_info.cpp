@@ -1,0 +1,26 @@
+#include "app/build_info.h"
+
+#include <mpi.h>
+
+#include <Eigen/Core>
+#include <sstream>
+
+namespace lockstep::app {
+
+std::string build_info() {
+  std::ostringstream out;
+  out << "lockstep " << LOCKSTEP_VERSION << "\n";
+  out << "  compiler : " << __VERSION__ << "\n";
+  out << "  CPU      : Eigen " << EIGEN_WORLD_VERSION << "." << EIGEN_MAJOR_VERSION << "."
+      << EIGEN_MINOR_VERSION << "\n";
+  char mpi_version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  MPI_Get_library_version(mpi_version, &length);
+  std::string mpi(mpi_version, static_cast<size_t>(length));
+  if (auto eol = mpi.find('\n'); eol != std::string::npos) mpi.resize(eol);
+  out << "  MPI      : " << mpi << "\n";
+  out << "  CUDA     : " << (LOCKSTEP_HAVE_CUDA ? "built" : "not built") << "\n";
+  return out.str();
+}
+
+}  // namespace lockstep::app

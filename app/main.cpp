@@ -1,0 +1,6 @@
+#include <cstdio>
+
+int main() {
+  std::printf("lockstep " LOCKSTEP_VERSION "\n");
+  return 0;
+}

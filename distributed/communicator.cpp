@@ -1,0 +1,65 @@
+#include "distributed/communicator.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "nn/error.h"
+
+namespace lockstep::distributed {
+
+std::string to_string(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return "sum";
+    case ReduceOp::kAverage: return "average";
+    case ReduceOp::kMin: return "min";
+    case ReduceOp::kMax: return "max";
+  }
+  return "?";
+}
+
+void Communicator::broadcast_string(std::string& s, int root) {
+  int64_t length = static_cast<int64_t>(s.size());
+  broadcast_values(std::span<int64_t>(&length, 1), root);
+  s.resize(static_cast<size_t>(length));
+  broadcast(std::as_writable_bytes(std::span<char>(s.data(), s.size())), root);
+}
+
+namespace {
+
+class SingleCommunicator final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  int local_rank() const override { return 0; }
+  int local_size() const override { return 1; }
+  int node_count() const override { return 1; }
+  std::string host_name() const override {
+    char name[256] = {};
+    gethostname(name, sizeof(name) - 1);
+    return name;
+  }
+  std::string describe() const override { return "single process"; }
+  void allreduce(std::span<float>, ReduceOp) override {}
+  void allreduce(std::span<double>, ReduceOp) override {}
+  void allreduce(std::span<int64_t>, ReduceOp) override {}
+  void broadcast(std::span<std::byte>, int root) override { check_root(root); }
+  void allgather(std::span<const std::byte> in, std::span<std::byte> out) override {
+    LOCKSTEP_CHECK(out.size() == in.size(), "allgather sizes ", in.size(), " and ", out.size());
+    if (!in.empty()) std::memcpy(out.data(), in.data(), in.size());
+  }
+  void barrier() override {}
+  [[noreturn]] void abort(int exit_code) noexcept override { std::_Exit(exit_code); }
+
+ private:
+  static void check_root(int root) { LOCKSTEP_CHECK(root == 0, "broadcast root ", root, " of 1"); }
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_single_communicator() {
+  return std::make_unique<SingleCommunicator>();
+}
+
+}  // namespace lockstep::distributed

@@ -1,0 +1,165 @@
+// Backend: the narrow set of primitive ops every layer is built from. One
+// implementation per device (nn/cpu, nn/cuda); layers never branch on the
+// device, they call these.
+//
+// Conventions: float32, row-major, NCHW. Pointers refer to memory on the
+// backend's device, except where a parameter says "host". Outputs are
+// overwritten, never accumulated into, unless the op says otherwise. Shapes
+// are given in comments as (N, C, H, W).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "nn/tensor.h"
+
+namespace lockstep::nn {
+
+// A 2-D convolution (cross-correlation, as in PyTorch and cuDNN), square
+// stride and padding, no dilation, no groups.
+struct Conv2dGeometry {
+  int64_t batch = 0;
+  int64_t in_channels = 0, in_h = 0, in_w = 0;
+  int64_t out_channels = 0, kernel_h = 0, kernel_w = 0;
+  int64_t stride = 1, pad = 0;
+
+  int64_t out_h() const { return (in_h + 2 * pad - kernel_h) / stride + 1; }
+  int64_t out_w() const { return (in_w + 2 * pad - kernel_w) / stride + 1; }
+};
+
+// Max pooling without padding (floor mode, as PyTorch's default).
+struct Pool2dGeometry {
+  int64_t batch = 0, channels = 0, in_h = 0, in_w = 0;
+  int64_t kernel = 2, stride = 2;
+
+  int64_t out_h() const { return (in_h - kernel) / stride + 1; }
+  int64_t out_w() const { return (in_w - kernel) / stride + 1; }
+};
+
+// Dropout over a tensor viewed as (N, C, S): one keep/drop decision per
+// (n, c), shared by the S elements of that channel. Ordinary dropout is
+// C = features, S = 1; channel-wise dropout (Dropout2d) is S = H * W.
+//
+// The decision for (n, c) is a pure function of (seed, stream, sample_ids[n],
+// c): a counter-based generator, so the mask of a sample does not depend on
+// which rank or batch position it lands in, nor on the device.
+struct DropoutGeometry {
+  int64_t batch = 0, channels = 0, spatial = 1;
+  float p = 0.5f;        // probability of dropping
+  uint64_t seed = 0;     // run seed
+  uint64_t stream = 0;   // distinguishes layers and epochs (see Dropout layer)
+};
+
+// Sum of per-sample losses and number of correct arg-max predictions for a
+// batch, returned to the host.
+struct LossStats {
+  double loss_sum = 0.0;
+  int64_t correct = 0;
+  int64_t count = 0;
+};
+
+struct SgdParams {
+  float lr = 0.01f;
+  float momentum = 0.0f;
+  float dampening = 0.0f;
+  float weight_decay = 0.0f;
+  bool nesterov = false;
+  bool first_step = false;  // PyTorch: the momentum buffer starts as the gradient
+};
+
+struct AdamParams {
+  float lr = 1e-3f;
+  float beta1 = 0.9f, beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;
+  int64_t step = 1;  // 1-based step number, for bias correction
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  virtual std::string name() const = 0;  // "cpu (2 threads)", "cuda:0 (H100)"
+
+  // --- convolution ---------------------------------------------------------
+  // x: (N, C, H, W), w: (K, C, R, S), b: (K) or null, y: (N, K, P, Q)
+  virtual void conv2d_forward(const Conv2dGeometry& g, const float* x, const float* w,
+                              const float* b, float* y) = 0;
+  // dy: (N, K, P, Q), w: (K, C, R, S) -> dx: (N, C, H, W)
+  virtual void conv2d_backward_data(const Conv2dGeometry& g, const float* w, const float* dy,
+                                    float* dx) = 0;
+  // x: (N, C, H, W), dy: (N, K, P, Q) -> dw: (K, C, R, S), db: (K) (db may be null)
+  virtual void conv2d_backward_filter(const Conv2dGeometry& g, const float* x, const float* dy,
+                                      float* dw, float* db) = 0;
+
+  // --- pooling -------------------------------------------------------------
+  // x: (N, C, H, W) -> y: (N, C, P, Q)
+  virtual void maxpool2d_forward(const Pool2dGeometry& g, const float* x, float* y) = 0;
+  // Gradient goes to the first maximum of each window (PyTorch's choice).
+  // x, dx: (N, C, H, W); y, dy: (N, C, P, Q)
+  virtual void maxpool2d_backward(const Pool2dGeometry& g, const float* x, const float* y,
+                                  const float* dy, float* dx) = 0;
+
+  // --- activation ----------------------------------------------------------
+  // y = max(x, 0); x and y may alias
+  virtual void relu_forward(int64_t n, const float* x, float* y) = 0;
+  // dx = dy * (y > 0); dy and dx may alias
+  virtual void relu_backward(int64_t n, const float* y, const float* dy, float* dx) = 0;
+
+  // --- dropout -------------------------------------------------------------
+  // sample_ids: host array of N dataset indices. mask: (N, C), each 0 or
+  // 1/(1-p). y = x * mask (broadcast over S). x and y may alias.
+  virtual void dropout_forward(const DropoutGeometry& g, const int64_t* sample_ids,
+                               const float* x, float* y, float* mask) = 0;
+  // dx = dy * mask (broadcast over S). dy and dx may alias.
+  virtual void dropout_backward(const DropoutGeometry& g, const float* mask, const float* dy,
+                                float* dx) = 0;
+
+  // --- dense ---------------------------------------------------------------
+  // Row-major C(m, n) = alpha * op(A) * op(B) + beta * C, op(A): (m, k), op(B): (k, n)
+  virtual void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+                    const float* a, const float* b, float beta, float* c) = 0;
+  // y(rows, cols) += bias(cols) on every row
+  virtual void add_row_bias(int64_t rows, int64_t cols, const float* bias, float* y) = 0;
+  // db(cols) = sum over rows of dy(rows, cols)
+  virtual void sum_rows(int64_t rows, int64_t cols, const float* dy, float* db) = 0;
+
+  // --- softmax and losses ---------------------------------------------------
+  // Row-wise over (rows, cols): y = x - logsumexp(x)
+  virtual void log_softmax_forward(int64_t rows, int64_t cols, const float* x, float* y) = 0;
+  // dx = dy - exp(y) * sum(dy) per row
+  virtual void log_softmax_backward(int64_t rows, int64_t cols, const float* y, const float* dy,
+                                    float* dx) = 0;
+  // Negative log-likelihood of log-probabilities logp(rows, cols) against
+  // labels (int32, on the device). When dlogp is not null it receives
+  // d(grad_scale * sum of losses)/d(logp).
+  virtual LossStats nll_loss(int64_t rows, int64_t cols, const float* logp,
+                             const int32_t* labels, float grad_scale, float* dlogp) = 0;
+  // Softmax cross-entropy on raw logits, fused (numerically stable); dlogits
+  // as above.
+  virtual LossStats softmax_cross_entropy(int64_t rows, int64_t cols, const float* logits,
+                                          const int32_t* labels, float grad_scale,
+                                          float* dlogits) = 0;
+
+  // --- element-wise updates --------------------------------------------------
+  // PyTorch torch.optim.SGD semantics; velocity is the momentum buffer.
+  virtual void sgd_update(int64_t n, const SgdParams& p, float* w, const float* grad,
+                          float* velocity) = 0;
+  // PyTorch torch.optim.Adam semantics (L2 weight decay added to the gradient).
+  virtual void adam_update(int64_t n, const AdamParams& p, float* w, const float* grad, float* m,
+                           float* v) = 0;
+  virtual void fill(int64_t n, float value, float* x) = 0;
+  virtual void scale(int64_t n, float alpha, float* x) = 0;
+  // y += alpha * x
+  virtual void axpy(int64_t n, float alpha, const float* x, float* y) = 0;
+  // Copies n floats within this backend's device.
+  virtual void copy(int64_t n, const float* src, float* dst) = 0;
+  // Blocks until all queued work on this backend has finished.
+  virtual void synchronize() = 0;
+};
+
+// The CPU backend with `threads` worker threads (0: all hardware threads).
+std::unique_ptr<Backend> make_cpu_backend(int threads);
+
+}  // namespace lockstep::nn

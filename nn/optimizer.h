@@ -1,0 +1,58 @@
+// Optimizers with PyTorch's exact update rules (torch.optim.SGD and Adam).
+// An optimizer owns its state tensors (momentum buffers, moments), named
+// after the parameter they belong to so checkpoints can hold them.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/backend.h"
+#include "nn/layer.h"
+
+namespace lockstep::nn {
+
+struct OptimizerConfig {
+  std::string kind = "sgd";  // sgd | adam
+  float momentum = 0.0f;     // sgd
+  float dampening = 0.0f;    // sgd
+  bool nesterov = false;     // sgd
+  // sgd: when the learning rate changes between steps, scale the momentum
+  // buffer's contribution by new_lr / old_lr (Goyal et al. 2017, Horovod).
+  bool momentum_correction = true;
+  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // adam
+  float weight_decay = 0.0f;                          // both: L2 added to the gradient
+};
+
+// A named state tensor, for checkpoints and broadcasts.
+struct StateTensor {
+  std::string name;  // "conv1.weight.momentum_buffer"
+  Tensor* tensor;
+};
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  virtual std::string describe() const = 0;
+  // One update of every parameter from its .grad with learning rate lr.
+  virtual void step(Backend& backend, float lr) = 0;
+  // Every state tensor, in a fixed order.
+  virtual std::vector<StateTensor> state() = 0;
+  // Number of steps taken (restored from checkpoints).
+  int64_t steps() const { return steps_; }
+  void set_steps(int64_t steps) { steps_ = steps; }
+  // The learning rate of the last step (for momentum correction).
+  float last_lr() const { return last_lr_; }
+  void set_last_lr(float lr) { last_lr_ = lr; }
+
+ protected:
+  int64_t steps_ = 0;
+  float last_lr_ = 0.0f;
+};
+
+// Builds the optimizer over `params` (tensors on `device`); throws
+// InputError naming the kind when it is unknown.
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config,
+                                          const std::vector<Parameter*>& params, Device device);
+
+}  // namespace lockstep::nn
