@@ -72,7 +72,7 @@ std::string shape_string(const Shape& shape) {
   return out.str();
 }
 
-void Tensor::Deleter::operator()(float* p) const noexcept {
+void TensorDeleter::operator()(float* p) const noexcept {
   if (p == nullptr) return;
   if (device == Device::kCpu) {
     std::free(p);
@@ -88,7 +88,7 @@ Tensor::Tensor(Shape shape, Device device)
       numel_(shape_numel(shape_)),
       capacity_(numel_),
       device_(device),
-      data_(allocate(device, numel_), Deleter{device}) {
+      data_(allocate(device, numel_), TensorDeleter{device}) {
   for (int64_t d : shape_) LOCKSTEP_CHECK(d >= 0, "negative dimension in ", shape_string(shape_));
 }
 
@@ -114,7 +114,7 @@ void Tensor::resize(const Shape& shape) {
   const int64_t n = shape_numel(shape);
   if (n > capacity_) {
     data_.reset();
-    data_ = std::unique_ptr<float[], Deleter>(allocate(device_, n), Deleter{device_});
+    data_ = std::unique_ptr<float[], TensorDeleter>(allocate(device_, n), TensorDeleter{device_});
     capacity_ = n;
   }
   shape_ = shape;

@@ -23,6 +23,12 @@ using Shape = std::vector<int64_t>;
 int64_t shape_numel(const Shape& shape);
 std::string shape_string(const Shape& shape);  // "(64, 1, 28, 28)"
 
+// Frees a tensor's memory on its device.
+struct TensorDeleter {
+  Device device = Device::kCpu;
+  void operator()(float* p) const noexcept;
+};
+
 class Tensor {
  public:
   Tensor() = default;
@@ -59,15 +65,11 @@ class Tensor {
   void zero();
 
  private:
-  struct Deleter {
-    Device device = Device::kCpu;
-    void operator()(float* p) const noexcept;
-  };
   Shape shape_;
   int64_t numel_ = 0;
   int64_t capacity_ = 0;
   Device device_ = Device::kCpu;
-  std::unique_ptr<float[], Deleter> data_;
+  std::unique_ptr<float[], TensorDeleter> data_;
 };
 
 }  // namespace lockstep::nn

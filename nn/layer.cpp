@@ -1,0 +1,26 @@
+#include "nn/layer.h"
+
+#include "nn/counter_rng.h"
+
+namespace lockstep::nn {
+
+namespace {
+// FNV-1a: a stable 64-bit hash of a parameter name.
+uint64_t hash_name(const std::string& s) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ULL;
+  return h;
+}
+}  // namespace
+
+void fill_uniform(Tensor& t, float bound, uint64_t seed, const std::string& key) {
+  Tensor host(t.shape());
+  const uint64_t k = hash_combine(seed, hash_name(key));
+  float* p = host.data();
+  for (int64_t i = 0; i < host.numel(); ++i) {
+    p[i] = (2.0f * counter_uniform(k, static_cast<uint64_t>(i)) - 1.0f) * bound;
+  }
+  t.copy_from(host);
+}
+
+}  // namespace lockstep::nn

@@ -1,0 +1,77 @@
+#include "nn/layers/conv2d.h"
+
+#include <cmath>
+
+#include "nn/error.h"
+
+namespace lockstep::nn {
+
+Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_t stride,
+               int64_t pad)
+    : in_channels_(in_channels),
+      out_channels_(out_channels),
+      kernel_(kernel),
+      stride_(stride),
+      pad_(pad) {
+  if (in_channels <= 0 || out_channels <= 0 || kernel <= 0 || stride <= 0 || pad < 0) {
+    fail_input("conv2d: invalid arguments in=", in_channels, " out=", out_channels,
+               " kernel=", kernel, " stride=", stride, " pad=", pad);
+  }
+}
+
+std::string Conv2d::describe() const {
+  return detail::concat("conv2d(", in_channels_, "->", out_channels_, ", k", kernel_, ", s",
+                        stride_, ", p", pad_, ")");
+}
+
+Conv2dGeometry Conv2d::geometry(const Shape& input) const {
+  if (input.size() != 4 || input[1] != in_channels_) {
+    fail_input(name(), " ", describe(), ": expects input (N, ", in_channels_,
+               ", H, W), got ", shape_string(input));
+  }
+  Conv2dGeometry g;
+  g.batch = input[0];
+  g.in_channels = in_channels_;
+  g.in_h = input[2];
+  g.in_w = input[3];
+  g.out_channels = out_channels_;
+  g.kernel_h = g.kernel_w = kernel_;
+  g.stride = stride_;
+  g.pad = pad_;
+  if (g.in_h + 2 * pad_ < kernel_ || g.in_w + 2 * pad_ < kernel_) {
+    fail_input(name(), " ", describe(), ": input ", shape_string(input),
+               " is smaller than the kernel");
+  }
+  return g;
+}
+
+Shape Conv2d::output_shape(const Shape& input) const {
+  const Conv2dGeometry g = geometry(input);
+  return {g.batch, out_channels_, g.out_h(), g.out_w()};
+}
+
+void Conv2d::forward(Backend& backend, const Tensor& x, Tensor& y, const ForwardContext&) {
+  backend.conv2d_forward(geometry(x.shape()), x.data(), weight_.value.data(), bias_.value.data(),
+                         y.data());
+}
+
+void Conv2d::backward(Backend& backend, const Tensor& x, const Tensor&, const Tensor& dy,
+                      Tensor* dx) {
+  const Conv2dGeometry g = geometry(x.shape());
+  backend.conv2d_backward_filter(g, x.data(), dy.data(), weight_.grad.data(), bias_.grad.data());
+  if (dx != nullptr) backend.conv2d_backward_data(g, weight_.value.data(), dy.data(), dx->data());
+}
+
+void Conv2d::reset_parameters(uint64_t seed, Device device) {
+  weight_.name = name() + ".weight";
+  bias_.name = name() + ".bias";
+  weight_.value = Tensor({out_channels_, in_channels_, kernel_, kernel_}, device);
+  weight_.grad = Tensor(weight_.value.shape(), device);
+  bias_.value = Tensor({out_channels_}, device);
+  bias_.grad = Tensor({out_channels_}, device);
+  const float bound = 1.0f / std::sqrt(static_cast<float>(in_channels_ * kernel_ * kernel_));
+  fill_uniform(weight_.value, bound, seed, weight_.name);
+  fill_uniform(bias_.value, bound, seed, bias_.name);
+}
+
+}  // namespace lockstep::nn

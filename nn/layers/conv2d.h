@@ -1,0 +1,32 @@
+// Conv2d: y = conv(x, W) + b (cross-correlation, zero padding), as PyTorch's
+// nn.Conv2d.
+//   x: (N, C, H, W), W: (K, C, R, S), b: (K), y: (N, K, P, Q)
+//   P = (H + 2 pad - R) / stride + 1, Q likewise
+// Gradients: dx = conv_transpose(dy, W), dW = correlate(x, dy), db = sum dy.
+// Initialisation (PyTorch default): W, b ~ U(-1/sqrt(C R S), 1/sqrt(C R S)).
+#pragma once
+
+#include "nn/layer.h"
+
+namespace lockstep::nn {
+
+class Conv2d final : public Layer {
+ public:
+  Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_t stride = 1,
+         int64_t pad = 0);
+
+  std::string describe() const override;
+  Shape output_shape(const Shape& input) const override;
+  void forward(Backend& backend, const Tensor& x, Tensor& y, const ForwardContext& ctx) override;
+  void backward(Backend& backend, const Tensor& x, const Tensor& y, const Tensor& dy,
+                Tensor* dx) override;
+  std::vector<Parameter*> parameters() override { return {&weight_, &bias_}; }
+  void reset_parameters(uint64_t seed, Device device) override;
+
+ private:
+  Conv2dGeometry geometry(const Shape& input) const;
+  int64_t in_channels_, out_channels_, kernel_, stride_, pad_;
+  Parameter weight_, bias_;
+};
+
+}  // namespace lockstep::nn

@@ -1,0 +1,54 @@
+#include "nn/layers/linear.h"
+
+#include <cmath>
+
+#include "nn/error.h"
+
+namespace lockstep::nn {
+
+Linear::Linear(int64_t in_features, int64_t out_features) : in_(in_features), out_(out_features) {
+  if (in_features <= 0 || out_features <= 0) {
+    fail_input("linear: invalid sizes in=", in_features, " out=", out_features);
+  }
+}
+
+std::string Linear::describe() const { return detail::concat("linear(", in_, "->", out_, ")"); }
+
+Shape Linear::output_shape(const Shape& input) const {
+  if (input.size() != 2 || input[1] != in_) {
+    fail_input(name(), " ", describe(), ": expects input (N, ", in_, "), got ",
+               shape_string(input), " (is a flatten layer missing, or is `in` wrong?)");
+  }
+  return {input[0], out_};
+}
+
+void Linear::forward(Backend& backend, const Tensor& x, Tensor& y, const ForwardContext&) {
+  const int64_t n = x.dim(0);
+  backend.gemm(false, true, n, out_, in_, 1.0f, x.data(), weight_.value.data(), 0.0f, y.data());
+  backend.add_row_bias(n, out_, bias_.value.data(), y.data());
+}
+
+void Linear::backward(Backend& backend, const Tensor& x, const Tensor&, const Tensor& dy,
+                      Tensor* dx) {
+  const int64_t n = x.dim(0);
+  backend.gemm(true, false, out_, in_, n, 1.0f, dy.data(), x.data(), 0.0f, weight_.grad.data());
+  backend.sum_rows(n, out_, dy.data(), bias_.grad.data());
+  if (dx != nullptr) {
+    backend.gemm(false, false, n, in_, out_, 1.0f, dy.data(), weight_.value.data(), 0.0f,
+                 dx->data());
+  }
+}
+
+void Linear::reset_parameters(uint64_t seed, Device device) {
+  weight_.name = name() + ".weight";
+  bias_.name = name() + ".bias";
+  weight_.value = Tensor({out_, in_}, device);
+  weight_.grad = Tensor({out_, in_}, device);
+  bias_.value = Tensor({out_}, device);
+  bias_.grad = Tensor({out_}, device);
+  const float bound = 1.0f / std::sqrt(static_cast<float>(in_));
+  fill_uniform(weight_.value, bound, seed, weight_.name);
+  fill_uniform(bias_.value, bound, seed, bias_.name);
+}
+
+}  // namespace lockstep::nn

@@ -1,0 +1,125 @@
+#include "nn/model.h"
+
+#include <algorithm>
+#include <iomanip>
+#include <sstream>
+
+#include "nn/error.h"
+
+namespace lockstep::nn {
+
+std::string to_string(LossKind loss) {
+  return loss == LossKind::kNll ? "nll" : "cross_entropy";
+}
+
+Model::Model(std::string name, Shape input_shape, std::vector<std::unique_ptr<Layer>> layers,
+             LossKind loss)
+    : name_(std::move(name)),
+      input_shape_(std::move(input_shape)),
+      layers_(std::move(layers)),
+      loss_(loss) {
+  if (layers_.empty()) fail_input("model ", name_, " has no layers");
+  for (size_t i = 0; i < layers_.size(); ++i) layers_[i]->set_index(static_cast<int64_t>(i));
+  // Check the shapes chain now, for a batch of one, so a bad spec fails
+  // before training starts.
+  Shape shape = input_shape_;
+  shape.insert(shape.begin(), 1);
+  for (auto& layer : layers_) shape = layer->output_shape(shape);
+  if (shape.size() != 2) {
+    fail_input("model ", name_, ": the last layer must produce (N, classes), got ",
+               shape_string(shape));
+  }
+  activations_.resize(layers_.size());
+}
+
+int64_t Model::parameter_count() const {
+  int64_t n = 0;
+  for (const Parameter* p : params_) n += p->value.numel();
+  return n;
+}
+
+int64_t Model::output_size() const {
+  Shape shape = input_shape_;
+  shape.insert(shape.begin(), 1);
+  for (const auto& layer : layers_) shape = layer->output_shape(shape);
+  return shape[1];
+}
+
+void Model::reset_parameters(uint64_t seed, Device device) {
+  params_.clear();
+  layer_params_.assign(layers_.size(), {});
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    layers_[i]->reset_parameters(seed, device);
+    for (Parameter* p : layers_[i]->parameters()) {
+      layer_params_[i].push_back(params_.size());
+      params_.push_back(p);
+    }
+  }
+  for (auto& a : activations_) a = Tensor({0}, device);
+  grad_a_ = Tensor({0}, device);
+  grad_b_ = Tensor({0}, device);
+}
+
+const Tensor& Model::forward(Backend& backend, const Tensor& x, const ForwardContext& ctx) {
+  Shape expected = input_shape_;
+  expected.insert(expected.begin(), x.ndim() ? x.dim(0) : 0);
+  if (x.shape() != expected) {
+    fail_input("model ", name_, ": input ", shape_string(x.shape()), " does not match ",
+               shape_string(expected), " (dataset and model disagree on image size)");
+  }
+  input_ = &x;
+  const Tensor* in = &x;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    activations_[i].resize(layers_[i]->output_shape(in->shape()));
+    layers_[i]->forward(backend, *in, activations_[i], ctx);
+    in = &activations_[i];
+  }
+  return activations_.back();
+}
+
+LossStats Model::loss(Backend& backend, const int32_t* labels, float grad_scale, bool want_grad) {
+  const Tensor& out = activations_.back();
+  if (want_grad) grad_a_.resize(out.shape());
+  float* grad = want_grad ? grad_a_.data() : nullptr;
+  if (loss_ == LossKind::kNll) {
+    return backend.nll_loss(out.dim(0), out.dim(1), out.data(), labels, grad_scale, grad);
+  }
+  return backend.softmax_cross_entropy(out.dim(0), out.dim(1), out.data(), labels, grad_scale,
+                                       grad);
+}
+
+void Model::backward(Backend& backend, const std::function<void(size_t)>& on_grad_ready) {
+  LOCKSTEP_CHECK(input_ != nullptr, "backward before forward");
+  Tensor* dy = &grad_a_;
+  Tensor* dx = &grad_b_;
+  for (size_t i = layers_.size(); i-- > 0;) {
+    const Tensor& x = i == 0 ? *input_ : activations_[i - 1];
+    const bool need_dx = i > 0;
+    if (need_dx) dx->resize(x.shape());
+    layers_[i]->backward(backend, x, activations_[i], *dy, need_dx ? dx : nullptr);
+    if (on_grad_ready) {
+      const auto& ids = layer_params_[i];
+      for (auto it = ids.rbegin(); it != ids.rend(); ++it) on_grad_ready(*it);
+    }
+    std::swap(dy, dx);
+  }
+}
+
+std::string Model::summary() const {
+  std::ostringstream out;
+  Shape shape = input_shape_;
+  shape.insert(shape.begin(), 1);
+  out << "model " << name_ << " (loss: " << to_string(loss_) << ")\n";
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    shape = layers_[i]->output_shape(shape);
+    int64_t count = 0;
+    for (Parameter* p : layers_[i]->parameters()) count += p->value.numel();
+    Shape per_sample(shape.begin() + 1, shape.end());
+    out << "  " << std::left << std::setw(8) << layers_[i]->name() << std::setw(30)
+        << layers_[i]->describe() << std::setw(18) << shape_string(per_sample) << count << "\n";
+  }
+  out << "  parameters: " << parameter_count();
+  return out.str();
+}
+
+}  // namespace lockstep::nn

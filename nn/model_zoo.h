@@ -1,0 +1,39 @@
+// Building models: the zoo of reference networks and sequential models
+// written as a layer list in a config file.
+//
+// A layer is written as its type followed by key=value arguments; input
+// sizes are inferred from the previous layer:
+//   conv2d out=10 kernel=5 [stride=1] [pad=0]
+//   max_pool2d kernel=2 [stride=kernel]
+//   relu | flatten | log_softmax
+//   dropout [p=0.5] | dropout2d [p=0.5]
+//   linear out=50
+// A layer may be given a name with "name: " in front ("fc1: linear out=50");
+// otherwise it is named after its type and position ("linear3").
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/model.h"
+
+namespace lockstep::nn {
+
+// Names accepted by build_model (besides "custom").
+std::vector<std::string> zoo_model_names();
+
+// Builds a zoo model by name, or, when name is "custom", the model described
+// by layer_specs. input_shape is one sample's (C, H, W); num_classes must
+// match the model's output. loss: "auto" (nll after log_softmax, else
+// cross_entropy), "nll" or "cross_entropy". Throws InputError naming the
+// faulty spec, layer or size.
+std::unique_ptr<Model> build_model(const std::string& name,
+                                   const std::vector<std::string>& layer_specs,
+                                   const Shape& input_shape, int64_t num_classes,
+                                   const std::string& loss = "auto");
+
+// The layer list of a zoo model, in the syntax above.
+std::vector<std::string> zoo_layer_specs(const std::string& name);
+
+}  // namespace lockstep::nn

@@ -1,0 +1,125 @@
+#include "nn/optimizer.h"
+
+#include "nn/error.h"
+
+namespace lockstep::nn {
+namespace {
+
+// Per-parameter state tensors, created zero on the parameter's device.
+std::vector<Tensor> zeros_like(const std::vector<Parameter*>& params, Device device) {
+  std::vector<Tensor> out;
+  out.reserve(params.size());
+  for (const Parameter* p : params) out.emplace_back(p->value.shape(), device);
+  return out;
+}
+
+class Sgd final : public Optimizer {
+ public:
+  Sgd(const OptimizerConfig& c, const std::vector<Parameter*>& params, Device device)
+      : config_(c), params_(params) {
+    if (c.momentum < 0 || c.dampening < 0 || c.weight_decay < 0) {
+      fail_input("sgd: momentum, dampening and weight_decay must be >= 0");
+    }
+    if (c.nesterov && (c.momentum <= 0 || c.dampening != 0)) {
+      fail_input("sgd: nesterov needs momentum > 0 and dampening = 0");
+    }
+    if (c.momentum != 0) velocity_ = zeros_like(params, device);
+  }
+
+  std::string describe() const override {
+    return detail::concat("sgd(momentum=", config_.momentum, ", dampening=", config_.dampening,
+                          ", weight_decay=", config_.weight_decay,
+                          ", nesterov=", config_.nesterov ? "true" : "false", ")");
+  }
+
+  void step(Backend& backend, float lr) override {
+    SgdParams p;
+    p.lr = lr;
+    p.momentum = config_.momentum;
+    // Momentum correction: the buffer holds gradients scaled for the old lr.
+    if (config_.momentum_correction && last_lr_ > 0 && lr != last_lr_) {
+      p.momentum *= lr / last_lr_;
+    }
+    p.dampening = config_.dampening;
+    p.weight_decay = config_.weight_decay;
+    p.nesterov = config_.nesterov;
+    p.first_step = steps_ == 0;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      Parameter& w = *params_[i];
+      backend.sgd_update(w.value.numel(), p, w.value.data(), w.grad.data(),
+                         velocity_.empty() ? nullptr : velocity_[i].data());
+    }
+    ++steps_;
+    last_lr_ = lr;
+  }
+
+  std::vector<StateTensor> state() override {
+    std::vector<StateTensor> out;
+    for (size_t i = 0; i < velocity_.size(); ++i) {
+      out.push_back({params_[i]->name + ".momentum_buffer", &velocity_[i]});
+    }
+    return out;
+  }
+
+ private:
+  OptimizerConfig config_;
+  std::vector<Parameter*> params_;
+  std::vector<Tensor> velocity_;
+};
+
+class Adam final : public Optimizer {
+ public:
+  Adam(const OptimizerConfig& c, const std::vector<Parameter*>& params, Device device)
+      : config_(c), params_(params), m_(zeros_like(params, device)), v_(zeros_like(params, device)) {
+    if (!(c.beta1 >= 0 && c.beta1 < 1 && c.beta2 >= 0 && c.beta2 < 1 && c.eps > 0)) {
+      fail_input("adam: need 0 <= beta1, beta2 < 1 and eps > 0");
+    }
+  }
+
+  std::string describe() const override {
+    return detail::concat("adam(beta1=", config_.beta1, ", beta2=", config_.beta2,
+                          ", eps=", config_.eps, ", weight_decay=", config_.weight_decay, ")");
+  }
+
+  void step(Backend& backend, float lr) override {
+    AdamParams p;
+    p.lr = lr;
+    p.beta1 = config_.beta1;
+    p.beta2 = config_.beta2;
+    p.eps = config_.eps;
+    p.weight_decay = config_.weight_decay;
+    p.step = steps_ + 1;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      Parameter& w = *params_[i];
+      backend.adam_update(w.value.numel(), p, w.value.data(), w.grad.data(), m_[i].data(),
+                          v_[i].data());
+    }
+    ++steps_;
+    last_lr_ = lr;
+  }
+
+  std::vector<StateTensor> state() override {
+    std::vector<StateTensor> out;
+    for (size_t i = 0; i < params_.size(); ++i) {
+      out.push_back({params_[i]->name + ".exp_avg", &m_[i]});
+      out.push_back({params_[i]->name + ".exp_avg_sq", &v_[i]});
+    }
+    return out;
+  }
+
+ private:
+  OptimizerConfig config_;
+  std::vector<Parameter*> params_;
+  std::vector<Tensor> m_, v_;
+};
+
+}  // namespace
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config,
+                                          const std::vector<Parameter*>& params, Device device) {
+  if (config.kind == "sgd") return std::make_unique<Sgd>(config, params, device);
+  if (config.kind == "adam") return std::make_unique<Adam>(config, params, device);
+  fail_input("unknown optimizer \"", config.kind, "\" (known: sgd, adam)");
+}
+
+}  // namespace lockstep::nn

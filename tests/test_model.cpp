@@ -1,0 +1,144 @@
+// Models: the zoo's exact shapes and names, layer-list parsing and its
+// errors, gradient-ready order, and a whole-model gradient check through the
+// loss.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "nn/error.h"
+#include "nn/model_zoo.h"
+#include "support/gradient_check.h"
+
+namespace lockstep::nn {
+namespace {
+
+std::vector<std::string> names(const Model& m) {
+  std::vector<std::string> out;
+  for (const Parameter* p : m.parameters()) out.push_back(p->name);
+  return out;
+}
+
+TEST(ModelZoo, MnistNetIsTheReferenceNetwork) {
+  auto m = build_model("mnist_net", {}, {1, 28, 28}, 10);
+  m->reset_parameters(42, Device::kCpu);
+  EXPECT_EQ(m->parameter_count(), 21840);  // as PyTorch counts the reference Net
+  EXPECT_EQ(m->loss_kind(), LossKind::kNll);
+  EXPECT_EQ(names(*m), (std::vector<std::string>{"conv1.weight", "conv1.bias", "conv2.weight",
+                                                  "conv2.bias", "fc1.weight", "fc1.bias",
+                                                  "fc2.weight", "fc2.bias"}));
+  EXPECT_EQ(m->parameters()[2]->value.shape(), (Shape{20, 10, 5, 5}));
+  EXPECT_EQ(m->parameters()[4]->value.shape(), (Shape{50, 320}));
+}
+
+TEST(ModelZoo, AlexnetCifarIsTheReferenceNetwork) {
+  auto m = build_model("alexnet_cifar", {}, {3, 32, 32}, 10);
+  m->reset_parameters(42, Device::kCpu);
+  EXPECT_EQ(m->parameter_count(), 23272266);
+  EXPECT_EQ(m->loss_kind(), LossKind::kCrossEntropy);
+  EXPECT_EQ(m->parameters()[0]->name, "features.0.weight");
+  EXPECT_EQ(m->parameters()[0]->value.shape(), (Shape{64, 3, 3, 3}));
+  EXPECT_EQ(m->parameters()[10]->name, "classifier.1.weight");
+  EXPECT_EQ(m->parameters()[10]->value.shape(), (Shape{4096, 1024}));
+}
+
+TEST(ModelZoo, RefusesMismatchedDataAndBadSpecs) {
+  auto message = [](auto&& fn) {
+    try {
+      fn();
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message([] { build_model("mnist_net", {}, {3, 32, 32}, 10); }).find("conv"),
+            std::string::npos);
+  EXPECT_NE(message([] { build_model("resnet", {}, {1, 28, 28}, 10); }).find("unknown model"),
+            std::string::npos);
+  EXPECT_NE(message([] { build_model("custom", {"conv2d out=4 kernal=3"}, {1, 8, 8}, 10); })
+                .find("missing required argument kernel"),
+            std::string::npos);
+  EXPECT_NE(message([] {
+              build_model("custom", {"conv2d out=4 kernel=3 strid=2"}, {1, 8, 8}, 10);
+            }).find("unknown argument strid"),
+            std::string::npos);
+  EXPECT_NE(message([] { build_model("custom", {"conv2d out=2 kernel=3", "linear out=10"},
+                                     {1, 8, 8}, 10); })
+                .find("add a flatten layer"),
+            std::string::npos);
+  EXPECT_NE(message([] { build_model("custom", {"flatten", "linear out=5"}, {1, 8, 8}, 10); })
+                .find("10 classes"),
+            std::string::npos);
+  EXPECT_NE(message([] { build_model("custom", {"flatten", "lineer out=10"}, {1, 8, 8}, 10); })
+                .find("unknown layer type \"lineer\""),
+            std::string::npos);
+}
+
+const std::vector<std::string> kTiny = {"conv2d out=3 kernel=3 pad=1", "relu",
+                                        "max_pool2d kernel=2", "flatten",
+                                        "fc: linear out=4", "log_softmax"};
+
+TEST(Model, GradientsAreAnnouncedLastLayerFirst) {
+  auto m = build_model("custom", kTiny, {2, 6, 6}, 4);
+  m->reset_parameters(1, Device::kCpu);
+  EXPECT_EQ(names(*m), (std::vector<std::string>{"conv2d1.weight", "conv2d1.bias", "fc.weight",
+                                                  "fc.bias"}));
+  auto backend = make_cpu_backend(1);
+  Tensor x({5, 2, 6, 6});
+  testing::fill_random(x, 3);
+  Tensor labels_holder({5});
+  const int32_t labels[] = {0, 1, 2, 3, 1};
+  m->forward(*backend, x, {.training = true});
+  m->loss(*backend, labels, 1.0f, true);
+  std::vector<size_t> order;
+  m->backward(*backend, [&](size_t i) { order.push_back(i); });
+  EXPECT_EQ(order, (std::vector<size_t>{3, 2, 1, 0}));
+}
+
+// d(mean loss)/d(parameter) of a whole model, against central differences
+// of the loss computed in double from the model's own forward.
+TEST(Model, WholeModelGradientMatchesCentralDifferences) {
+  for (const char* loss : {"nll", "cross_entropy"}) {
+    std::vector<std::string> specs = kTiny;
+    if (std::string(loss) == "cross_entropy") specs.pop_back();
+    auto m = build_model("custom", specs, {2, 6, 6}, 4, loss);
+    m->reset_parameters(2, Device::kCpu);
+    auto backend = make_cpu_backend(1);
+    Tensor x({3, 2, 6, 6});
+    testing::fill_random(x, 4);
+    const int32_t labels[] = {2, 0, 3};
+    auto mean_loss = [&] {
+      m->forward(*backend, x, {});
+      return m->loss(*backend, labels, 0.0f, false).loss_sum / 3.0;
+    };
+    m->forward(*backend, x, {});
+    m->loss(*backend, labels, 1.0f / 3.0f, true);
+    m->backward(*backend);
+    for (Parameter* p : m->parameters()) {
+      Tensor analytic = p->grad.clone();
+      for (int64_t i = 0; i < p->value.numel(); i += 3) {
+        float& v = p->value.data()[i];
+        const float saved = v;
+        v = saved + 1e-2f;
+        const double plus = mean_loss();
+        v = saved - 1e-2f;
+        const double minus = mean_loss();
+        v = saved;
+        const double numeric = (plus - minus) / 2e-2;
+        EXPECT_NEAR(analytic.data()[i], numeric, 2e-3 * std::max(1.0, std::fabs(numeric)))
+            << loss << " " << p->name << "[" << i << "]";
+      }
+    }
+  }
+}
+
+TEST(Model, SummaryListsLayersAndParameterCount) {
+  auto m = build_model("mnist_net", {}, {1, 28, 28}, 10);
+  m->reset_parameters(0, Device::kCpu);
+  const std::string s = m->summary();
+  EXPECT_NE(s.find("conv2_drop"), std::string::npos);
+  EXPECT_NE(s.find("(320)"), std::string::npos);
+  EXPECT_NE(s.find("parameters: 21840"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace lockstep::nn
