@@ -1,6 +1,96 @@
+// The lockstep command: parse, build the communicator, run one subcommand.
+// Any error on any rank prints one line tagged with the rank and ends the
+// whole job non-zero (distributed/failure.h).
+#include <CLI/CLI.hpp>
 #include <cstdio>
+#include <iostream>
 
-int main() {
-  std::printf("lockstep " LOCKSTEP_VERSION "\n");
+#include "app/build_info.h"
+#include "app/checkpoint.h"
+#include "app/config.h"
+#include "app/trainer.h"
+#include "distributed/failure.h"
+#include "distributed/mpi_communicator.h"
+
+namespace {
+
+using lockstep::app::TrainConfig;
+
+struct EvaluateArgs {
+  std::string checkpoint, data_dir;
+  int64_t test_subset = -1, threads = 0;
+};
+
+int train(const TrainConfig& config, lockstep::distributed::Communicator& comm) {
+  lockstep::app::Trainer trainer(config, comm);
+  trainer.run();
   return 0;
+}
+
+int evaluate(const EvaluateArgs& args, lockstep::distributed::Communicator& comm) {
+  const auto ckpt = lockstep::app::load_checkpoint(args.checkpoint);
+  TrainConfig config = lockstep::app::train_config_from_json(
+      ckpt.meta.value("config", nlohmann::json::object()), args.checkpoint);
+  config.resume = args.checkpoint;
+  config.run_dir.clear();
+  config.progress = "none";
+  config.timeline.clear();
+  if (!args.data_dir.empty()) config.data_dir = args.data_dir;
+  if (args.test_subset >= 0) config.test_subset = args.test_subset;
+  config.threads = args.threads;
+  lockstep::app::Trainer trainer(config, comm);
+  const auto r = trainer.evaluate();
+  if (comm.rank() == 0) {
+    std::printf("%s: test loss %.4f acc %.2f%% (%lld samples of %s)\n", args.checkpoint.c_str(),
+                r.loss, 100.0 * r.accuracy, static_cast<long long>(r.samples),
+                config.dataset.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  lockstep::distributed::MpiEnvironment mpi(&argc, &argv);
+  auto comm = lockstep::distributed::make_mpi_communicator();
+  lockstep::distributed::install_failure_handlers(comm->rank());
+
+  CLI::App app{"lockstep: data-parallel training of convolutional networks"};
+  app.require_subcommand(1);
+  TrainConfig config;
+  auto* train_cmd =
+      app.add_subcommand("train", "train a model (settings from --config, then flags)");
+  train_cmd->add_option("--config", config.config_file, "TOML experiment file");
+  lockstep::app::add_train_options(*train_cmd, config);
+  EvaluateArgs eval_args;
+  auto* eval_cmd = app.add_subcommand("evaluate", "evaluate a checkpoint on its test set");
+  eval_cmd->add_option("--checkpoint", eval_args.checkpoint, "checkpoint file")->required();
+  eval_cmd->add_option("--data-dir,--data_dir", eval_args.data_dir, "dataset folder");
+  eval_cmd->add_option("--test-subset,--test_subset", eval_args.test_subset,
+                       "first N test samples");
+  eval_cmd->add_option("--threads", eval_args.threads, "compute threads per rank (0: auto)");
+  auto* info_cmd = app.add_subcommand("info", "print how lockstep was built and what it sees");
+  auto* options_cmd = app.add_subcommand("options", "print every train option as markdown");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (comm->rank() != 0) return e.get_exit_code();
+    return app.exit(e);
+  }
+
+  return lockstep::distributed::run_guarded(*comm, [&]() -> int {
+    if (*info_cmd) {
+      if (comm->rank() == 0)
+        std::cout << lockstep::app::build_info() << "  ranks    : " << comm->describe() << "\n";
+      return 0;
+    }
+    if (*options_cmd) {
+      if (comm->rank() == 0) std::cout << lockstep::app::options_markdown(*train_cmd);
+      return 0;
+    }
+    if (*eval_cmd) return evaluate(eval_args, *comm);
+    if (!config.config_file.empty())
+      lockstep::app::apply_config_file(*train_cmd, config.config_file);
+    return train(config, *comm);
+  });
 }

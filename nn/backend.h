@@ -46,9 +46,9 @@ struct Pool2dGeometry {
 // which rank or batch position it lands in, nor on the device.
 struct DropoutGeometry {
   int64_t batch = 0, channels = 0, spatial = 1;
-  float p = 0.5f;        // probability of dropping
-  uint64_t seed = 0;     // run seed
-  uint64_t stream = 0;   // distinguishes layers and epochs (see Dropout layer)
+  float p = 0.5f;       // probability of dropping
+  uint64_t seed = 0;    // run seed
+  uint64_t stream = 0;  // distinguishes layers and epochs (see Dropout layer)
 };
 
 // Sum of per-sample losses and number of correct arg-max predictions for a
@@ -110,8 +110,8 @@ class Backend {
   // --- dropout -------------------------------------------------------------
   // sample_ids: host array of N dataset indices. mask: (N, C), each 0 or
   // 1/(1-p). y = x * mask (broadcast over S). x and y may alias.
-  virtual void dropout_forward(const DropoutGeometry& g, const int64_t* sample_ids,
-                               const float* x, float* y, float* mask) = 0;
+  virtual void dropout_forward(const DropoutGeometry& g, const int64_t* sample_ids, const float* x,
+                               float* y, float* mask) = 0;
   // dx = dy * mask (broadcast over S). dy and dx may alias.
   virtual void dropout_backward(const DropoutGeometry& g, const float* mask, const float* dy,
                                 float* dx) = 0;
@@ -134,8 +134,8 @@ class Backend {
   // Negative log-likelihood of log-probabilities logp(rows, cols) against
   // labels (int32, on the device). When dlogp is not null it receives
   // d(grad_scale * sum of losses)/d(logp).
-  virtual LossStats nll_loss(int64_t rows, int64_t cols, const float* logp,
-                             const int32_t* labels, float grad_scale, float* dlogp) = 0;
+  virtual LossStats nll_loss(int64_t rows, int64_t cols, const float* logp, const int32_t* labels,
+                             float grad_scale, float* dlogp) = 0;
   // Softmax cross-entropy on raw logits, fused (numerically stable); dlogits
   // as above.
   virtual LossStats softmax_cross_entropy(int64_t rows, int64_t cols, const float* logits,

@@ -21,9 +21,9 @@ struct Parameter {
 // What a forward pass needs to know besides its input.
 struct ForwardContext {
   bool training = false;
-  uint64_t seed = 0;                     // run seed: dropout masks derive from it
-  uint64_t epoch = 0;                    // dropout masks change every epoch
-  const int64_t* sample_ids = nullptr;   // host, one dataset index per batch row
+  uint64_t seed = 0;                    // run seed: dropout masks derive from it
+  uint64_t epoch = 0;                   // dropout masks change every epoch
+  const int64_t* sample_ids = nullptr;  // host, one dataset index per batch row
 };
 
 class Layer {
@@ -43,8 +43,7 @@ class Layer {
   // a shape this layer cannot take.
   virtual Shape output_shape(const Shape& input) const = 0;
   // y is resized by the caller to output_shape(x.shape()).
-  virtual void forward(Backend& backend, const Tensor& x, Tensor& y,
-                       const ForwardContext& ctx) = 0;
+  virtual void forward(Backend& backend, const Tensor& x, Tensor& y, const ForwardContext& ctx) = 0;
   // Writes the parameter gradients and, when dx is not null, the input
   // gradient (already sized like x). x and y are the tensors of the last
   // forward.

@@ -9,7 +9,7 @@
 namespace lockstep::nn {
 
 struct LrScheduleConfig {
-  double lr = 0.01;                // base (single-worker) learning rate
+  double lr = 0.01;                   // base (single-worker) learning rate
   std::string schedule = "constant";  // constant | step | cosine
   std::vector<int64_t> milestones;    // step: epochs at which lr is multiplied by gamma
   double gamma = 0.1;                 // step

@@ -115,7 +115,7 @@ std::string Model::summary() const {
     int64_t count = 0;
     for (Parameter* p : layers_[i]->parameters()) count += p->value.numel();
     Shape per_sample(shape.begin() + 1, shape.end());
-    out << "  " << std::left << std::setw(8) << layers_[i]->name() << std::setw(30)
+    out << "  " << std::left << std::setw(13) << layers_[i]->name() << " " << std::setw(28)
         << layers_[i]->describe() << std::setw(18) << shape_string(per_sample) << count << "\n";
   }
   out << "  parameters: " << parameter_count();

@@ -15,12 +15,18 @@ namespace {
 
 // The reference workshop network (pytorch_mnist.py), with PyTorch's names.
 const std::vector<std::string> kMnistNet = {
-    "conv1: conv2d out=10 kernel=5", "pool1: max_pool2d kernel=2",
-    "relu1: relu",                   "conv2: conv2d out=20 kernel=5",
-    "conv2_drop: dropout2d p=0.5",   "pool2: max_pool2d kernel=2",
-    "relu2: relu",                   "flatten: flatten",
-    "fc1: linear out=50",            "relu3: relu",
-    "dropout: dropout p=0.5",        "fc2: linear out=10",
+    "conv1: conv2d out=10 kernel=5",
+    "pool1: max_pool2d kernel=2",
+    "relu1: relu",
+    "conv2: conv2d out=20 kernel=5",
+    "conv2_drop: dropout2d p=0.5",
+    "pool2: max_pool2d kernel=2",
+    "relu2: relu",
+    "flatten: flatten",
+    "fc1: linear out=50",
+    "relu3: relu",
+    "dropout: dropout p=0.5",
+    "fc2: linear out=10",
     "log_softmax: log_softmax",
 };
 
@@ -133,14 +139,13 @@ class Args {
   std::string text_;
 };
 
-std::unique_ptr<Layer> make_layer(const LayerSpec& spec, const std::string& text,
-                                  const Shape& in) {
+std::unique_ptr<Layer> make_layer(const LayerSpec& spec, const std::string& text, const Shape& in) {
   Args args(spec, text);
   std::unique_ptr<Layer> layer;
   const auto& t = spec.type;
   if (t == "conv2d") {
-    if (in.size() != 4) fail_input("layer \"", text, "\": conv2d needs an image input, got ",
-                                   shape_string(in));
+    if (in.size() != 4)
+      fail_input("layer \"", text, "\": conv2d needs an image input, got ", shape_string(in));
     const int64_t out = args.integer("out", 0, true);
     const int64_t kernel = args.integer("kernel", 0, true);
     const int64_t stride = args.integer("stride", 1);
@@ -158,8 +163,9 @@ std::unique_ptr<Layer> make_layer(const LayerSpec& spec, const std::string& text
   } else if (t == "dropout" || t == "dropout2d") {
     layer = std::make_unique<Dropout>(args.real("p", 0.5f), t == "dropout2d");
   } else if (t == "linear") {
-    if (in.size() != 2) fail_input("layer \"", text, "\": linear needs a flat input (N, F), got ",
-                                   shape_string(in), "; add a flatten layer before it");
+    if (in.size() != 2)
+      fail_input("layer \"", text, "\": linear needs a flat input (N, F), got ", shape_string(in),
+                 "; add a flatten layer before it");
     layer = std::make_unique<Linear>(in[1], args.integer("out", 0, true));
   } else {
     fail_input("layer \"", text, "\": unknown layer type \"", t,
@@ -172,7 +178,9 @@ std::unique_ptr<Layer> make_layer(const LayerSpec& spec, const std::string& text
 
 }  // namespace
 
-std::vector<std::string> zoo_model_names() { return {"mnist_net", "alexnet_cifar"}; }
+std::vector<std::string> zoo_model_names() {
+  return {"mnist_net", "alexnet_cifar"};
+}
 
 std::vector<std::string> zoo_layer_specs(const std::string& name) {
   if (name == "mnist_net") return kMnistNet;
@@ -209,8 +217,8 @@ std::unique_ptr<Model> build_model(const std::string& name,
     layers.push_back(std::move(layer));
   }
   if (shape.size() != 2 || shape[1] != num_classes) {
-    fail_input("model \"", name, "\" produces ", shape_string(shape), " per batch but the dataset has ",
-               num_classes, " classes");
+    fail_input("model \"", name, "\" produces ", shape_string(shape),
+               " per batch but the dataset has ", num_classes, " classes");
   }
   const bool ends_in_log_softmax = specs.back().find("log_softmax") != std::string::npos;
   LossKind kind;

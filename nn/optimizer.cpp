@@ -70,7 +70,10 @@ class Sgd final : public Optimizer {
 class Adam final : public Optimizer {
  public:
   Adam(const OptimizerConfig& c, const std::vector<Parameter*>& params, Device device)
-      : config_(c), params_(params), m_(zeros_like(params, device)), v_(zeros_like(params, device)) {
+      : config_(c),
+        params_(params),
+        m_(zeros_like(params, device)),
+        v_(zeros_like(params, device)) {
     if (!(c.beta1 >= 0 && c.beta1 < 1 && c.beta2 >= 0 && c.beta2 < 1 && c.eps > 0)) {
       fail_input("adam: need 0 <= beta1, beta2 < 1 and eps > 0");
     }

@@ -21,7 +21,7 @@ struct OptimizerConfig {
   // buffer's contribution by new_lr / old_lr (Goyal et al. 2017, Horovod).
   bool momentum_correction = true;
   float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // adam
-  float weight_decay = 0.0f;                          // both: L2 added to the gradient
+  float weight_decay = 0.0f;                        // both: L2 added to the gradient
 };
 
 // A named state tensor, for checkpoints and broadcasts.

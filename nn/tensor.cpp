@@ -22,7 +22,8 @@ float* allocate(Device device, int64_t count) {
   if (device == Device::kCpu) {
     const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
     void* p = std::aligned_alloc(kAlignment, rounded);
-    if (p == nullptr) throw Error(detail::concat("out of host memory allocating ", bytes, " bytes"));
+    if (p == nullptr)
+      throw Error(detail::concat("out of host memory allocating ", bytes, " bytes"));
     std::memset(p, 0, rounded);
     return static_cast<float*>(p);
   }
@@ -30,8 +31,8 @@ float* allocate(Device device, int64_t count) {
   void* p = nullptr;
   cudaError_t status = cudaMalloc(&p, bytes);
   if (status != cudaSuccess) {
-    throw LibraryError(detail::concat("cudaMalloc of ", bytes,
-                                      " bytes failed: ", cudaGetErrorString(status)));
+    throw LibraryError(
+        detail::concat("cudaMalloc of ", bytes, " bytes failed: ", cudaGetErrorString(status)));
   }
   cudaMemset(p, 0, bytes);
   return static_cast<float*>(p);
@@ -58,7 +59,9 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
 
 }  // namespace
 
-std::string to_string(Device device) { return device == Device::kCpu ? "cpu" : "cuda"; }
+std::string to_string(Device device) {
+  return device == Device::kCpu ? "cpu" : "cuda";
+}
 
 int64_t shape_numel(const Shape& shape) {
   return std::accumulate(shape.begin(), shape.end(), int64_t{1}, std::multiplies<>());
@@ -101,7 +104,8 @@ Tensor Tensor::clone() const {
 void Tensor::copy_from(const Tensor& other) {
   LOCKSTEP_CHECK(other.numel_ == numel_, "copy_from ", shape_string(other.shape_), " into ",
                  shape_string(shape_));
-  copy_bytes(data(), device_, other.data(), other.device_, static_cast<size_t>(numel_) * sizeof(float));
+  copy_bytes(data(), device_, other.data(), other.device_,
+             static_cast<size_t>(numel_) * sizeof(float));
 }
 
 void Tensor::reshape(const Shape& shape) {

@@ -173,11 +173,11 @@ TEST(LayerInit, UniformWithPyTorchBound) {
   Conv2d again(10, 20, 5);
   again.set_name("conv2");
   again.reset_parameters(42, Device::kCpu);
-  EXPECT_TRUE(std::equal(w.span().begin(), w.span().end(),
-                         again.parameters()[0]->value.span().begin()));
+  EXPECT_TRUE(
+      std::equal(w.span().begin(), w.span().end(), again.parameters()[0]->value.span().begin()));
   again.reset_parameters(43, Device::kCpu);
-  EXPECT_FALSE(std::equal(w.span().begin(), w.span().end(),
-                          again.parameters()[0]->value.span().begin()));
+  EXPECT_FALSE(
+      std::equal(w.span().begin(), w.span().end(), again.parameters()[0]->value.span().begin()));
   EXPECT_EQ(conv.parameters()[1]->name, "conv2.bias");
 }
 

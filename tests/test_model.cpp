@@ -23,9 +23,9 @@ TEST(ModelZoo, MnistNetIsTheReferenceNetwork) {
   m->reset_parameters(42, Device::kCpu);
   EXPECT_EQ(m->parameter_count(), 21840);  // as PyTorch counts the reference Net
   EXPECT_EQ(m->loss_kind(), LossKind::kNll);
-  EXPECT_EQ(names(*m), (std::vector<std::string>{"conv1.weight", "conv1.bias", "conv2.weight",
-                                                  "conv2.bias", "fc1.weight", "fc1.bias",
-                                                  "fc2.weight", "fc2.bias"}));
+  EXPECT_EQ(names(*m),
+            (std::vector<std::string>{"conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias",
+                                      "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"}));
   EXPECT_EQ(m->parameters()[2]->value.shape(), (Shape{20, 10, 5, 5}));
   EXPECT_EQ(m->parameters()[4]->value.shape(), (Shape{50, 320}));
 }
@@ -50,38 +50,48 @@ TEST(ModelZoo, RefusesMismatchedDataAndBadSpecs) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(message([] { build_model("mnist_net", {}, {3, 32, 32}, 10); }).find("conv"),
+  EXPECT_NE(message([] {
+              build_model("mnist_net", {}, {3, 32, 32}, 10);
+            }).find("conv"),
             std::string::npos);
-  EXPECT_NE(message([] { build_model("resnet", {}, {1, 28, 28}, 10); }).find("unknown model"),
+  EXPECT_NE(message([] {
+              build_model("resnet", {}, {1, 28, 28}, 10);
+            }).find("unknown model"),
             std::string::npos);
-  EXPECT_NE(message([] { build_model("custom", {"conv2d out=4 kernal=3"}, {1, 8, 8}, 10); })
-                .find("missing required argument kernel"),
+  EXPECT_NE(message([] {
+              build_model("custom", {"conv2d out=4 kernal=3"}, {1, 8, 8}, 10);
+            }).find("missing required argument kernel"),
             std::string::npos);
   EXPECT_NE(message([] {
               build_model("custom", {"conv2d out=4 kernel=3 strid=2"}, {1, 8, 8}, 10);
             }).find("unknown argument strid"),
             std::string::npos);
-  EXPECT_NE(message([] { build_model("custom", {"conv2d out=2 kernel=3", "linear out=10"},
-                                     {1, 8, 8}, 10); })
-                .find("add a flatten layer"),
+  EXPECT_NE(message([] {
+              build_model("custom", {"conv2d out=2 kernel=3", "linear out=10"}, {1, 8, 8}, 10);
+            }).find("add a flatten layer"),
             std::string::npos);
-  EXPECT_NE(message([] { build_model("custom", {"flatten", "linear out=5"}, {1, 8, 8}, 10); })
-                .find("10 classes"),
+  EXPECT_NE(message([] {
+              build_model("custom", {"flatten", "linear out=5"}, {1, 8, 8}, 10);
+            }).find("10 classes"),
             std::string::npos);
-  EXPECT_NE(message([] { build_model("custom", {"flatten", "lineer out=10"}, {1, 8, 8}, 10); })
-                .find("unknown layer type \"lineer\""),
+  EXPECT_NE(message([] {
+              build_model("custom", {"flatten", "lineer out=10"}, {1, 8, 8}, 10);
+            }).find("unknown layer type \"lineer\""),
             std::string::npos);
 }
 
-const std::vector<std::string> kTiny = {"conv2d out=3 kernel=3 pad=1", "relu",
-                                        "max_pool2d kernel=2", "flatten",
-                                        "fc: linear out=4", "log_softmax"};
+const std::vector<std::string> kTiny = {"conv2d out=3 kernel=3 pad=1",
+                                        "relu",
+                                        "max_pool2d kernel=2",
+                                        "flatten",
+                                        "fc: linear out=4",
+                                        "log_softmax"};
 
 TEST(Model, GradientsAreAnnouncedLastLayerFirst) {
   auto m = build_model("custom", kTiny, {2, 6, 6}, 4);
   m->reset_parameters(1, Device::kCpu);
-  EXPECT_EQ(names(*m), (std::vector<std::string>{"conv2d1.weight", "conv2d1.bias", "fc.weight",
-                                                  "fc.bias"}));
+  EXPECT_EQ(names(*m),
+            (std::vector<std::string>{"conv2d1.weight", "conv2d1.bias", "fc.weight", "fc.bias"}));
   auto backend = make_cpu_backend(1);
   Tensor x({5, 2, 6, 6});
   testing::fill_random(x, 3);

@@ -47,8 +47,7 @@ TEST(OptimizerSgd, MomentumMatchesPyTorchAndCorrection) {
 
 TEST(OptimizerSgd, RefusesBadSettings) {
   OneParam w(1.0f, 0.5f);
-  EXPECT_THROW(make_optimizer({.kind = "sgd", .nesterov = true}, w.list, Device::kCpu),
-               InputError);
+  EXPECT_THROW(make_optimizer({.kind = "sgd", .nesterov = true}, w.list, Device::kCpu), InputError);
   EXPECT_THROW(make_optimizer({.kind = "rmsprop"}, w.list, Device::kCpu), InputError);
 }
 
@@ -78,9 +77,9 @@ TEST(LrSchedule, ScalingRules) {
 // Horovod: lr = scaled / N * (e * (N - 1) / W + 1), e = epoch + (step + 1) / steps.
 TEST(LrSchedule, WarmupFollowsHorovodFormula) {
   LrSchedule s({.lr = 0.01, .warmup_epochs = 2}, 4);
-  EXPECT_NEAR(s.at(0, 0, 10), 0.04 / 4 * (0.1 * 3 / 2 + 1), 1e-12);    // e = 0.1
-  EXPECT_NEAR(s.at(1, 4, 10), 0.04 / 4 * (1.5 * 3 / 2 + 1), 1e-12);    // e = 1.5
-  EXPECT_NEAR(s.at(1, 9, 10), 0.04, 1e-12);                            // e = 2: done
+  EXPECT_NEAR(s.at(0, 0, 10), 0.04 / 4 * (0.1 * 3 / 2 + 1), 1e-12);  // e = 0.1
+  EXPECT_NEAR(s.at(1, 4, 10), 0.04 / 4 * (1.5 * 3 / 2 + 1), 1e-12);  // e = 1.5
+  EXPECT_NEAR(s.at(1, 9, 10), 0.04, 1e-12);                          // e = 2: done
   EXPECT_NEAR(s.at(5, 3, 10), 0.04, 1e-12);
   // One worker: warmup changes nothing.
   EXPECT_DOUBLE_EQ(LrSchedule({.lr = 0.01, .warmup_epochs = 2}, 1).at(0, 0, 10), 0.01);

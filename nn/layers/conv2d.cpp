@@ -26,8 +26,8 @@ std::string Conv2d::describe() const {
 
 Conv2dGeometry Conv2d::geometry(const Shape& input) const {
   if (input.size() != 4 || input[1] != in_channels_) {
-    fail_input(name(), " ", describe(), ": expects input (N, ", in_channels_,
-               ", H, W), got ", shape_string(input));
+    fail_input(name(), " ", describe(), ": expects input (N, ", in_channels_, ", H, W), got ",
+               shape_string(input));
   }
   Conv2dGeometry g;
   g.batch = input[0];

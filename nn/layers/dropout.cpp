@@ -17,8 +17,7 @@ std::string Dropout::describe() const {
 
 DropoutGeometry Dropout::geometry(const Shape& input, const ForwardContext& ctx) const {
   if (channelwise_ && input.size() != 4) {
-    fail_input(name(), " ", describe(), ": expects input (N, C, H, W), got ",
-               shape_string(input));
+    fail_input(name(), " ", describe(), ": expects input (N, C, H, W), got ", shape_string(input));
   }
   DropoutGeometry g;
   g.batch = input.at(0);

@@ -12,12 +12,14 @@ Linear::Linear(int64_t in_features, int64_t out_features) : in_(in_features), ou
   }
 }
 
-std::string Linear::describe() const { return detail::concat("linear(", in_, "->", out_, ")"); }
+std::string Linear::describe() const {
+  return detail::concat("linear(", in_, "->", out_, ")");
+}
 
 Shape Linear::output_shape(const Shape& input) const {
   if (input.size() != 2 || input[1] != in_) {
-    fail_input(name(), " ", describe(), ": expects input (N, ", in_, "), got ",
-               shape_string(input), " (is a flatten layer missing, or is `in` wrong?)");
+    fail_input(name(), " ", describe(), ": expects input (N, ", in_, "), got ", shape_string(input),
+               " (is a flatten layer missing, or is `in` wrong?)");
   }
   return {input[0], out_};
 }

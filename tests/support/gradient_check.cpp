@@ -28,8 +28,7 @@ double objective(nn::Backend& backend, nn::Layer& layer, const nn::Tensor& x, nn
 // Compares the analytic gradient of `values` with central differences.
 void check_tensor(nn::Backend& backend, nn::Layer& layer, const nn::Tensor& x, nn::Tensor& y,
                   const nn::Tensor& r, const nn::ForwardContext& ctx, nn::Tensor& values,
-                  const nn::Tensor& analytic, const std::string& what,
-                  const GradCheckOptions& o) {
+                  const nn::Tensor& analytic, const std::string& what, const GradCheckOptions& o) {
   int failures = 0;
   for (int64_t i = 0; i < values.numel(); ++i) {
     float& v = values.data()[i];

@@ -1,0 +1,106 @@
+// The training configuration: one struct, every field with a default and a
+// documented unit, settable from a TOML file (flat keys, the option names
+// with '_') and overridable on the command line (--key or --key-with-dashes).
+// Unknown keys and wrong-typed values are errors that name the file and key.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace CLI {
+class App;
+}
+
+namespace lockstep::app {
+
+struct TrainConfig {
+  // --- experiment
+  std::string config_file;               // TOML file the values below came from
+  std::string run_dir = "runs/default";  // metrics, checkpoints and logs go here
+  uint64_t seed = 42;                    // initial weights, shuffling, dropout, augmentation
+  int64_t epochs = 10;                   // epochs to train (total, including resumed ones)
+
+  // --- data
+  std::string dataset = "fashion-mnist";  // fashion-mnist | mnist | cifar10
+  std::string data_dir;                   // empty: the dataset's default folder
+  int64_t train_subset = 0;               // use only the first N training samples (0: all)
+  int64_t test_subset = 0;                // use only the first N test samples (0: all)
+  std::vector<float> normalize_mean;      // per channel, pixels in [0, 1]; empty: dataset default
+  std::vector<float> normalize_std;       // per channel; empty: dataset default
+  std::string augment = "auto";           // auto (dataset default) | on | off
+  bool drop_last = false;                 // sampler drops the tail instead of padding
+
+  // --- model
+  std::string model = "mnist_net";  // mnist_net | alexnet_cifar | custom
+  std::vector<std::string> layers;  // custom: layer list ("conv2d out=10 kernel=5", ...)
+  std::string loss = "auto";        // auto | nll | cross_entropy
+
+  // --- optimisation
+  int64_t batch_size = 64;         // samples per rank per step
+  int64_t test_batch_size = 1000;  // samples per rank per evaluation batch
+  std::string optimizer = "sgd";   // sgd | adam
+  double lr = 0.01;                // single-worker learning rate
+  double momentum = 0.5;           // sgd momentum
+  double dampening = 0.0;          // sgd dampening
+  bool nesterov = false;           // sgd Nesterov momentum
+  double weight_decay = 0.0;       // L2 penalty added to the gradient
+  double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_eps = 1e-8;
+  std::string lr_schedule = "constant";  // constant | step | cosine
+  std::vector<int64_t> lr_milestones;    // step: epochs where lr is multiplied by lr_gamma
+  double lr_gamma = 0.1;                 // step: decay factor
+  double lr_min = 0.0;                   // cosine: final single-worker lr
+  std::string lr_scaling = "linear";     // linear | sqrt | none: lr factor for N workers
+  double warmup_epochs = 0.0;            // gradual warmup to the scaled lr (epochs, 0: off)
+  bool momentum_correction = true;       // rescale momentum when lr changes
+
+  // --- data parallelism
+  std::string reduce_op = "average";       // average | sum
+  double gradient_predivide_factor = 1.0;  // divide by f before the sum, by size/f after
+  double bucket_cap_mb = 25.0;             // fusion bucket size cap (MiB), 0: one per tensor
+  double first_bucket_mb = 1.0;            // first (last-layer) bucket cap (MiB)
+  bool overlap = true;                     // reduce buckets while backward runs
+  std::string compression = "none";        // none | fp16 | bf16 on the wire
+  int64_t backward_passes_per_step = 1;    // gradient accumulation passes per step
+  double stall_warning_s = 60.0;           // warn when a collective waits longer (s)
+  double stall_abort_s = 0.0;              // abort the job after this wait (s, 0: never)
+
+  // --- execution
+  std::string device = "cpu";  // cpu | cuda | auto
+  int64_t threads = 0;         // compute threads per rank (0: cores / ranks per node)
+  int64_t eval_every = 1;      // evaluate every N epochs (0: never)
+
+  // --- output
+  int64_t checkpoint_every = 1;   // write a checkpoint every N epochs (0: never)
+  int64_t keep_checkpoints = 3;   // keep the newest N checkpoints (0: all)
+  std::string resume;             // "" | auto | path of a checkpoint
+  std::string timeline;           // Chrome-trace JSON file ("" : off)
+  std::string progress = "auto";  // auto (live line on a terminal) | plain | none
+};
+
+// Registers every TrainConfig field on cmd as --key and --key-with-dashes.
+void add_train_options(CLI::App& cmd, TrainConfig& config);
+
+// Applies a TOML file's flat key = value entries to the options of cmd that
+// were not given on the command line. Throws InputError naming the file and
+// the key for an unknown key (with a suggestion) or a value of the wrong type.
+void apply_config_file(CLI::App& cmd, const std::string& path);
+
+// Checks ranges and combinations; throws InputError naming the key.
+void validate(const TrainConfig& config);
+
+nlohmann::json to_json(const TrainConfig& config);
+// The inverse of to_json, for configs stored in checkpoints; missing keys
+// keep their defaults. Throws InputError naming source on malformed values.
+TrainConfig train_config_from_json(const nlohmann::json& j, const std::string& source);
+
+// (key, value) pairs every rank must agree on, for the start-up fingerprint.
+std::vector<std::pair<std::string, std::string>> fingerprint_items(const TrainConfig& config);
+
+// Markdown table of every option: key, default, meaning (for configs/README.md).
+std::string options_markdown(CLI::App& cmd);
+
+}  // namespace lockstep::app

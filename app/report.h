@@ -1,0 +1,54 @@
+// What rank 0 shows and records: one line per epoch on stdout, a live
+// progress line when stdout is a terminal, and metrics.csv in the run
+// directory. Other ranks construct a silent Report.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+namespace lockstep::app {
+
+struct EpochResult {
+  int64_t epoch = 0;                              // 1-based
+  double lr = 0.0;                                // learning rate of the epoch's last step
+  double train_loss = 0.0, train_accuracy = 0.0;  // mean per sample, fraction
+  int64_t train_samples = 0;                      // over all ranks
+  bool evaluated = false;
+  double test_loss = 0.0, test_accuracy = 0.0;
+  int64_t test_samples = 0;
+  double seconds = 0.0;            // whole epoch: training, evaluation, checkpoint
+  double images_per_second = 0.0;  // training samples (all ranks) / training seconds
+  // Where rank 0's time went (seconds).
+  double compute_seconds = 0.0;    // forward, backward, optimizer (minus exposed communication)
+  double comm_wait_seconds = 0.0;  // waiting for gradient allreduce (not hidden by backward)
+  double data_seconds = 0.0;       // waiting for the loader
+  double eval_seconds = 0.0;
+  double checkpoint_seconds = 0.0;
+};
+
+class Report {
+ public:
+  // active: this rank reports (rank 0). mode: auto | plain | none.
+  Report(bool active, const std::string& mode, const std::string& metrics_path, bool append);
+  ~Report();
+  Report(const Report&) = delete;
+  Report& operator=(const Report&) = delete;
+
+  // A line of text (start-up banner, notes), when active and not "none".
+  void line(const std::string& text);
+  // Live progress within an epoch (terminal only, at most ~5 times a second).
+  void progress(int64_t epoch, int64_t epochs, int64_t step, int64_t steps, double loss,
+                double images_per_second);
+  void epoch(const EpochResult& result, int64_t epochs);
+
+ private:
+  void clear_progress();
+  bool active_, live_, quiet_;
+  std::FILE* metrics_ = nullptr;
+  bool progress_shown_ = false;
+  std::chrono::steady_clock::time_point last_progress_{};
+};
+
+}  // namespace lockstep::app

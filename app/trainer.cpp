@@ -1,0 +1,379 @@
+#include "app/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+#include <thread>
+
+#include "app/checkpoint.h"
+#include "data/batch_loader.h"
+#include "data/catalog.h"
+#include "data/sampler.h"
+#include "distributed/fingerprint.h"
+#include "nn/error.h"
+#include "nn/model_zoo.h"
+
+namespace lockstep::app {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+distributed::DistributedOptimizerConfig dopt_config(const TrainConfig& c) {
+  distributed::DistributedOptimizerConfig d;
+  d.op = c.reduce_op == "sum" ? distributed::ReduceOp::kSum : distributed::ReduceOp::kAverage;
+  d.gradient_predivide_factor = c.gradient_predivide_factor;
+  d.first_bucket_mb = c.first_bucket_mb;
+  d.bucket_cap_mb = c.bucket_cap_mb;
+  d.compression = distributed::parse_compression(c.compression);
+  d.backward_passes_per_step = static_cast<int>(c.backward_passes_per_step);
+  d.overlap = c.overlap;
+  return d;
+}
+
+nn::OptimizerConfig optimizer_config(const TrainConfig& c) {
+  nn::OptimizerConfig o;
+  o.kind = c.optimizer;
+  o.momentum = static_cast<float>(c.momentum);
+  o.dampening = static_cast<float>(c.dampening);
+  o.nesterov = c.nesterov;
+  o.momentum_correction = c.momentum_correction;
+  o.beta1 = static_cast<float>(c.adam_beta1);
+  o.beta2 = static_cast<float>(c.adam_beta2);
+  o.eps = static_cast<float>(c.adam_eps);
+  o.weight_decay = static_cast<float>(c.weight_decay);
+  return o;
+}
+
+nn::LrScheduleConfig schedule_config(const TrainConfig& c) {
+  nn::LrScheduleConfig s;
+  s.lr = c.lr;
+  s.schedule = c.lr_schedule;
+  s.milestones = c.lr_milestones;
+  s.gamma = c.lr_gamma;
+  s.epochs = c.epochs;
+  s.min_lr = c.lr_min;
+  s.scaling = c.lr_scaling;
+  s.warmup_epochs = c.warmup_epochs;
+  return s;
+}
+
+// Sums of a pass over data, reduced across ranks as sums and counts so the
+// means are exact whatever the shard sizes.
+struct Totals {
+  double loss = 0.0, correct = 0.0, count = 0.0;
+  void add(const nn::LossStats& s) {
+    loss += s.loss_sum;
+    correct += static_cast<double>(s.correct);
+    count += static_cast<double>(s.count);
+  }
+  void reduce(distributed::Communicator& comm) {
+    double v[3] = {loss, correct, count};
+    comm.allreduce(std::span<double>(v, 3), distributed::ReduceOp::kSum);
+    loss = v[0];
+    correct = v[1];
+    count = v[2];
+  }
+};
+
+}  // namespace
+
+int compute_threads(const TrainConfig& config, const distributed::Communicator& comm) {
+  if (config.threads > 0) return static_cast<int>(config.threads);
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::max(1, cores / std::max(1, comm.local_size()));
+}
+
+Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
+    : config_(std::move(config)), comm_(comm) {
+  validate(config_);
+  if (config_.device == "cuda") {
+    fail_input("config key device is \"cuda\" but this build has no CUDA backend; use cpu");
+  }
+  const bool root = comm_.rank() == 0;
+  // An empty run_dir (evaluation of a checkpoint) writes no files.
+  const bool files = !config_.run_dir.empty();
+  if (root && files) std::filesystem::create_directories(config_.run_dir);
+  report_ = std::make_unique<Report>(root, config_.progress,
+                                     files ? config_.run_dir + "/metrics.csv" : "",
+                                     !config_.resume.empty());
+
+  train_ = data::load_dataset(config_.dataset, config_.data_dir, true).head(config_.train_subset);
+  test_ = data::load_dataset(config_.dataset, config_.data_dir, false).head(config_.test_subset);
+  normalization_ = data::default_normalization(config_.dataset);
+  if (!config_.normalize_mean.empty()) {
+    normalization_.mean = config_.normalize_mean;
+    normalization_.stddev = config_.normalize_std;
+  }
+  if (config_.augment == "on") augmentation_ = data::cifar10_augmentation();
+  if (config_.augment == "auto") augmentation_ = data::default_augmentation(config_.dataset);
+
+  threads_ = compute_threads(config_, comm_);
+  backend_ = nn::make_cpu_backend(threads_);
+  model_ =
+      nn::build_model(config_.model, config_.layers, {train_.channels, train_.height, train_.width},
+                      train_.num_classes, config_.loss);
+  model_->reset_parameters(config_.seed, backend_->device());
+  optimizer_ =
+      nn::make_optimizer(optimizer_config(config_), model_->parameters(), backend_->device());
+  schedule_ = std::make_unique<nn::LrSchedule>(schedule_config(config_), comm_.size());
+  if (!config_.timeline.empty()) {
+    timeline_ = distributed::make_timeline(config_.timeline, comm_);
+  }
+  auto dconfig = dopt_config(config_);
+  dconfig.timeline = timeline_.get();
+  dopt_ = std::make_unique<distributed::DistributedOptimizer>(
+      comm_, *backend_, model_->parameters(), *optimizer_, dconfig);
+  distributed::StallPolicy stall;
+  stall.warning_seconds = config_.stall_warning_s;
+  stall.abort_seconds = config_.stall_abort_s;
+  comm_.set_stall_policy(stall);
+
+  check_fingerprint();
+  resume();
+  // Every rank starts from rank 0's weights and optimizer state: never from
+  // independently initialised ones.
+  dopt_->broadcast_parameters(0);
+  banner();
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::check_fingerprint() {
+  auto items = fingerprint_items(config_);
+  for (const nn::Parameter* p : model_->parameters()) {
+    items.emplace_back("model." + p->name, nn::shape_string(p->value.shape()));
+  }
+  items.emplace_back("dataset.train.size", std::to_string(train_.size()));
+  items.emplace_back("dataset.test.size", std::to_string(test_.size()));
+  items.emplace_back("dataset.image",
+                     nn::shape_string({train_.channels, train_.height, train_.width}));
+  comm_.set_stall_label("start-up fingerprint check");
+  distributed::check_same_fingerprint(comm_, items);
+}
+
+void Trainer::banner() {
+  std::ostringstream out;
+  out << "lockstep: " << comm_.describe() << ", " << threads_ << " thread"
+      << (threads_ == 1 ? "" : "s") << " per rank on " << backend_->name() << "\n"
+      << "data: " << train_.name << " " << train_.size() << " samples, " << test_.name << " "
+      << test_.size() << " samples from " << train_.source << "\n"
+      << model_->summary() << "\n"
+      << "optimizer: " << optimizer_->describe() << ", lr " << config_.lr << " x "
+      << schedule_->scale_factor() << " (" << config_.lr_scaling << " scaling for " << comm_.size()
+      << " rank" << (comm_.size() == 1 ? "" : "s") << ")";
+  if (config_.warmup_epochs > 0) out << ", warmup " << config_.warmup_epochs << " epochs";
+  out << ", batch " << config_.batch_size << " per rank (" << config_.batch_size * comm_.size()
+      << " global)";
+  if (epochs_done_ > 0) out << "\nresumed after epoch " << epochs_done_;
+  report_->line(out.str());
+}
+
+void Trainer::run() {
+  for (int64_t epoch = epochs_done_; epoch < config_.epochs; ++epoch) {
+    history_.push_back(train_epoch(epoch));
+    report_->epoch(history_.back(), config_.epochs);
+  }
+  if (timeline_) {
+    for (const std::string& lost : distributed::finish_timeline(*timeline_, comm_)) {
+      report_->line("timeline: could not merge " + lost);
+    }
+  }
+}
+
+EpochResult Trainer::train_epoch(int64_t epoch) {
+  const auto epoch_start = Clock::now();
+  EpochResult r;
+  r.epoch = epoch + 1;
+  data::DistributedSampler sampler(train_.size(), comm_.rank(), comm_.size(), true, config_.seed,
+                                   config_.drop_last);
+  sampler.set_epoch(epoch);
+  const int64_t k = config_.backward_passes_per_step;
+  const int64_t batches = sampler.steps(config_.batch_size);
+  const int64_t steps = batches / k;
+  // Every rank must take the same number of steps; the sampler guarantees
+  // it, and one small collective checks it rather than trusting it.
+  comm_.set_stall_label("epoch " + std::to_string(r.epoch) + " step-count check");
+  int64_t range[2] = {steps, -steps};
+  comm_.allreduce(std::span<int64_t>(range, 2), distributed::ReduceOp::kMax);
+  if (range[0] != steps || -range[1] != steps) {
+    throw DistributedError(detail::concat("ranks disagree on steps in epoch ", r.epoch, ": rank ",
+                                          comm_.rank(), " has ", steps, ", others up to ",
+                                          range[0]));
+  }
+  if (steps == 0) fail_input("epoch ", r.epoch, ": no full step (batch_size too large?)");
+  if (batches % k != 0 && epoch == epochs_done_) {
+    report_->line(detail::concat("note: backward_passes_per_step=", k, " does not divide ", batches,
+                                 " batches; the last ", batches % k,
+                                 " batches of each epoch are not used"));
+  }
+
+  data::BatchLoaderOptions lo;
+  lo.batch_size = config_.batch_size;
+  lo.normalization = normalization_;
+  lo.augmentation = augmentation_;
+  lo.seed = config_.seed;
+  lo.epoch = epoch;
+  data::BatchLoader loader(train_, sampler.indices(), lo);
+  data::Batch batch;
+  Totals totals;
+  dopt_->reset_stats();
+  double data_seconds = 0.0, lr = 0.0;
+  const auto train_start = Clock::now();
+  for (int64_t step = 0; step < steps; ++step) {
+    lr = schedule_->at(epoch, step, steps);
+    for (int64_t pass = 0; pass < k; ++pass) {
+      const auto wait_start = Clock::now();
+      {
+        distributed::TimelineSpan span(timeline_.get(), "data wait", "data");
+        if (!loader.next(batch)) throw Error("loader ended before the epoch's last step");
+      }
+      data_seconds += seconds_since(wait_start);
+      nn::ForwardContext ctx{.training = true,
+                             .seed = config_.seed,
+                             .epoch = static_cast<uint64_t>(epoch),
+                             .sample_ids = batch.sample_ids.data()};
+      {
+        distributed::TimelineSpan span(timeline_.get(), "forward", "compute");
+        model_->forward(*backend_, batch.images, ctx);
+        totals.add(model_->loss(*backend_, batch.labels.data(),
+                                1.0f / static_cast<float>(k * batch.size()), true));
+      }
+      distributed::TimelineSpan span(timeline_.get(), "backward", "compute");
+      model_->backward(*backend_, dopt_->grad_ready_callback());
+    }
+    {
+      distributed::TimelineSpan span(timeline_.get(), "optimizer step", "compute");
+      dopt_->step(static_cast<float>(lr));
+    }
+    ++global_step_;
+    report_->progress(r.epoch, config_.epochs, step, steps, totals.loss / totals.count,
+                      totals.count * comm_.size() / seconds_since(train_start));
+  }
+  const double train_seconds = seconds_since(train_start);
+  comm_.set_stall_label("epoch " + std::to_string(r.epoch) + " training metrics");
+  totals.reduce(comm_);
+  const auto stats = dopt_->stats();
+  r.lr = lr;
+  r.train_loss = totals.loss / totals.count;
+  r.train_accuracy = totals.correct / totals.count;
+  r.train_samples = static_cast<int64_t>(totals.count);
+  r.images_per_second = totals.count / train_seconds;
+  r.data_seconds = data_seconds;
+  r.comm_wait_seconds = stats.exposed_seconds;
+  r.compute_seconds = train_seconds - data_seconds - stats.exposed_seconds;
+
+  if (config_.eval_every > 0 && (r.epoch % config_.eval_every == 0 || r.epoch == config_.epochs)) {
+    const auto eval_start = Clock::now();
+    distributed::TimelineSpan span(timeline_.get(), "evaluation", "evaluation");
+    const EvalResult e = evaluate();
+    r.evaluated = true;
+    r.test_loss = e.loss;
+    r.test_accuracy = e.accuracy;
+    r.test_samples = e.samples;
+    r.eval_seconds = seconds_since(eval_start);
+  }
+  epochs_done_ = r.epoch;
+  if (config_.checkpoint_every > 0 &&
+      (r.epoch % config_.checkpoint_every == 0 || r.epoch == config_.epochs)) {
+    const auto checkpoint_start = Clock::now();
+    distributed::TimelineSpan span(timeline_.get(), "checkpoint", "checkpoint");
+    save_checkpoint();
+    r.checkpoint_seconds = seconds_since(checkpoint_start);
+  }
+  r.seconds = seconds_since(epoch_start);
+  return r;
+}
+
+EvalResult Trainer::evaluate() {
+  auto sampler = data::DistributedSampler::for_evaluation(test_.size(), comm_.rank(), comm_.size());
+  data::BatchLoaderOptions lo;
+  lo.batch_size = config_.test_batch_size;
+  lo.normalization = normalization_;
+  data::BatchLoader loader(test_, sampler.indices(), lo);
+  data::Batch batch;
+  Totals totals;
+  while (loader.next(batch)) {
+    model_->forward(*backend_, batch.images, {});
+    totals.add(model_->loss(*backend_, batch.labels.data(), 0.0f, false));
+  }
+  comm_.set_stall_label("evaluation metrics");
+  totals.reduce(comm_);
+  EvalResult e;
+  e.samples = static_cast<int64_t>(totals.count);
+  e.loss = totals.count > 0 ? totals.loss / totals.count : 0.0;
+  e.accuracy = totals.count > 0 ? totals.correct / totals.count : 0.0;
+  return e;
+}
+
+std::vector<std::pair<std::string, nn::Tensor*>> Trainer::state_tensors() {
+  std::vector<std::pair<std::string, nn::Tensor*>> out;
+  for (nn::Parameter* p : model_->parameters()) out.emplace_back(p->name, &p->value);
+  for (const nn::StateTensor& s : optimizer_->state()) out.emplace_back(s.name, s.tensor);
+  return out;
+}
+
+void Trainer::save_checkpoint() {
+  if (comm_.rank() != 0 || config_.run_dir.empty()) return;
+  nlohmann::json meta;
+  meta["lockstep_version"] = LOCKSTEP_VERSION;
+  meta["epoch"] = epochs_done_;
+  meta["step"] = global_step_;
+  meta["world_size"] = comm_.size();
+  meta["model"] = config_.model;
+  meta["dataset"] = config_.dataset;
+  meta["class_names"] = train_.class_names;
+  meta["input_shape"] = {train_.channels, train_.height, train_.width};
+  meta["optimizer"] = {{"steps", optimizer_->steps()}, {"last_lr", optimizer_->last_lr()}};
+  // All randomness is counter-based: (seed, epoch, sample id) is the state.
+  meta["rng"] = {{"seed", config_.seed}, {"next_epoch", epochs_done_}};
+  meta["sampler"] = {{"epoch", epochs_done_}, {"batch", 0}};
+  meta["config"] = to_json(config_);
+  CheckpointStore store(config_.run_dir + "/checkpoints",
+                        static_cast<int>(config_.keep_checkpoints));
+  store.save(epochs_done_, global_step_, make_checkpoint(meta, state_tensors()));
+}
+
+void Trainer::resume() {
+  if (config_.resume.empty()) return;
+  std::string meta_text;
+  if (comm_.rank() == 0) {
+    std::string path = config_.resume;
+    if (path == "auto") {
+      path = CheckpointStore(config_.run_dir + "/checkpoints", 0).latest();
+      if (path.empty())
+        report_->line("resume auto: no checkpoint in " + config_.run_dir +
+                      ", starting from scratch");
+    }
+    if (!path.empty()) {
+      const Checkpoint ckpt = load_checkpoint(path);
+      const auto& m = ckpt.meta;
+      const auto stored = train_config_from_json(m.value("config", nlohmann::json::object()), path);
+      if (stored.model != config_.model || stored.layers != config_.layers ||
+          stored.dataset != config_.dataset) {
+        fail_input(path, ": checkpoint was trained with model ", stored.model, " on ",
+                   stored.dataset, " but the config says model ", config_.model, " on ",
+                   config_.dataset);
+      }
+      restore_tensors(ckpt, path, state_tensors());
+      optimizer_->set_steps(m.at("optimizer").at("steps").get<int64_t>());
+      optimizer_->set_last_lr(m.at("optimizer").at("last_lr").get<float>());
+      nlohmann::json position = {{"epoch", m.at("epoch")}, {"step", m.at("step")}, {"path", path}};
+      meta_text = position.dump();
+    }
+  }
+  comm_.set_stall_label("resume: broadcast of the checkpoint position");
+  comm_.broadcast_string(meta_text, 0);
+  if (meta_text.empty()) return;
+  const auto position = nlohmann::json::parse(meta_text);
+  epochs_done_ = position.at("epoch").get<int64_t>();
+  global_step_ = position.at("step").get<int64_t>();
+  report_->line("resuming from " + position.at("path").get<std::string>());
+}
+
+}  // namespace lockstep::app

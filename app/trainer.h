@@ -1,0 +1,80 @@
+// The training loop: data-parallel SGD over a Communicator, the Horovod
+// recipe built in. Every rank holds a replica, trains on its shard, and
+// averages gradients (DistributedOptimizer) before each step; rank 0 alone
+// prints, writes metrics and checkpoints. With the size-1 communicator it is
+// plain single-process training.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "app/config.h"
+#include "app/report.h"
+#include "data/dataset.h"
+#include "data/transform.h"
+#include "distributed/communicator.h"
+#include "distributed/distributed_optimizer.h"
+#include "distributed/timeline.h"
+#include "nn/backend.h"
+#include "nn/lr_schedule.h"
+#include "nn/model.h"
+#include "nn/optimizer.h"
+
+namespace lockstep::app {
+
+struct EvalResult {
+  double loss = 0.0;      // mean per sample
+  double accuracy = 0.0;  // fraction correct
+  int64_t samples = 0;    // every test sample exactly once, over all ranks
+};
+
+class Trainer {
+ public:
+  // Loads data, builds the model, checks that all ranks agree, broadcasts
+  // rank 0's initial weights (or resumes from a checkpoint).
+  Trainer(TrainConfig config, distributed::Communicator& comm);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // Trains from the current epoch to config.epochs.
+  void run();
+  // Evaluates on this rank's shard of the test set, reduced over all ranks.
+  EvalResult evaluate();
+
+  nn::Model& model() { return *model_; }
+  int64_t epochs_done() const { return epochs_done_; }
+  const std::vector<EpochResult>& history() const { return history_; }
+  const TrainConfig& config() const { return config_; }
+
+ private:
+  EpochResult train_epoch(int64_t epoch);
+  void resume();
+  void save_checkpoint();
+  std::vector<std::pair<std::string, nn::Tensor*>> state_tensors();
+  void check_fingerprint();
+  void banner();
+
+  TrainConfig config_;
+  distributed::Communicator& comm_;
+  data::Dataset train_, test_;
+  data::Normalization normalization_;
+  data::Augmentation augmentation_;
+  std::unique_ptr<nn::Backend> backend_;
+  std::unique_ptr<nn::Model> model_;
+  std::unique_ptr<nn::Optimizer> optimizer_;
+  std::unique_ptr<distributed::Timeline> timeline_;
+  std::unique_ptr<distributed::DistributedOptimizer> dopt_;
+  std::unique_ptr<nn::LrSchedule> schedule_;
+  std::unique_ptr<Report> report_;
+  int threads_ = 1;
+  int64_t epochs_done_ = 0;
+  int64_t global_step_ = 0;
+  std::vector<EpochResult> history_;
+};
+
+// Resolves config.threads = 0: the cores of this node shared by its ranks.
+int compute_threads(const TrainConfig& config, const distributed::Communicator& comm);
+
+}  // namespace lockstep::app
