@@ -1,5 +1,8 @@
 #include "data/dataset.h"
 
+#include <cstring>
+
+#include "nn/counter_rng.h"
 #include "nn/error.h"
 
 namespace lockstep::data {
@@ -29,6 +32,33 @@ Dataset Dataset::head(int64_t n) const {
   out.labels.resize(static_cast<size_t>(n));
   out.images.resize(static_cast<size_t>(n * image_bytes()));
   return out;
+}
+
+namespace {
+
+// Hashes bytes 8 at a time, in order, with the counter RNG's mixer.
+uint64_t hash_bytes(uint64_t h, const uint8_t* p, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t word = 0;
+    std::memcpy(&word, p + i, 8);
+    h = nn::mix64(h ^ word) + i;
+  }
+  uint64_t tail = n;
+  for (; i < n; ++i) tail = (tail << 8) | p[i];
+  return nn::hash_combine(h, tail);
+}
+
+}  // namespace
+
+uint64_t Dataset::fingerprint() const {
+  uint64_t h = 0x6c6f636b73746570ULL;  // "lockstep"
+  for (int64_t v : {channels, height, width, num_classes, size()}) {
+    h = nn::hash_combine(h, static_cast<uint64_t>(v));
+  }
+  h = hash_bytes(h, reinterpret_cast<const uint8_t*>(labels.data()),
+                 labels.size() * sizeof(int32_t));
+  return hash_bytes(h, images.data(), images.size());
 }
 
 }  // namespace lockstep::data

@@ -25,6 +25,9 @@ struct Dataset {
   void validate() const;
   // The first n samples (or all when n <= 0 or n >= size()).
   Dataset head(int64_t n) const;
+  // A hash of shape, classes, labels and pixels (not of name or source), so
+  // ranks can check at start-up that they read the same data.
+  uint64_t fingerprint() const;
 };
 
 }  // namespace lockstep::data

@@ -1,0 +1,43 @@
+#include "data/catalog.h"
+
+#include "data/cifar10.h"
+#include "data/idx.h"
+#include "nn/error.h"
+
+namespace lockstep::data {
+
+std::vector<std::string> dataset_names() {
+  return {"fashion-mnist", "mnist", "cifar10"};
+}
+
+void check_dataset_name(const std::string& name) {
+  for (const std::string& known : dataset_names()) {
+    if (name == known) return;
+  }
+  fail_input("unknown dataset '", name, "' (known: fashion-mnist, mnist, cifar10)");
+}
+
+std::string default_data_dir(const std::string& name) {
+  check_dataset_name(name);
+  if (name == "fashion-mnist") return "/usr/share/datasets/fashion-mnist";
+  return "data/" + name;
+}
+
+Normalization default_normalization(const std::string& name) {
+  check_dataset_name(name);
+  return name == "cifar10" ? cifar10_normalization() : mnist_normalization();
+}
+
+Augmentation default_augmentation(const std::string& name) {
+  check_dataset_name(name);
+  return name == "cifar10" ? cifar10_augmentation() : Augmentation{};
+}
+
+Dataset load_dataset(const std::string& name, const std::string& dir, bool train) {
+  check_dataset_name(name);
+  const std::string folder = dir.empty() ? default_data_dir(name) : dir;
+  if (name == "cifar10") return load_cifar10(folder, train);
+  return load_mnist_family(folder, train, name);
+}
+
+}  // namespace lockstep::data
