@@ -201,6 +201,12 @@ std::unique_ptr<Model> build_model(const std::string& name,
       fail_input("model \"", name, "\" is a zoo model: give layers only with model = \"custom\"");
     }
     specs = zoo_layer_specs(name);
+    const Shape expected = name == "mnist_net" ? Shape{1, 28, 28} : Shape{3, 32, 32};
+    if (input_shape != expected) {
+      fail_input("model \"", name, "\" is the reference network for ", shape_string(expected),
+                 " images, but the dataset has ", shape_string(input_shape),
+                 " images; write a layer list with model = \"custom\" for other shapes");
+    }
   }
   Shape shape = input_shape;
   shape.insert(shape.begin(), 1);

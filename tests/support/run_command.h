@@ -1,0 +1,19 @@
+// Running the lockstep binary (or mpiexec) from tests, capturing its output.
+#pragma once
+
+#include <string>
+
+namespace lockstep::testing {
+
+struct CommandResult {
+  int exit_code = -1;  // the process's exit status, or 128 + signal
+  std::string output;  // stdout and stderr together
+};
+
+// Runs `command` through /bin/sh with stderr merged into stdout.
+CommandResult run_command(const std::string& command);
+
+// LOCKSTEP_BINARY followed by `args`.
+CommandResult run_lockstep(const std::string& args);
+
+}  // namespace lockstep::testing
