@@ -1,0 +1,219 @@
+// DistributedOptimizer: wraps any nn::Optimizer so that every rank steps with
+// the gradients averaged over all ranks (Horovod's DistributedOptimizer, with
+// PyTorch DDP's fixed buckets).
+//
+//   DistributedOptimizer dopt(comm, backend, model.parameters(), *sgd, config);
+//   dopt.broadcast_parameters();                    // rank 0's weights + state
+//   for each step:
+//     for pass in 1..k:                             // k = backward_passes_per_step
+//       model.forward(backend, x, ctx);
+//       model.loss(backend, labels, 1.0f / (k * local_batch), true);
+//       model.backward(backend, dopt.grad_ready_callback());
+//     dopt.step(lr);                                // synchronize() + inner.step()
+//
+// Gradient contract: what backward leaves in Parameter::grad is this rank's
+// contribution to a mean, i.e. the loss gradient is scaled by
+// 1 / (k * local_batch). With op = average the reduced gradient is the sum
+// over passes and ranks divided by the number of ranks: the mean over the
+// global batch of size * k * local_batch samples (ranks take equal batches).
+//
+// Buckets (fusion): fixed at construction, in REVERSE parameter order (the
+// order backward announces gradients). Walking the parameters from the last,
+// a bucket is closed before a parameter that would take it past its limit,
+// so a bucket exceeds its limit only when one parameter alone does. The first
+// bucket's limit is first_bucket_mb (small, so communication starts early),
+// the others' bucket_cap_mb. bucket_cap_mb = 0 disables fusion (one bucket
+// per parameter). Buckets are reduced strictly in index order, so every rank
+// issues the same collectives in the same order by construction.
+//
+// Overlap: with overlap on, one background thread (created once) allreduces
+// each bucket as soon as its last gradient of the reducing pass arrives,
+// while backward continues, then writes the result into Parameter::grad (CPU
+// tensors). synchronize() waits for it. Gradients are packed (copied, or
+// added on accumulation passes) into the bucket buffers by the announcing
+// thread through the backend: a copy costs far less than the backward that
+// produced it (see the measurement in the report of the change), and it
+// keeps the backend single-threaded. With overlap off, synchronize() does
+// all reductions itself.
+//
+// Accumulation: with backward_passes_per_step = k, passes 1..k-1 only add
+// into the bucket buffers (no communication); the k-th pass adds and reduces.
+// Announcing a k+1-th pass before step(), or calling synchronize() before
+// the k-th pass has announced anything, throws DistributedError. Gradients
+// not announced in the reducing pass are taken from Parameter::grad in
+// synchronize(); with k = 1 that lets backward run without the callback
+// (nothing then overlaps).
+//
+// Compression (fp16/bf16): see distributed/compression.h. Each contribution
+// and the sum are rounded to 16 bits; the wire still carries fp32 (the
+// communicator interface has no 16-bit allreduce), so compression reproduces
+// the numerics, not the bandwidth saving. An fp16 value that overflows (or a
+// non-finite gradient) makes synchronize() throw DistributedError on every
+// rank instead of leaving NaN weights.
+//
+// Devices: bucket buffers live on the parameters' device; for non-CPU
+// tensors a host copy of each bucket is made (explicitly, Tensor::copy_from)
+// before the allreduce and copied back in synchronize().
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "distributed/communicator.h"
+#include "distributed/compression.h"
+#include "distributed/timeline.h"
+#include "nn/backend.h"
+#include "nn/layer.h"
+#include "nn/optimizer.h"
+
+namespace lockstep::distributed {
+
+struct DistributedOptimizerConfig {
+  // average (Horovod's and DDP's default): sum over ranks / size; sum: the
+  // plain sum. min and max are refused.
+  ReduceOp op = ReduceOp::kAverage;
+  // Horovod's gradient_predivide_factor f: gradients are multiplied by 1/f
+  // before the sum and by f/size after it (only with op = average). f = size
+  // divides before summing, which keeps fp16 sums in range.
+  double gradient_predivide_factor = 1.0;
+  // Limit of the first bucket, MiB (DDP: 1 MiB).
+  double first_bucket_mb = 1.0;
+  // Limit of every other bucket, MiB (DDP: 25 MiB); 0: one bucket per parameter.
+  double bucket_cap_mb = 25.0;
+  Compression compression = Compression::kNone;
+  // Backward passes accumulated per step (Horovod's backward_passes_per_step).
+  int backward_passes_per_step = 1;
+  // Reduce buckets on a background thread during backward (true), or all in
+  // synchronize() (false).
+  bool overlap = true;
+  // Spans "pack/allreduce/unpack bucket B", "synchronize", "inner optimizer step";
+  // null: none. May be set later with set_timeline().
+  Timeline* timeline = nullptr;
+};
+
+// One fusion buffer: parameters (indices into the parameter list) in
+// announce order, each at an element offset.
+struct GradientBucket {
+  std::vector<size_t> params;
+  std::vector<int64_t> offsets;
+  int64_t numel = 0;
+  int64_t bytes() const { return numel * static_cast<int64_t>(sizeof(float)); }
+};
+
+// The bucket layout for parameters of the given element counts (forward
+// order), as described above. Throws InputError on a negative or non-finite
+// limit.
+std::vector<GradientBucket> assign_buckets(const std::vector<int64_t>& numels,
+                                           double first_bucket_mb, double bucket_cap_mb);
+
+// Counters for the trainer's report; seconds are wall time.
+struct DistributedOptimizerStats {
+  int64_t steps = 0;               // synchronize() calls that reduced
+  int64_t allreduces = 0;          // bucket allreduces issued
+  int64_t bytes_reduced = 0;       // bytes handed to allreduce (fp32)
+  double exposed_seconds = 0.0;    // main thread inside synchronize(): communication not hidden
+  double allreduce_seconds = 0.0;  // inside Communicator::allreduce (total communication)
+  double pack_seconds = 0.0;       // packing gradients into buckets (announcing thread)
+  double unpack_seconds = 0.0;     // writing results back into Parameter::grad
+};
+
+class DistributedOptimizer {
+ public:
+  // params: the model's parameters (forward order), all on backend's device,
+  // the same list inner was built over. comm, backend, params and inner must
+  // outlive this object. Throws InputError on a bad config.
+  DistributedOptimizer(Communicator& comm, nn::Backend& backend,
+                       const std::vector<nn::Parameter*>& params, nn::Optimizer& inner,
+                       DistributedOptimizerConfig config = {});
+  // Stops the communication thread (after any bucket it is reducing).
+  ~DistributedOptimizer();
+  DistributedOptimizer(const DistributedOptimizer&) = delete;
+  DistributedOptimizer& operator=(const DistributedOptimizer&) = delete;
+
+  // Backward's callback: parameter i's gradient is final for this pass.
+  void on_grad_ready(size_t param_index);
+  // A callback for Model::backward bound to on_grad_ready.
+  std::function<void(size_t)> grad_ready_callback() {
+    return [this](size_t i) { on_grad_ready(i); };
+  }
+  // True when the next (or current) backward pass is the one that reduces.
+  bool will_reduce() const { return passes_done_ + 1 == passes_per_step_; }
+  // Completed backward passes since the last step.
+  int passes_done() const { return passes_done_; }
+
+  // Waits for the reductions in flight (or runs them, with overlap off) and
+  // leaves the reduced gradients in every Parameter::grad. Rethrows an error
+  // raised on the communication thread.
+  void synchronize();
+  // synchronize(), then inner.step(backend, lr).
+  void step(float lr);
+
+  // Every parameter value, every optimizer state tensor, the optimizer's
+  // steps() and last_lr() from root to every rank. Collective. Throws
+  // DistributedError on every rank when the ranks' models or optimizers
+  // differ in shape.
+  void broadcast_parameters(int root = 0);
+
+  void set_timeline(Timeline* timeline) { config_.timeline = timeline; }
+  const DistributedOptimizerConfig& config() const { return config_; }
+  const std::vector<GradientBucket>& buckets() const { return buckets_; }
+  DistributedOptimizerStats stats() const;
+  void reset_stats();
+
+ private:
+  struct BucketState {
+    nn::Tensor buffer;   // on the parameters' device
+    nn::Tensor host;     // host copy for non-CPU devices
+    size_t pending = 0;  // gradients of this pass not announced yet
+    bool ready = false;  // handed to the reduction (guarded by mutex_)
+    std::string pack_name, allreduce_name, unpack_name;
+    float* host_data() { return host.empty() ? buffer.data() : host.data(); }
+  };
+
+  void accumulate(size_t param_index, bool first_pass);
+  void hand_off(size_t bucket);
+  void reduce_bucket(size_t bucket, int tid);
+  void unpack_on_host(size_t bucket);
+  void unpack_on_device(size_t bucket);
+  void finish_pass();
+  void reset_pass();
+  void comm_loop();
+
+  Communicator& comm_;
+  nn::Backend& backend_;
+  std::vector<nn::Parameter*> params_;
+  nn::Optimizer& inner_;
+  DistributedOptimizerConfig config_;
+  int passes_per_step_ = 1;
+  float prescale_ = 1.0f, postscale_ = 1.0f;
+  bool on_host_ = true;  // parameters are CPU tensors
+
+  std::vector<GradientBucket> buckets_;
+  std::vector<BucketState> state_;
+  std::vector<size_t> param_bucket_;   // bucket of each parameter
+  std::vector<int64_t> param_offset_;  // element offset in that bucket
+  std::vector<bool> announced_;        // in the current pass
+  size_t announced_count_ = 0;
+  int passes_done_ = 0;
+  // Counters only the caller's thread touches.
+  int64_t steps_ = 0;
+  double exposed_seconds_ = 0.0, pack_seconds_ = 0.0;
+
+  // Shared with the communication thread.
+  mutable std::mutex mutex_;
+  std::condition_variable work_cv_, done_cv_;
+  size_t next_bucket_ = 0;  // next bucket to reduce
+  int64_t label_step_ = 0;  // step number for the stall label
+  bool stop_ = false;
+  std::exception_ptr error_;
+  DistributedOptimizerStats stats_;
+  std::thread thread_;
+};
+
+}  // namespace lockstep::distributed

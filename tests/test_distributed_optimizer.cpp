@@ -1,0 +1,438 @@
+// DistributedOptimizer in one process: bucket layout, equality with the
+// wrapped optimizer at size 1, gradient accumulation, averaging and
+// predivision (with a fake communicator that plays identical ranks), fp16/bf16
+// compression and its overflow error, errors from the communication thread,
+// and 16-bit conversions against the hardware's.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+
+#include "distributed/compression.h"
+#include "distributed/distributed_optimizer.h"
+#include "nn/error.h"
+#include "nn/model_zoo.h"
+
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
+
+namespace lockstep::distributed {
+namespace {
+
+using nn::Device;
+using nn::Tensor;
+
+// Plays `size` ranks that all hold the same data: a sum multiplies by size.
+// Records every float allreduce's element count; throws on call `fail_call`.
+class FakeCommunicator final : public Communicator {
+ public:
+  explicit FakeCommunicator(int size) : size_(size) {}
+  int rank() const override { return 0; }
+  int size() const override { return size_; }
+  int local_rank() const override { return 0; }
+  int local_size() const override { return size_; }
+  int node_count() const override { return 1; }
+  std::string host_name() const override { return "fake"; }
+  std::string describe() const override { return "fake"; }
+  void allreduce(std::span<float> data, ReduceOp op) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    calls.push_back(data.size());
+    labels.push_back(label_);
+    if (static_cast<int>(calls.size()) == fail_call) {
+      throw LibraryError("MPI_Allreduce failed: fake network down");
+    }
+    if (op == ReduceOp::kSum) {
+      for (float& v : data) v *= static_cast<float>(size_);
+    }
+  }
+  void allreduce(std::span<double>, ReduceOp) override {}
+  void allreduce(std::span<int64_t> data, ReduceOp op) override {
+    if (op == ReduceOp::kSum) {
+      for (int64_t& v : data) v *= size_;
+    }
+  }
+  void broadcast(std::span<std::byte>, int) override {}
+  void allgather(std::span<const std::byte> in, std::span<std::byte> out) override {
+    for (int r = 0; r < size_; ++r) std::memcpy(out.data() + r * in.size(), in.data(), in.size());
+  }
+  void barrier() override {}
+  [[noreturn]] void abort(int code) noexcept override { std::_Exit(code); }
+  void set_stall_label(std::string label) override { label_ = std::move(label); }
+
+  std::vector<size_t> calls;
+  std::vector<std::string> labels;
+  int fail_call = -1;
+
+ private:
+  int size_;
+  std::mutex mutex_;
+  std::string label_;
+};
+
+// A small CNN on 1x8x8 images with every kind of parameterised layer.
+std::unique_ptr<nn::Model> small_model(uint64_t seed) {
+  auto m = nn::build_model("custom",
+                           {"conv2d out=4 kernel=3", "relu", "max_pool2d kernel=2", "flatten",
+                            "linear out=16", "relu", "linear out=10", "log_softmax"},
+                           {1, 8, 8}, 10);
+  m->reset_parameters(seed, Device::kCpu);
+  return m;
+}
+
+// Synthetic sample `id`: pixels and label are a fixed function of id.
+struct Batch {
+  Tensor x;
+  std::vector<int32_t> labels;
+};
+Batch make_batch(const std::vector<int64_t>& ids) {
+  Batch b{Tensor({static_cast<int64_t>(ids.size()), 1, 8, 8}), {}};
+  for (size_t n = 0; n < ids.size(); ++n) {
+    for (int64_t i = 0; i < 64; ++i) {
+      b.x.data()[n * 64 + i] = std::sin(0.37f * static_cast<float>(ids[n] * 64 + i));
+    }
+    b.labels.push_back(static_cast<int32_t>((ids[n] * 7) % 10));
+  }
+  return b;
+}
+std::vector<int64_t> range_ids(int64_t first, int64_t count) {
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < count; ++i) ids.push_back(first + i);
+  return ids;
+}
+
+// One forward/backward; the loss gradient is scaled by grad_scale.
+void backward(nn::Model& m, nn::Backend& backend, const Batch& b, float grad_scale,
+              const std::function<void(size_t)>& on_ready = {}) {
+  nn::ForwardContext ctx{.training = true};
+  m.forward(backend, b.x, ctx);
+  m.loss(backend, b.labels.data(), grad_scale, true);
+  m.backward(backend, on_ready);
+}
+
+std::vector<float> values(const nn::Model& m) {
+  std::vector<float> out;
+  for (const nn::Parameter* p : m.parameters()) {
+    out.insert(out.end(), p->value.data(), p->value.data() + p->value.numel());
+  }
+  return out;
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+// --- bucket layout ------------------------------------------------------------
+
+TEST(GradientBuckets, ReverseOrderSmallFirstBucketAndCap) {
+  // Limits: first 0.001 MiB = 262 floats, cap 0.01 MiB = 2621 floats.
+  const std::vector<int64_t> numels{600, 10, 2000, 20, 5000, 30};
+  auto buckets = assign_buckets(numels, 0.001, 0.01);
+  ASSERT_EQ(buckets.size(), 4u);
+  EXPECT_EQ(buckets[0].params, (std::vector<size_t>{5}));
+  EXPECT_EQ(buckets[1].params, (std::vector<size_t>{4}));  // alone: larger than the cap
+  EXPECT_EQ(buckets[2].params, (std::vector<size_t>{3, 2, 1}));
+  EXPECT_EQ(buckets[2].offsets, (std::vector<int64_t>{0, 20, 2020}));
+  EXPECT_EQ(buckets[2].numel, 2030);
+  EXPECT_EQ(buckets[3].params, (std::vector<size_t>{0}));
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    const int64_t limit = b == 0 ? 1048 : 10485;
+    if (buckets[b].params.size() > 1) {
+      EXPECT_LE(buckets[b].bytes(), limit) << "bucket " << b;
+    }
+  }
+}
+
+TEST(GradientBuckets, CapZeroIsOneBucketPerParameterAndDefaultsFuse) {
+  const std::vector<int64_t> numels{600, 10, 2000, 20};
+  auto buckets = assign_buckets(numels, 1.0, 0.0);
+  ASSERT_EQ(buckets.size(), 4u);
+  for (size_t b = 0; b < 4; ++b) EXPECT_EQ(buckets[b].params, (std::vector<size_t>{3 - b}));
+
+  // mnist_net (21840 floats, 85 KiB) fits in the 1 MiB first bucket.
+  auto m = nn::build_model("mnist_net", {}, {1, 28, 28}, 10);
+  m->reset_parameters(1, Device::kCpu);
+  std::vector<int64_t> sizes;
+  for (const nn::Parameter* p : m->parameters()) sizes.push_back(p->value.numel());
+  DistributedOptimizerConfig defaults;
+  EXPECT_EQ(defaults.first_bucket_mb, 1.0);
+  EXPECT_EQ(defaults.bucket_cap_mb, 25.0);
+  auto fused = assign_buckets(sizes, defaults.first_bucket_mb, defaults.bucket_cap_mb);
+  ASSERT_EQ(fused.size(), 1u);
+  EXPECT_EQ(fused[0].params, (std::vector<size_t>{7, 6, 5, 4, 3, 2, 1, 0}));
+  EXPECT_EQ(fused[0].numel, 21840);
+
+  // The optimizer uses exactly this layout.
+  auto backend = nn::make_cpu_backend(1);
+  auto comm = make_single_communicator();
+  auto sgd = nn::make_optimizer({}, m->parameters(), Device::kCpu);
+  DistributedOptimizer dopt(*comm, *backend, m->parameters(), *sgd, {.bucket_cap_mb = 0});
+  ASSERT_EQ(dopt.buckets().size(), 8u);
+  EXPECT_EQ(dopt.buckets()[0].params, (std::vector<size_t>{7}));
+}
+
+TEST(GradientBuckets, RefusesBadConfigs) {
+  EXPECT_THROW(assign_buckets({1}, -1.0, 25.0), InputError);
+  EXPECT_THROW(assign_buckets({1}, 1.0, std::nan("")), InputError);
+  auto m = small_model(1);
+  auto backend = nn::make_cpu_backend(1);
+  auto comm = make_single_communicator();
+  auto sgd = nn::make_optimizer({}, m->parameters(), Device::kCpu);
+  auto make = [&](DistributedOptimizerConfig c) {
+    return error_of([&] { DistributedOptimizer(*comm, *backend, m->parameters(), *sgd, c); });
+  };
+  EXPECT_NE(make({.op = ReduceOp::kMax}).find("op max is not allowed"), std::string::npos);
+  EXPECT_NE(
+      make({.op = ReduceOp::kSum, .gradient_predivide_factor = 2.0}).find("needs op = average"),
+      std::string::npos);
+  EXPECT_NE(make({.backward_passes_per_step = 0}).find("backward_passes_per_step"),
+            std::string::npos);
+  EXPECT_THROW(parse_compression("fp8"), InputError);
+  EXPECT_EQ(parse_compression("bf16"), Compression::kBf16);
+}
+
+// --- size 1: the wrapped optimizer, exactly ---------------------------------------
+
+class SizeOne : public ::testing::TestWithParam<DistributedOptimizerConfig> {};
+
+TEST_P(SizeOne, StepGivesExactlyTheInnerOptimizersWeights) {
+  auto backend = nn::make_cpu_backend(1);
+  auto comm = make_single_communicator();
+  auto plain = small_model(3), wrapped = small_model(3);
+  nn::OptimizerConfig oc{.kind = "sgd", .momentum = 0.9f, .weight_decay = 1e-4f};
+  auto plain_sgd = nn::make_optimizer(oc, plain->parameters(), Device::kCpu);
+  auto inner = nn::make_optimizer(oc, wrapped->parameters(), Device::kCpu);
+  DistributedOptimizer dopt(*comm, *backend, wrapped->parameters(), *inner, GetParam());
+  for (int step = 0; step < 4; ++step) {
+    Batch b = make_batch(range_ids(step * 8, 8));
+    backward(*plain, *backend, b, 1.0f / 8);
+    plain_sgd->step(*backend, 0.05f);
+    backward(*wrapped, *backend, b, 1.0f / 8, dopt.grad_ready_callback());
+    dopt.step(0.05f);
+  }
+  EXPECT_EQ(values(*plain), values(*wrapped));  // bit for bit
+  EXPECT_EQ(inner->steps(), 4);
+  const auto stats = dopt.stats();
+  EXPECT_EQ(stats.steps, 4);
+  EXPECT_EQ(stats.allreduces, 4 * static_cast<int64_t>(dopt.buckets().size()));
+  EXPECT_EQ(stats.bytes_reduced, 4 * wrapped->parameter_count() * 4);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Configs, SizeOne,
+    ::testing::Values(DistributedOptimizerConfig{}, DistributedOptimizerConfig{.bucket_cap_mb = 0},
+                      DistributedOptimizerConfig{.first_bucket_mb = 0.0001, .bucket_cap_mb = 0.002},
+                      DistributedOptimizerConfig{.overlap = false},
+                      DistributedOptimizerConfig{.op = ReduceOp::kSum}));
+
+TEST(DistributedOptimizer, BackwardWithoutCallbackStillReduces) {
+  auto backend = nn::make_cpu_backend(1);
+  FakeCommunicator comm(2);
+  auto m = small_model(3);
+  auto sgd = nn::make_optimizer({}, m->parameters(), Device::kCpu);
+  DistributedOptimizer dopt(comm, *backend, m->parameters(), *sgd, {.op = ReduceOp::kSum});
+  backward(*m, *backend, make_batch(range_ids(0, 4)), 0.25f);
+  const float g = m->parameters()[0]->grad.data()[0];
+  dopt.synchronize();
+  EXPECT_EQ(m->parameters()[0]->grad.data()[0], 2 * g);
+  EXPECT_EQ(comm.calls.size(), dopt.buckets().size());
+}
+
+// --- accumulation -------------------------------------------------------------------
+
+TEST(DistributedOptimizer, ThreePassesEqualOnePassWithThreeTimesTheBatch) {
+  auto backend = nn::make_cpu_backend(1);
+  auto comm = make_single_communicator();
+  auto big = small_model(5), accumulated = small_model(5);
+  nn::OptimizerConfig oc{.kind = "sgd", .momentum = 0.9f};
+  auto big_sgd = nn::make_optimizer(oc, big->parameters(), Device::kCpu);
+  auto inner = nn::make_optimizer(oc, accumulated->parameters(), Device::kCpu);
+  DistributedOptimizer dopt(*comm, *backend, accumulated->parameters(), *inner,
+                            {.bucket_cap_mb = 0.001, .backward_passes_per_step = 3});
+  for (int step = 0; step < 3; ++step) {
+    backward(*big, *backend, make_batch(range_ids(step * 12, 12)), 1.0f / 12);
+    big_sgd->step(*backend, 0.1f);
+    for (int pass = 0; pass < 3; ++pass) {
+      EXPECT_EQ(dopt.will_reduce(), pass == 2);
+      backward(*accumulated, *backend, make_batch(range_ids(step * 12 + pass * 4, 4)), 1.0f / 12,
+               dopt.grad_ready_callback());
+      EXPECT_EQ(dopt.passes_done(), pass + 1);
+    }
+    dopt.step(0.1f);
+  }
+  const auto a = values(*big), b = values(*accumulated);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_NEAR(b[i], a[i], 1e-5 * std::max(1.0f, std::fabs(a[i]))) << "value " << i;
+  }
+  // Communication only on the reducing pass.
+  EXPECT_EQ(dopt.stats().allreduces, 3 * static_cast<int64_t>(dopt.buckets().size()));
+}
+
+TEST(DistributedOptimizer, RefusesTooManyOrTooFewPasses) {
+  auto backend = nn::make_cpu_backend(1);
+  auto comm = make_single_communicator();
+  auto m = small_model(5);
+  auto sgd = nn::make_optimizer({}, m->parameters(), Device::kCpu);
+  DistributedOptimizer dopt(*comm, *backend, m->parameters(), *sgd,
+                            {.backward_passes_per_step = 2});
+  Batch b = make_batch(range_ids(0, 4));
+  backward(*m, *backend, b, 0.125f, dopt.grad_ready_callback());
+  EXPECT_NE(error_of([&] { dopt.step(0.1f); }).find("after 1 of 2 backward passes"),
+            std::string::npos);
+  backward(*m, *backend, b, 0.125f, dopt.grad_ready_callback());
+  EXPECT_NE(error_of([&] {
+              backward(*m, *backend, b, 0.125f, dopt.grad_ready_callback());
+            }).find("more than backward_passes_per_step = 2"),
+            std::string::npos);
+  dopt.step(0.1f);  // the two complete passes still step
+  EXPECT_EQ(sgd->steps(), 1);
+}
+
+// --- averaging, predivision, compression -------------------------------------------------
+
+// One parameter whose gradient the test sets by hand.
+struct HandParam {
+  nn::Parameter p;
+  std::vector<nn::Parameter*> list;
+  std::unique_ptr<nn::Optimizer> sgd;
+  HandParam(int64_t n, float g) {
+    p.name = "w";
+    p.value = Tensor({n});
+    p.grad = Tensor({n});
+    for (float& v : p.grad.span()) v = g;
+    list = {&p};
+    sgd = nn::make_optimizer({}, list, Device::kCpu);
+  }
+};
+
+float reduce_once(int size, DistributedOptimizerConfig c, float g) {
+  auto backend = nn::make_cpu_backend(1);
+  FakeCommunicator comm(size);
+  HandParam w(37, g);
+  DistributedOptimizer dopt(comm, *backend, w.list, *w.sgd, c);
+  dopt.on_grad_ready(0);
+  dopt.synchronize();
+  return w.p.grad.data()[36];
+}
+
+TEST(DistributedOptimizer, AverageSumAndPredivide) {
+  EXPECT_EQ(reduce_once(4, {}, 0.75f), 0.75f);  // 4 identical ranks: mean = g
+  EXPECT_EQ(reduce_once(4, {.op = ReduceOp::kSum}, 0.75f), 3.0f);
+  EXPECT_EQ(reduce_once(4, {.gradient_predivide_factor = 4.0}, 0.75f), 0.75f);
+  EXPECT_EQ(reduce_once(4, {.gradient_predivide_factor = 2.0}, 0.75f), 0.75f);
+}
+
+TEST(DistributedOptimizer, CompressionRoundsLikeTheWireFormat) {
+  EXPECT_EQ(reduce_once(1, {.compression = Compression::kFp16}, 0.1f), 0.0999755859375f);
+  EXPECT_EQ(reduce_once(1, {.compression = Compression::kBf16}, 0.1f), 0.10009765625f);
+  EXPECT_EQ(reduce_once(1, {.compression = Compression::kBf16}, 70000.0f), 70144.0f);
+  // Two ranks of 40000 sum past 65504, unless predivided.
+  EXPECT_EQ(reduce_once(2, {.gradient_predivide_factor = 2.0, .compression = Compression::kFp16},
+                        40000.0f),
+            40000.0f);
+}
+
+TEST(DistributedOptimizer, Fp16OverflowIsAnErrorNotNaNWeights) {
+  const std::string local = error_of(
+      [] { reduce_once(1, {.bucket_cap_mb = 0, .compression = Compression::kFp16}, 70000.0f); });
+  EXPECT_EQ(local,
+            "fp16 gradient overflow in bucket 0 (max |g| = 70000 > 65504): use bf16, "
+            "gradient_predivide_factor, or a smaller lr");
+  const std::string sum =
+      error_of([] { reduce_once(2, {.compression = Compression::kFp16}, 40000.0f); });
+  EXPECT_NE(sum.find("fp16 gradient overflow in bucket 0 (max |g| = 80000 > 65504 in the sum over "
+                     "2 ranks)"),
+            std::string::npos)
+      << sum;
+  const std::string nan =
+      error_of([] { reduce_once(1, {.compression = Compression::kBf16}, std::nanf("")); });
+  EXPECT_NE(nan.find("non-finite gradient in bucket 0"), std::string::npos) << nan;
+}
+
+// --- the communication thread -------------------------------------------------------------
+
+class CommThread : public ::testing::TestWithParam<bool> {};
+
+TEST_P(CommThread, ErrorIsRethrownFromSynchronizeAndTheNextStepWorks) {
+  auto backend = nn::make_cpu_backend(1);
+  FakeCommunicator comm(1);
+  comm.fail_call = 2;  // the second bucket's allreduce
+  auto m = small_model(9);
+  auto sgd = nn::make_optimizer({}, m->parameters(), Device::kCpu);
+  DistributedOptimizer dopt(comm, *backend, m->parameters(), *sgd,
+                            {.bucket_cap_mb = 0, .overlap = GetParam()});
+  Batch b = make_batch(range_ids(0, 4));
+  backward(*m, *backend, b, 0.25f, dopt.grad_ready_callback());
+  try {
+    dopt.step(0.1f);
+    FAIL() << "no error";
+  } catch (const LibraryError& e) {
+    EXPECT_STREQ(e.what(), "MPI_Allreduce failed: fake network down");
+  }
+  EXPECT_EQ(sgd->steps(), 0);
+  backward(*m, *backend, b, 0.25f, dopt.grad_ready_callback());
+  dopt.step(0.1f);
+  EXPECT_EQ(sgd->steps(), 1);
+}
+
+TEST_P(CommThread, BucketsAreReducedInIndexOrderWhateverTheAnnounceOrder) {
+  auto backend = nn::make_cpu_backend(1);
+  FakeCommunicator comm(1);
+  auto m = small_model(9);
+  auto sgd = nn::make_optimizer({}, m->parameters(), Device::kCpu);
+  DistributedOptimizer dopt(comm, *backend, m->parameters(), *sgd,
+                            {.bucket_cap_mb = 0, .overlap = GetParam()});
+  backward(*m, *backend, make_batch(range_ids(0, 4)), 0.25f);
+  for (size_t i = 0; i < m->parameters().size(); ++i) dopt.on_grad_ready(i);  // forward order
+  dopt.synchronize();
+  std::vector<size_t> expected;
+  for (const GradientBucket& bucket : dopt.buckets()) expected.push_back(bucket.numel);
+  EXPECT_EQ(comm.calls, expected);
+  EXPECT_EQ(comm.labels.front(), "step 1 bucket 0");
+  EXPECT_EQ(comm.labels.back(), "step 1 bucket " + std::to_string(expected.size() - 1));
+}
+
+INSTANTIATE_TEST_SUITE_P(OverlapOnAndOff, CommThread, ::testing::Bool());
+
+// --- 16-bit conversions -------------------------------------------------------------------
+
+TEST(Compression, ScalarConversionsRoundToNearestEven) {
+  EXPECT_EQ(float_to_fp16(1.0f), 0x3c00);
+  EXPECT_EQ(float_to_fp16(65504.0f), 0x7bff);
+  EXPECT_EQ(float_to_fp16(65519.0f), 0x7bff);
+  EXPECT_EQ(float_to_fp16(65520.0f), 0x7c00);   // ties to even: infinity
+  EXPECT_EQ(float_to_fp16(-0x1p-24f), 0x8001);  // smallest subnormal
+  EXPECT_EQ(float_to_fp16(0x1p-25f), 0x0000);   // tie to even: zero
+  EXPECT_EQ(fp16_to_float(0x0001), 0x1p-24f);
+  EXPECT_TRUE(std::isnan(fp16_to_float(float_to_fp16(std::nanf("")))));
+  EXPECT_EQ(float_to_bf16(1.0f), 0x3f80);
+  EXPECT_EQ(bf16_to_float(float_to_bf16(1.00390625f)), 1.0f);  // tie to even
+  EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(std::nanf("")))));
+}
+
+#if defined(__F16C__)
+TEST(Compression, ScalarFp16MatchesTheHardwareConversion) {
+  uint32_t state = 12345;
+  for (int i = 0; i < 200000; ++i) {
+    state = state * 1664525u + 1013904223u;
+    // Exponents from 2^-30 to 2^17: subnormals, normals, overflow.
+    const uint32_t bits = (state & 0x807fffffu) | ((97u + (state >> 8) % 48u) << 23);
+    const float x = std::bit_cast<float>(bits);
+    const uint16_t hw = static_cast<uint16_t>(_mm_extract_epi16(_mm_cvtps_ph(_mm_set_ss(x), 0), 0));
+    ASSERT_EQ(float_to_fp16(x), hw) << x;
+    ASSERT_EQ(std::bit_cast<uint32_t>(fp16_to_float(hw)),
+              std::bit_cast<uint32_t>(_mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(hw)))));
+  }
+}
+#endif
+
+}  // namespace
+}  // namespace lockstep::distributed
