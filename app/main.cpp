@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "app/bench.h"
 #include "app/build_info.h"
 #include "app/checkpoint.h"
 #include "app/config.h"
@@ -48,6 +49,37 @@ int evaluate(const EvaluateArgs& args, lockstep::distributed::Communicator& comm
   return 0;
 }
 
+struct BenchArgs {
+  std::vector<std::string> models{"mnist_net", "alexnet_cifar"};
+  std::vector<int> threads{1, 2};
+  int64_t batch = 0;
+  double seconds = 3.0;
+};
+
+// One line per case: model, batch, ranks, threads, images/second (also as
+// JSON lines for scripts: "bench {...}").
+int bench(const BenchArgs& args, lockstep::distributed::Communicator& comm) {
+  for (const std::string& model : args.models) {
+    for (int threads : args.threads) {
+      lockstep::app::BenchCase c{model, args.batch, threads};
+      if (c.batch == 0) c.batch = model == "mnist_net" ? 64 : 128;
+      const auto r = lockstep::app::run_bench(c, comm, args.seconds);
+      if (comm.rank() != 0) continue;
+      std::printf("%-14s batch %4lld x %d rank%s  %d thread%s  %10.1f img/s  %8.3f ms/step\n",
+                  model.c_str(), static_cast<long long>(c.batch), comm.size(),
+                  comm.size() == 1 ? " " : "s", threads, threads == 1 ? " " : "s",
+                  r.images_per_second, 1e3 * r.seconds_per_step);
+      std::printf(
+          "bench {\"model\": \"%s\", \"batch\": %lld, \"ranks\": %d, \"threads\": %d, "
+          "\"images_per_second\": %.1f}\n",
+          model.c_str(), static_cast<long long>(c.batch), comm.size(), threads,
+          r.images_per_second);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -71,6 +103,14 @@ int main(int argc, char** argv) {
   eval_cmd->add_option("--threads", eval_args.threads, "compute threads per rank (0: auto)");
   auto* info_cmd = app.add_subcommand("info", "print how lockstep was built and what it sees");
   auto* options_cmd = app.add_subcommand("options", "print every train option as markdown");
+  BenchArgs bench_args;
+  auto* bench_cmd = app.add_subcommand("bench", "training images/second on synthetic data");
+  bench_cmd->add_option("--model", bench_args.models, "models (default: mnist_net alexnet_cifar)");
+  bench_cmd->add_option("--threads", bench_args.threads, "thread counts per rank (default: 1 2)");
+  bench_cmd->add_option("--batch", bench_args.batch,
+                        "batch per rank (0: 64 for mnist_net, 128 for alexnet_cifar)");
+  bench_cmd->add_option("--seconds", bench_args.seconds, "minimum timed seconds per case")
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -89,6 +129,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*eval_cmd) return evaluate(eval_args, *comm);
+    if (*bench_cmd) return bench(bench_args, *comm);
     if (!config.config_file.empty())
       lockstep::app::apply_config_file(*train_cmd, config.config_file);
     return train(config, *comm);
