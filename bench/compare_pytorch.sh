@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Side-by-side throughput of lockstep and PyTorch on this machine, in one run:
+# for every case the two are measured back to back (the machine is shared and
+# noisy; only ratios from the same run are meaningful).
+#
+#   bench/compare_pytorch.sh [seconds-per-case]        throughput table
+#   bench/compare_pytorch.sh --reference-run [epochs]  32-epoch Fashion-MNIST
+#                                                      run, wall time and peak RSS
+# Needs a built lockstep (scripts/build.sh) and a Python with torch
+# (Debian python3-torch); $PYTHON overrides the interpreter. Debian's torch
+# calls the system BLAS: install libopenblas0-pthread, or its linear layers
+# run on the slow reference BLAS and the comparison flatters lockstep.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+lockstep=./build/lockstep
+python=${PYTHON:-/usr/bin/python3}
+if ! "$python" -c "import torch" 2>/dev/null; then
+  echo "compare_pytorch: $python has no torch; install python3-torch or set PYTHON" >&2
+  exit 1
+fi
+
+if [ "${1:-}" = "--reference-run" ]; then
+  epochs=${2:-32}
+  echo "reference run: mnist_net, Fashion-MNIST, batch 64, $epochs epochs, 2 threads"
+  /usr/bin/time -f "lockstep wall %e s, peak RSS %M KiB" "$lockstep" train \
+    --config configs/fashion_mnist.toml --epochs "$epochs" --threads 2 --progress plain \
+    --checkpoint-every 0 --run-dir "$(mktemp -d)" | tail -n 1
+  OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 \
+    /usr/bin/time -f "pytorch  wall %e s, peak RSS %M KiB" "$python" bench/pytorch_reference.py \
+    reference-run --epochs "$epochs" --threads 2 | tail -n 1
+  exit 0
+fi
+
+seconds=${1:-3}
+printf '%-14s %6s %8s %14s %14s %8s\n' model batch threads lockstep_img/s pytorch_img/s ratio
+for model in mnist_net alexnet_cifar; do
+  batch=64
+  [ "$model" = alexnet_cifar ] && batch=128
+  for threads in 1 2; do
+    ours=$("$lockstep" bench --model "$model" --threads "$threads" --batch "$batch" \
+      --seconds "$seconds" | sed -n 's/.*"images_per_second": \([0-9.]*\).*/\1/p')
+    theirs=$(OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads "$python" bench/pytorch_reference.py throughput --model "$model" --batch "$batch" \
+      --threads "$threads" --seconds "$seconds" |
+      sed -n 's/.*"images_per_second": \([0-9.]*\).*/\1/p')
+    ratio=$(awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "%.2f", a / b }')
+    printf '%-14s %6s %8s %14.1f %14.1f %8s\n' "$model" "$batch" "$threads" "$ours" "$theirs" "$ratio"
+  done
+done

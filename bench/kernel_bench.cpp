@@ -1,0 +1,221 @@
+// Micro benchmark of the CPU backend: every op of one training step of the
+// MNIST reference net at batch 64, in the order the layers call them, timed
+// one by one (median of repeats), then the whole step; plus the
+// convolutions and linear layers of AlexNet-CIFAR at batch 128.
+//
+//   kernel_bench [threads...]      (default: 1 2)
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "nn/backend.h"
+
+namespace {
+
+using lockstep::nn::Backend;
+using lockstep::nn::Conv2dGeometry;
+using lockstep::nn::DropoutGeometry;
+using lockstep::nn::Pool2dGeometry;
+
+struct Buffer {
+  std::vector<float> v;
+  explicit Buffer(int64_t n) : v(static_cast<size_t>(n)) {
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = static_cast<float>((i * 7919) % 2003) / 1001.0f - 1.0f;
+  }
+  float* p() { return v.data(); }
+};
+
+double median_us(const std::function<void()>& op, int reps) {
+  op();
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    op();
+    t.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::nth_element(t.begin(), t.begin() + reps / 2, t.end());
+  return t[reps / 2];
+}
+
+Conv2dGeometry conv(int64_t n, int64_t c, int64_t hw, int64_t k, int64_t ks, int64_t s, int64_t p) {
+  Conv2dGeometry g;
+  g.batch = n, g.in_channels = c, g.in_h = hw, g.in_w = hw, g.out_channels = k;
+  g.kernel_h = ks, g.kernel_w = ks, g.stride = s, g.pad = p;
+  return g;
+}
+
+Pool2dGeometry pool(int64_t n, int64_t c, int64_t hw) {
+  Pool2dGeometry g;
+  g.batch = n, g.channels = c, g.in_h = hw, g.in_w = hw;
+  return g;
+}
+
+struct Op {
+  std::string name;
+  std::function<void()> run;
+};
+
+// One training step of the MNIST net, as a list of backend calls.
+std::vector<Op> mnist_step(Backend& b, std::vector<Buffer>& keep) {
+  const int64_t N = 64;
+  auto buf = [&](int64_t n) {
+    keep.emplace_back(n);
+    return keep.back().p();
+  };
+  keep.reserve(64);
+  float *x = buf(N * 784), *w1 = buf(250), *b1 = buf(10), *a1 = buf(N * 5760), *p1 = buf(N * 1440),
+        *r1 = buf(N * 1440), *w2 = buf(5000), *b2 = buf(20), *a2 = buf(N * 1280),
+        *d2 = buf(N * 1280), *m2 = buf(N * 20), *p2 = buf(N * 320), *r2 = buf(N * 320),
+        *fw1 = buf(16000), *fb1 = buf(50), *f1 = buf(N * 50), *r3 = buf(N * 50), *d3 = buf(N * 50),
+        *m3 = buf(N * 50), *fw2 = buf(500), *fb2 = buf(10), *f2 = buf(N * 10), *out = buf(N * 10);
+  float *g_out = buf(N * 10), *g_f2 = buf(N * 10), *g_fw2 = buf(500), *g_fb2 = buf(10),
+        *g_d3 = buf(N * 50), *g_f1 = buf(N * 50), *g_fw1 = buf(16000), *g_fb1 = buf(50),
+        *g_r2 = buf(N * 320), *g_d2 = buf(N * 1280), *g_w2 = buf(5000), *g_b2 = buf(20),
+        *g_r1 = buf(N * 1440), *g_a1 = buf(N * 5760), *g_w1 = buf(250), *g_b1 = buf(10);
+  float* vel = buf(21840);
+  static std::vector<int64_t> ids(N);
+  static std::vector<int32_t> labels(N);
+  for (int64_t i = 0; i < N; ++i) ids[i] = i * 37, labels[i] = static_cast<int32_t>(i % 10);
+  const Conv2dGeometry c1 = conv(N, 1, 28, 10, 5, 1, 0), c2 = conv(N, 10, 12, 20, 5, 1, 0);
+  const Pool2dGeometry pl1 = pool(N, 10, 24), pl2 = pool(N, 20, 8);
+  DropoutGeometry dr2, dr3;
+  dr2.batch = N, dr2.channels = 20, dr2.spatial = 64;
+  dr3.batch = N, dr3.channels = 50, dr3.spatial = 1;
+  lockstep::nn::SgdParams sgd;
+  sgd.momentum = 0.5f;
+  return {
+      {"conv1 forward", [=, &b] { b.conv2d_forward(c1, x, w1, b1, a1); }},
+      {"pool1 forward", [=, &b] { b.maxpool2d_forward(pl1, a1, p1); }},
+      {"relu1 forward", [=, &b] { b.relu_forward(N * 1440, p1, r1); }},
+      {"conv2 forward", [=, &b] { b.conv2d_forward(c2, r1, w2, b2, a2); }},
+      {"dropout2d forward", [=, &b] { b.dropout_forward(dr2, ids.data(), a2, d2, m2); }},
+      {"pool2 forward", [=, &b] { b.maxpool2d_forward(pl2, d2, p2); }},
+      {"relu2 forward", [=, &b] { b.relu_forward(N * 320, p2, r2); }},
+      {"fc1 forward",
+       [=, &b] {
+         b.gemm(false, true, N, 50, 320, 1, r2, fw1, 0, f1);
+         b.add_row_bias(N, 50, fb1, f1);
+       }},
+      {"relu3 forward", [=, &b] { b.relu_forward(N * 50, f1, r3); }},
+      {"dropout forward", [=, &b] { b.dropout_forward(dr3, ids.data(), r3, d3, m3); }},
+      {"fc2 forward",
+       [=, &b] {
+         b.gemm(false, true, N, 10, 50, 1, d3, fw2, 0, f2);
+         b.add_row_bias(N, 10, fb2, f2);
+       }},
+      {"log_softmax forward", [=, &b] { b.log_softmax_forward(N, 10, f2, out); }},
+      {"nll_loss", [=, &b] { b.nll_loss(N, 10, out, labels.data(), 1.0f / N, g_out); }},
+      {"log_softmax backward", [=, &b] { b.log_softmax_backward(N, 10, out, g_out, g_f2); }},
+      {"fc2 backward",
+       [=, &b] {
+         b.gemm(true, false, 10, 50, N, 1, g_f2, d3, 0, g_fw2);
+         b.sum_rows(N, 10, g_f2, g_fb2);
+         b.gemm(false, false, N, 50, 10, 1, g_f2, fw2, 0, g_d3);
+       }},
+      {"dropout backward", [=, &b] { b.dropout_backward(dr3, m3, g_d3, g_d3); }},
+      {"relu3 backward", [=, &b] { b.relu_backward(N * 50, r3, g_d3, g_f1); }},
+      {"fc1 backward",
+       [=, &b] {
+         b.gemm(true, false, 50, 320, N, 1, g_f1, r2, 0, g_fw1);
+         b.sum_rows(N, 50, g_f1, g_fb1);
+         b.gemm(false, false, N, 320, 50, 1, g_f1, fw1, 0, g_r2);
+       }},
+      {"relu2 backward", [=, &b] { b.relu_backward(N * 320, r2, g_r2, g_r2); }},
+      {"pool2 backward", [=, &b] { b.maxpool2d_backward(pl2, d2, p2, g_r2, g_d2); }},
+      {"dropout2d backward", [=, &b] { b.dropout_backward(dr2, m2, g_d2, g_d2); }},
+      {"conv2 backward filter", [=, &b] { b.conv2d_backward_filter(c2, r1, g_d2, g_w2, g_b2); }},
+      {"conv2 backward data", [=, &b] { b.conv2d_backward_data(c2, w2, g_d2, g_r1); }},
+      {"relu1 backward", [=, &b] { b.relu_backward(N * 1440, r1, g_r1, g_r1); }},
+      {"pool1 backward", [=, &b] { b.maxpool2d_backward(pl1, a1, p1, g_r1, g_a1); }},
+      {"conv1 backward filter", [=, &b] { b.conv2d_backward_filter(c1, x, g_a1, g_w1, g_b1); }},
+      {"sgd (8 tensors)",
+       [=, &b] {
+         float* p[8] = {w1, b1, w2, b2, fw1, fb1, fw2, fb2};
+         float* g[8] = {g_w1, g_b1, g_w2, g_b2, g_fw1, g_fb1, g_fw2, g_fb2};
+         const int64_t n[8] = {250, 10, 5000, 20, 16000, 50, 500, 10};
+         int64_t off = 0;
+         for (int i = 0; i < 8; ++i) {
+           b.sgd_update(n[i], sgd, p[i], g[i], vel + off);
+           off += n[i];
+         }
+       }},
+  };
+}
+
+void bench_mnist(int threads) {
+  auto b = lockstep::nn::make_cpu_backend(threads);
+  std::vector<Buffer> keep;
+  const std::vector<Op> ops = mnist_step(*b, keep);
+  std::printf("\nMNIST net, batch 64, %s: per op (median us)\n", b->name().c_str());
+  double sum = 0.0;
+  for (const Op& op : ops) {
+    const double us = median_us(op.run, 300);
+    sum += us;
+    std::printf("  %-24s %8.1f\n", op.name.c_str(), us);
+  }
+  const double step = median_us(
+      [&] {
+        for (const Op& op : ops) op.run();
+      },
+      300);
+  std::printf("  %-24s %8.1f (sum of ops %.1f)\n  => %.0f images/s (backend ops only)\n",
+              "whole step", step, sum, 64.0 / step * 1e6);
+}
+
+void bench_alexnet(int threads) {
+  auto b = lockstep::nn::make_cpu_backend(threads);
+  std::printf("\nAlexNet-CIFAR, batch 128, %s: median ms (GFLOP/s)\n", b->name().c_str());
+  const int64_t N = 128;
+  const Conv2dGeometry convs[5] = {conv(N, 3, 32, 64, 3, 2, 1), conv(N, 64, 8, 192, 3, 1, 1),
+                                   conv(N, 192, 4, 384, 3, 1, 1), conv(N, 384, 4, 256, 3, 1, 1),
+                                   conv(N, 256, 4, 256, 3, 1, 1)};
+  double total = 0.0;
+  for (int i = 0; i < 5; ++i) {
+    const Conv2dGeometry& g = convs[i];
+    Buffer x(N * g.in_channels * g.in_h * g.in_w), w(g.out_channels * g.in_channels * 9),
+        bias(g.out_channels), y(N * g.out_channels * g.out_h() * g.out_w());
+    const double flop = 2.0 * N * g.out_channels * g.in_channels * 9 * g.out_h() * g.out_w();
+    const double f = median_us([&] { b->conv2d_forward(g, x.p(), w.p(), bias.p(), y.p()); }, 10);
+    const double d = median_us([&] { b->conv2d_backward_data(g, w.p(), y.p(), x.p()); }, 10);
+    const double wf =
+        median_us([&] { b->conv2d_backward_filter(g, x.p(), y.p(), w.p(), bias.p()); }, 10);
+    total += f + (i > 0 ? d : 0.0) + wf;
+    std::printf("  conv%d fwd %7.2f (%3.0f)  bwd data %7.2f (%3.0f)  bwd filter %7.2f (%3.0f)\n",
+                i + 1, f / 1e3, flop / f / 1e3, d / 1e3, flop / d / 1e3, wf / 1e3, flop / wf / 1e3);
+  }
+  const int64_t fc[3][2] = {{1024, 4096}, {4096, 4096}, {4096, 10}};
+  for (int i = 0; i < 3; ++i) {
+    const int64_t in = fc[i][0], out = fc[i][1];
+    Buffer x(N * in), w(in * out), y(N * out), dw(in * out), dx(N * in);
+    const double flop = 2.0 * N * in * out;
+    const double f =
+        median_us([&] { b->gemm(false, true, N, out, in, 1, x.p(), w.p(), 0, y.p()); }, 10);
+    const double gw =
+        median_us([&] { b->gemm(true, false, out, in, N, 1, y.p(), x.p(), 0, dw.p()); }, 10);
+    const double gx =
+        median_us([&] { b->gemm(false, false, N, in, out, 1, y.p(), w.p(), 0, dx.p()); }, 10);
+    total += f + gw + gx;
+    std::printf("  fc%d   fwd %7.2f (%3.0f)  bwd data %7.2f (%3.0f)  bwd weight %7.2f (%3.0f)\n",
+                i + 1, f / 1e3, flop / f / 1e3, gx / 1e3, flop / gx / 1e3, gw / 1e3,
+                flop / gw / 1e3);
+  }
+  std::printf("  conv + linear total %.1f ms per step => %.0f images/s\n", total / 1e3,
+              N / total * 1e6);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<int> threads;
+  for (int i = 1; i < argc; ++i) threads.push_back(std::atoi(argv[i]));
+  if (threads.empty()) threads = {1, 2};
+  for (int t : threads) bench_mnist(t);
+  for (int t : threads) bench_alexnet(t);
+  return 0;
+}
