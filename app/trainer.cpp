@@ -361,9 +361,16 @@ void Trainer::resume() {
                    config_.dataset);
       }
       restore_tensors(ckpt, path, state_tensors());
-      optimizer_->set_steps(m.at("optimizer").at("steps").get<int64_t>());
-      optimizer_->set_last_lr(m.at("optimizer").at("last_lr").get<float>());
-      nlohmann::json position = {{"epoch", m.at("epoch")}, {"step", m.at("step")}, {"path", path}};
+      nlohmann::json position;
+      try {
+        optimizer_->set_steps(m.at("optimizer").at("steps").get<int64_t>());
+        optimizer_->set_last_lr(m.at("optimizer").at("last_lr").get<float>());
+        position = {{"epoch", m.at("epoch").get<int64_t>()},
+                    {"step", m.at("step").get<int64_t>()},
+                    {"path", path}};
+      } catch (const nlohmann::json::exception& e) {
+        fail_input(path, ": checkpoint metadata lacks training position: ", e.what());
+      }
       meta_text = position.dump();
     }
   }
