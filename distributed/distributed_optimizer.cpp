@@ -68,6 +68,9 @@ DistributedOptimizer::DistributedOptimizer(Communicator& comm, nn::Backend& back
     : comm_(comm), backend_(backend), params_(params), inner_(inner), config_(config) {
   validate(config_);
   passes_per_step_ = config_.backward_passes_per_step;
+  passthrough_ = comm_.size() == 1 && passes_per_step_ == 1 &&
+                 config_.compression == Compression::kNone &&
+                 config_.gradient_predivide_factor == 1.0;
   const double f = config_.gradient_predivide_factor;
   prescale_ = static_cast<float>(1.0 / f);
   postscale_ = config_.op == ReduceOp::kAverage ? static_cast<float>(f / comm_.size()) : 1.0f;
@@ -104,7 +107,7 @@ DistributedOptimizer::DistributedOptimizer(Communicator& comm, nn::Backend& back
   reset_pass();
   // Nothing to reduce yet: the thread waits for bucket 0.
   next_bucket_ = 0;
-  if (config_.overlap) thread_ = std::thread([this] { comm_loop(); });
+  if (config_.overlap && !passthrough_) thread_ = std::thread([this] { comm_loop(); });
 }
 
 DistributedOptimizer::~DistributedOptimizer() {
@@ -152,10 +155,12 @@ void DistributedOptimizer::on_grad_ready(size_t i) {
   const auto start = Clock::now();
   announced_[i] = true;
   ++announced_count_;
-  accumulate(i, passes_done_ == 0);
-  const size_t b = param_bucket_[i];
-  const bool reducing = passes_done_ + 1 == passes_per_step_;
-  if (--state_[b].pending == 0 && reducing) hand_off(b);
+  if (!passthrough_) {
+    accumulate(i, passes_done_ == 0);
+    const size_t b = param_bucket_[i];
+    const bool reducing = passes_done_ + 1 == passes_per_step_;
+    if (--state_[b].pending == 0 && reducing) hand_off(b);
+  }
   pack_seconds_ += seconds_since(start);
   if (announced_count_ == params_.size()) finish_pass();
 }
@@ -316,7 +321,9 @@ void DistributedOptimizer::synchronize() {
     }
   }
   std::exception_ptr error;
-  if (config_.overlap) {
+  if (passthrough_) {
+    // One rank, one pass, nothing to round: the gradients are already final.
+  } else if (config_.overlap) {
     std::unique_lock<std::mutex> lock(mutex_);
     done_cv_.wait(lock, [&] { return next_bucket_ == state_.size(); });
     error = error_;
@@ -337,7 +344,7 @@ void DistributedOptimizer::synchronize() {
       error = std::current_exception();
     }
   }
-  if (!error && !on_host_) {
+  if (!error && !on_host_ && !passthrough_) {
     for (size_t b = 0; b < buckets_.size(); ++b) unpack_on_device(b);
     backend_.synchronize();
   }

@@ -57,6 +57,10 @@
 // non-finite gradient) makes synchronize() throw DistributedError on every
 // rank instead of leaving NaN weights.
 //
+// One rank (size 1) with k = 1, no compression and no predivision: the
+// reduction is the identity, so nothing is packed or copied and no thread is
+// started; step() is inner.step() (stats count steps, no allreduces).
+//
 // Devices: bucket buffers live on the parameters' device; for non-CPU
 // tensors a host copy of each bucket is made (explicitly, Tensor::copy_from)
 // before the allreduce and copied back in synchronize().
@@ -201,6 +205,9 @@ class DistributedOptimizer {
   int passes_per_step_ = 1;
   float prescale_ = 1.0f, postscale_ = 1.0f;
   bool on_host_ = true;  // parameters are CPU tensors
+  // One rank, k = 1, no compression, f = 1: reduction is the identity, so
+  // nothing is packed, reduced or copied back.
+  bool passthrough_ = false;
 
   std::vector<GradientBucket> buckets_;
   std::vector<BucketState> state_;
