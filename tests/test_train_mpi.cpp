@@ -1,0 +1,154 @@
+// The lockstep command under mpiexec: data parallelism proven by
+// equivalence, exact distributed metrics, rank-0-only output, multi-rank
+// resume, and refusal of ranks that disagree. Multi-rank: never skipped.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "app/checkpoint.h"
+#include "support/dataset_files.h"
+#include "support/run_command.h"
+
+namespace lockstep {
+namespace {
+
+using testing::run_command;
+using testing::ScratchDir;
+
+std::string mpiexec(int ranks, const std::string& args) {
+  return std::string(LOCKSTEP_MPIEXEC) + " -n " + std::to_string(ranks) + " " + LOCKSTEP_BINARY +
+         " " + args;
+}
+
+// A tiny Fashion-MNIST-format dataset the test writes itself, so these
+// multi-rank tests need nothing installed and never skip.
+struct TinyData {
+  ScratchDir dir;
+  TinyData(int64_t train, int64_t test) { testing::write_mnist_dir(dir.path(), train, test); }
+  std::string flags() const {
+    return "--dataset mnist --data-dir " + dir.path() + " --progress plain --threads 1";
+  }
+};
+
+app::Checkpoint final_checkpoint(const std::string& run_dir) {
+  return app::load_checkpoint(app::CheckpointStore(run_dir + "/checkpoints", 0).latest());
+}
+
+double max_relative_difference(const app::Checkpoint& a, const app::Checkpoint& b,
+                               const std::string& prefix_filter) {
+  double worst = 0.0;
+  for (const auto& e : a.entries) {
+    if (e.name.find(prefix_filter) == std::string::npos) continue;
+    const auto* other = b.find(e.name);
+    EXPECT_NE(other, nullptr) << e.name;
+    if (other == nullptr) continue;
+    for (size_t i = 0; i < e.values.size(); ++i) {
+      const double d = std::fabs(double(e.values[i]) - other->values[i]);
+      worst = std::max(worst, d / std::max(1e-3, std::fabs(double(e.values[i]))));
+    }
+  }
+  return worst;
+}
+
+// N ranks at batch B == 1 rank at batch N*B: the same samples per step (the
+// strided shards of one permutation), gradients averaged, dropout masks keyed
+// by sample id. Only the order of float sums differs.
+TEST(TrainMpi, TwoRanksAtBatchBEqualOneRankAtBatch2B) {
+  TinyData data(512, 100);
+  ScratchDir one, two;
+  const std::string common = data.flags() +
+                             " --model mnist_net --epochs 2 --lr 0.05 --lr-scaling none"
+                             " --test-subset 100 --run-dir ";
+  auto r = run_command(mpiexec(1, "train " + common + one.path() + " --batch-size 64"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_command(mpiexec(2, "train " + common + two.path() + " --batch-size 32"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto a = final_checkpoint(one.path());
+  const auto b = final_checkpoint(two.path());
+  EXPECT_EQ(a.meta["step"], b.meta["step"]);
+  EXPECT_LT(max_relative_difference(a, b, "weight"), 1e-3);
+  EXPECT_LT(max_relative_difference(a, b, "momentum_buffer"), 1e-2);
+}
+
+// The reference averaged per-rank means over padded shards; lockstep reduces
+// sums and counts, so 3 ranks give the single-process numbers exactly.
+TEST(TrainMpi, ThreeRanksEvaluateLikeOneProcess) {
+  TinyData data(256, 100);
+  ScratchDir run;
+  auto r = run_command(mpiexec(
+      1, "train " + data.flags() + " --epochs 1 --test-subset 100 --run-dir " + run.path()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string ckpt = app::CheckpointStore(run.path() + "/checkpoints", 0).latest();
+  const std::regex line("test loss ([0-9.]+) acc ([0-9.]+)% \\(([0-9]+) samples");
+  std::smatch m1, m3;
+  const auto one = run_command(mpiexec(1, "evaluate --checkpoint " + ckpt));
+  const auto three = run_command(mpiexec(3, "evaluate --checkpoint " + ckpt));
+  ASSERT_TRUE(std::regex_search(one.output, m1, line)) << one.output;
+  ASSERT_TRUE(std::regex_search(three.output, m3, line)) << three.output;
+  EXPECT_EQ(m1[3], "100");
+  EXPECT_EQ(m3[3], "100");  // 34 + 33 + 33: every sample once, none padded
+  EXPECT_EQ(m1[1], m3[1]);
+  EXPECT_EQ(m1[2], m3[2]);
+}
+
+TEST(TrainMpi, OnlyRankZeroPrintsAndWrites) {
+  TinyData data(256, 64);
+  ScratchDir run;
+  const auto r = run_command(mpiexec(2, "train " + data.flags() + " --epochs 2 --run-dir " +
+                                            run.path() + " --timeline " + run.file("trace.json")));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string& out = r.output;
+  const std::regex epoch_line("epoch +1/2");
+  EXPECT_EQ(std::distance(std::sregex_iterator(out.begin(), out.end(), epoch_line),
+                          std::sregex_iterator()),
+            1)
+      << out;
+  std::ifstream metrics(run.file("metrics.csv"));
+  int lines = 0;
+  for (std::string l; std::getline(metrics, l);) ++lines;
+  EXPECT_EQ(lines, 3);  // header + 2 epochs, written once
+  EXPECT_EQ(app::CheckpointStore(run.path() + "/checkpoints", 0).list().size(), 2u);
+  // The timeline: one merged file with a track per rank, no per-rank leftovers.
+  std::ifstream trace(run.file("trace.json"));
+  const std::string text((std::istreambuf_iterator<char>(trace)), {});
+  EXPECT_NE(text.find("\"pid\":0"), std::string::npos);
+  EXPECT_NE(text.find("\"pid\":1"), std::string::npos);
+  EXPECT_NE(text.find("allreduce"), std::string::npos);
+  EXPECT_FALSE(std::filesystem::exists(run.file("trace.rank1.json")));
+}
+
+TEST(TrainMpi, ResumeWithTwoRanksIsBitIdentical) {
+  TinyData data(256, 64);
+  ScratchDir straight, split;
+  const std::string common = "train " + data.flags() + " --run-dir ";
+  auto r = run_command(mpiexec(2, common + straight.path() + " --epochs 4"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_command(mpiexec(2, common + split.path() + " --epochs 2"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_command(mpiexec(2, common + split.path() + " --epochs 4 --resume auto"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto a = final_checkpoint(straight.path());
+  const auto b = final_checkpoint(split.path());
+  ASSERT_EQ(a.entries.size(), b.entries.size());
+  for (size_t i = 0; i < a.entries.size(); ++i) {
+    EXPECT_TRUE(a.entries[i].values == b.entries[i].values) << a.entries[i].name;
+  }
+}
+
+TEST(TrainMpi, RanksWithDifferentConfigsStopWithOneMessage) {
+  TinyData data(128, 32);
+  ScratchDir run;
+  const std::string base = std::string(LOCKSTEP_BINARY) + " train " + data.flags() +
+                           " --epochs 1 --run-dir " + run.path();
+  const auto r = run_command("timeout 60 " + std::string(LOCKSTEP_MPIEXEC) + " -n 1 " + base +
+                             " --batch-size 64 : -n 1 " + base + " --batch-size 32");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.exit_code, 124) << "the job hung";
+  EXPECT_NE(r.output.find("config.batch_size"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rank 1"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace lockstep
