@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "distributed/stall.h"
+
 namespace lockstep::distributed {
 
 enum class ReduceOp { kSum, kAverage, kMin, kMax };
@@ -44,6 +46,13 @@ class Communicator {
   virtual void barrier() = 0;
   // Ends every rank of the job at once (MPI_Abort); never returns.
   [[noreturn]] virtual void abort(int exit_code) noexcept = 0;
+
+  // Stall watchdog (see distributed/stall.h). Communicators that cannot
+  // stall (size 1) ignore both. The label names what the next collectives
+  // are for ("step 1234 bucket 3"); set it from the thread that issues them.
+  // Both are safe to call from any thread.
+  virtual void set_stall_policy(StallPolicy policy) {}
+  virtual void set_stall_label(std::string label) {}
 
   // Typed conveniences built on the byte versions.
   template <typename T>

@@ -1,0 +1,116 @@
+#include "distributed/failure.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace lockstep::distributed {
+
+void fail_job(Communicator& comm, std::string_view message, int exit_code) noexcept {
+  std::string line = "lockstep: rank ";
+  try {
+    line += std::to_string(comm.rank());
+    line += ": ";
+    line += message;
+    line += "\n";
+  } catch (...) {
+    line = "lockstep: a rank failed (out of memory while reporting)\n";
+  }
+  std::fputs(line.c_str(), stderr);
+  std::fflush(stderr);
+  comm.abort(exit_code);
+  std::_Exit(exit_code);  // not reached: abort() does not return
+}
+
+void fail_job(Communicator& comm, const std::exception& error, int exit_code) noexcept {
+  fail_job(comm, std::string_view(error.what()), exit_code);
+}
+
+int run_guarded(Communicator& comm, const std::function<int()>& body) noexcept {
+  try {
+    return body();
+  } catch (const std::exception& error) {
+    fail_job(comm, error);
+  } catch (...) {
+    fail_job(comm, "unknown exception (not derived from std::exception)");
+  }
+}
+
+namespace {
+
+// The handlers may only touch preformatted, fixed-size memory.
+struct SignalLine {
+  int signal;
+  const char* what;
+  char text[160];
+  size_t length;
+};
+
+SignalLine g_lines[] = {
+    {SIGINT, "interrupted (SIGINT)", {}, 0},
+    {SIGTERM, "terminated (SIGTERM)", {}, 0},
+    {SIGHUP, "hung up (SIGHUP)", {}, 0},
+    {SIGQUIT, "quit (SIGQUIT)", {}, 0},
+    {SIGSEGV, "crashed: invalid memory access (SIGSEGV)", {}, 0},
+    {SIGBUS, "crashed: bus error (SIGBUS)", {}, 0},
+    {SIGFPE, "crashed: arithmetic error (SIGFPE)", {}, 0},
+    {SIGILL, "crashed: illegal instruction (SIGILL)", {}, 0},
+    {SIGABRT, "aborted (SIGABRT)", {}, 0},
+};
+int g_rank = -1;
+
+void on_signal(int signal) {
+  const int saved = errno;
+  for (const SignalLine& line : g_lines) {
+    if (line.signal == signal) {
+      ssize_t ignored = write(STDERR_FILENO, line.text, line.length);
+      (void)ignored;
+    }
+  }
+  errno = saved;
+  // SA_RESETHAND restored the default action: die of the same signal.
+  raise(signal);
+}
+
+void on_terminate() noexcept {
+  std::string message = "terminated";
+  if (std::exception_ptr current = std::current_exception()) {
+    try {
+      std::rethrow_exception(current);
+    } catch (const std::exception& error) {
+      message = std::string("uncaught exception: ") + error.what();
+    } catch (...) {
+      message = "uncaught exception (not derived from std::exception)";
+    }
+  }
+  std::fprintf(stderr, "lockstep: rank %d: %s; ending the job\n", g_rank, message.c_str());
+  std::fflush(stderr);
+  std::signal(SIGABRT, SIG_DFL);  // one line, not a second one for SIGABRT
+  std::abort();
+}
+
+}  // namespace
+
+void install_failure_handlers(int rank) {
+  g_rank = rank;
+  for (SignalLine& line : g_lines) {
+    const int written = std::snprintf(line.text, sizeof(line.text),
+                                      "lockstep: rank %d: %s; ending the job\n", rank, line.what);
+    line.length = written > 0 ? std::min(static_cast<size_t>(written), sizeof(line.text) - 1) : 0;
+    struct sigaction action;
+    std::memset(&action, 0, sizeof(action));
+    action.sa_handler = on_signal;
+    sigemptyset(&action.sa_mask);
+    action.sa_flags = SA_RESETHAND | SA_NODEFER;
+    sigaction(line.signal, &action, nullptr);
+  }
+  std::set_terminate(on_terminate);
+}
+
+}  // namespace lockstep::distributed

@@ -1,0 +1,42 @@
+// Ending the whole job when one rank fails, so that no rank is left waiting
+// in a collective for a peer that will never come.
+//
+// app/ wraps its work in run_guarded() (or catches and calls fail_job());
+// install_failure_handlers() covers what no catch can: signals and
+// std::terminate. Library code below app/ only throws.
+//
+//   MpiEnvironment mpi(&argc, &argv);
+//   auto comm = make_mpi_communicator();
+//   install_failure_handlers(comm->rank());
+//   return run_guarded(*comm, [&] { return train(*comm, config); });
+#pragma once
+
+#include <exception>
+#include <functional>
+#include <string_view>
+
+#include "distributed/communicator.h"
+
+namespace lockstep::distributed {
+
+// Prints "lockstep: rank R: <message>" as one line to stderr, then ends every
+// rank of the job with comm.abort(exit_code).
+[[noreturn]] void fail_job(Communicator& comm, std::string_view message,
+                           int exit_code = 1) noexcept;
+[[noreturn]] void fail_job(Communicator& comm, const std::exception& error,
+                           int exit_code = 1) noexcept;
+
+// Returns body()'s result; if body throws, fail_job() with the exception's
+// message (the job ends with exit code 1).
+int run_guarded(Communicator& comm, const std::function<int()>& body) noexcept;
+
+// Process-wide (signal dispositions are per process): for SIGINT, SIGTERM,
+// SIGHUP, SIGQUIT, SIGSEGV, SIGBUS, SIGFPE, SIGILL and SIGABRT, a handler
+// writes one line "lockstep: rank R: <what happened>; ending the job" with
+// async-signal-safe write(), restores the default action and re-raises the
+// signal, so the rank dies of it and the launcher (mpiexec, srun, aprun)
+// ends the other ranks. An uncaught exception (std::terminate) prints its
+// message the same way and aborts. Call again to update the rank.
+void install_failure_handlers(int rank);
+
+}  // namespace lockstep::distributed

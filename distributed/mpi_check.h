@@ -1,0 +1,57 @@
+// MPI_CHECK(expr): runs an MPI call and throws LibraryError when it does not
+// return MPI_SUCCESS, naming the call, the file and line, and MPI's own
+// error string (on one line). Errors only come back as return codes on
+// communicators whose error handler is MPI_ERRORS_RETURN; every communicator
+// lockstep creates sets it.
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+
+#include "nn/error.h"
+
+namespace lockstep::distributed {
+
+// MPI's text for an error code, folded onto one line.
+inline std::string mpi_error_string(int code) {
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) {
+    return "unknown MPI error code " + std::to_string(code);
+  }
+  // MPICH puts its error stack on separate lines: join them with "; ".
+  std::string out;
+  char pending = 0;  // separator owed before the next visible character
+  for (int i = 0; i < length; ++i) {
+    const char c = text[i];
+    if (c == '\n' || c == '\r') {
+      if (!out.empty()) pending = ';';
+    } else if (c == ' ' || c == '\t') {
+      if (!out.empty() && pending == 0) pending = ' ';
+    } else {
+      if (pending == ';') out += out.back() == ':' ? " " : "; ";
+      if (pending == ' ') out += ' ';
+      pending = 0;
+      out += c;
+    }
+  }
+  return out;
+}
+
+[[noreturn]] inline void throw_mpi_error(int code, const char* expression, const char* file,
+                                         int line) {
+  throw LibraryError(detail::concat("MPI call failed: ", expression, " (", file, ":", line,
+                                    "): ", mpi_error_string(code)));
+}
+
+}  // namespace lockstep::distributed
+
+#define MPI_CHECK(expression)                                                           \
+  do {                                                                                  \
+    const int lockstep_mpi_code_ = (expression);                                        \
+    if (lockstep_mpi_code_ != MPI_SUCCESS) {                                            \
+      ::lockstep::distributed::throw_mpi_error(lockstep_mpi_code_, #expression, __FILE__, \
+                                               __LINE__);                               \
+    }                                                                                   \
+  } while (0)

@@ -1,0 +1,89 @@
+// Convolution ops of the CPU backend: each picks one of two algorithms,
+//   wide   (conv_wide.cpp):   stride 1, when few output columns are wasted;
+//   im2col (conv_im2col.cpp): everything else,
+// both parallel over samples. The weight gradient is summed per chunk of
+// samples into private partials, then reduced in chunk order.
+#include <algorithm>
+
+#include "nn/cpu/conv_common.h"
+#include "nn/cpu/kernels.h"
+#include "nn/cpu/scratch.h"
+#include "nn/cpu/simd.h"
+
+namespace lockstep::nn::cpu {
+namespace {
+
+// out[e] = sum over chunks t of partials[t * stride + e] for e < count.
+void reduce_partials(ThreadPool& pool, const float* partials, int chunks, int64_t stride,
+                     int64_t count, float* out) {
+  pool.parallel_for(count, 1 << 14, [&](int64_t e0, int64_t e1, int) {
+    std::copy(partials + e0, partials + e1, out + e0);
+    for (int t = 1; t < chunks; ++t) {
+      const float* p = partials + t * stride;
+      for (int64_t e = e0; e < e1; ++e) out[e] += p[e];
+    }
+  });
+}
+
+}  // namespace
+
+namespace conv {
+
+void accumulate_bias_grad(const Conv2dGeometry& g, const float* dy, int64_t n0, int64_t n1,
+                          float* db) {
+  const Dims d(g);
+  for (int64_t n = n0; n < n1; ++n) {
+    for (int64_t k = 0; k < g.out_channels; ++k) {
+      db[k] += sum_floats(dy + n * d.kpq + k * d.pq, d.pq);
+    }
+  }
+}
+
+}  // namespace conv
+
+// x: (N, C, H, W), w: (K, C, R, S), b: (K) or null -> y: (N, K, P, Q)
+void conv2d_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x, const float* w,
+                    const float* b, float* y) {
+  if (conv::wide_applies(g)) {
+    conv::wide_forward(pool, g, x, w, b, y);
+  } else {
+    conv::im2col_forward(pool, g, x, w, b, y);
+  }
+}
+
+// w: (K, C, R, S), dy: (N, K, P, Q) -> dx: (N, C, H, W)
+void conv2d_backward_data(ThreadPool& pool, const Conv2dGeometry& g, const float* w,
+                          const float* dy, float* dx) {
+  if (conv::wide_applies(g)) {
+    conv::wide_backward_data(pool, g, w, dy, dx);
+  } else {
+    conv::im2col_backward_data(pool, g, w, dy, dx);
+  }
+}
+
+// x: (N, C, H, W), dy: (N, K, P, Q) -> dw: (K, C, R, S), db: (K) or null
+void conv2d_backward_filter(ThreadPool& pool, const Conv2dGeometry& g, const float* x,
+                            const float* dy, float* dw, float* db) {
+  const int64_t K = g.out_channels, wsize = K * conv::Dims(g).crs, stride = wsize + K;
+  if (g.batch <= 0) {
+    std::fill(dw, dw + wsize, 0.0f);
+    if (db) std::fill(db, db + K, 0.0f);
+    return;
+  }
+  // The wide algorithm's dot-product kernel suits small weights; Eigen on
+  // im2col matrices suits large ones.
+  const conv::FilterChunk chunk_fn = conv::wide_applies(g) && wsize <= conv::kSmallWeights
+                                         ? conv::wide_filter_chunk
+                                         : conv::im2col_filter_chunk;
+  const int chunks = pool.chunks(g.batch, 1);
+  float* partials = scratch(ScratchSlot::kPartials, static_cast<size_t>(chunks * stride));
+  pool.parallel_for(g.batch, 1, [&](int64_t n0, int64_t n1, int t) {
+    float* dwt = partials + t * stride;
+    std::fill(dwt, dwt + stride, 0.0f);
+    chunk_fn(g, x, dy, n0, n1, dwt, dwt + wsize);
+  });
+  reduce_partials(pool, partials, chunks, stride, wsize, dw);
+  if (db) reduce_partials(pool, partials + wsize, chunks, stride, K, db);
+}
+
+}  // namespace lockstep::nn::cpu

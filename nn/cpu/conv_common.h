@@ -1,0 +1,54 @@
+// Pieces shared by the two CPU convolution algorithms (conv_im2col.cpp and
+// conv_wide.cpp) and the dispatching ops in conv.cpp.
+#pragma once
+
+#include <cstdint>
+
+#include "nn/backend.h"
+#include "nn/cpu/thread_pool.h"
+
+namespace lockstep::nn::cpu::conv {
+
+// Sizes of one sample: CRS = C*R*S rows of the column matrix, PQ output
+// positions, CHW input and KPQ output elements.
+struct Dims {
+  int64_t crs, pq, chw, kpq;
+  explicit Dims(const Conv2dGeometry& g)
+      : crs(g.in_channels * g.kernel_h * g.kernel_w),
+        pq(g.out_h() * g.out_w()),
+        chw(g.in_channels * g.in_h * g.in_w),
+        kpq(g.out_channels * g.out_h() * g.out_w()) {}
+};
+
+// Weight matrices up to this many floats use the dot-product kernel for the
+// weight gradient; larger ones use Eigen, whose cache blocking wins there.
+inline constexpr int64_t kSmallWeights = int64_t{1} << 14;
+
+// Adds the weight gradient of samples [n0, n1) to dw (K, CRS) and db (K).
+// x: (N, C, H, W), dy: (N, K, P, Q).
+using FilterChunk = void (*)(const Conv2dGeometry& g, const float* x, const float* dy, int64_t n0,
+                             int64_t n1, float* dw, float* db);
+
+// Sum of each of the K rows (PQ long) of samples [n0, n1) of dy, added to db.
+void accumulate_bias_grad(const Conv2dGeometry& g, const float* dy, int64_t n0, int64_t n1,
+                          float* db);
+
+// --- im2col + GEMM (any stride and padding): conv_im2col.cpp ---------------
+void im2col_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x, const float* w,
+                    const float* b, float* y);
+void im2col_backward_data(ThreadPool& pool, const Conv2dGeometry& g, const float* w,
+                          const float* dy, float* dx);
+void im2col_filter_chunk(const Conv2dGeometry& g, const float* x, const float* dy, int64_t n0,
+                         int64_t n1, float* dw, float* db);
+
+// --- "wide" GEMM over shifted rows of the padded input (stride 1): conv_wide.cpp
+// True when the wide algorithm applies and wastes little work on g.
+bool wide_applies(const Conv2dGeometry& g);
+void wide_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x, const float* w,
+                  const float* b, float* y);
+void wide_backward_data(ThreadPool& pool, const Conv2dGeometry& g, const float* w, const float* dy,
+                        float* dx);
+void wide_filter_chunk(const Conv2dGeometry& g, const float* x, const float* dy, int64_t n0,
+                       int64_t n1, float* dw, float* db);
+
+}  // namespace lockstep::nn::cpu::conv

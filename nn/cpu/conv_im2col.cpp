@@ -1,0 +1,120 @@
+// Convolution by im2col + GEMM, for any stride and padding. Per sample, with
+// CRS = C*R*S and PQ = P*Q:
+//   forward:         y(K, PQ)      = w(K, CRS) * col(CRS, PQ) + b
+//   backward data:   dcol(CRS, PQ) = w(K, CRS)^T * dy(K, PQ), dx = col2im(dcol)
+//   backward filter: dw(K, CRS)   += dy(K, PQ) * col(CRS, PQ)^T
+// When PQ is small, a group of samples shares one wider GEMM (their columns
+// side by side), so register tiles stay full.
+#include <algorithm>
+
+#include "nn/cpu/conv_common.h"
+#include "nn/cpu/eigen.h"
+#include "nn/cpu/im2col.h"
+#include "nn/cpu/scratch.h"
+#include "nn/cpu/small_gemm.h"
+
+namespace lockstep::nn::cpu::conv {
+namespace {
+
+// Column buffers of a group stay below this many floats (1 MiB: in L2).
+constexpr int64_t kColumnBudget = int64_t{1} << 18;
+
+// Samples per GEMM: at least min_columns output columns, within the budget.
+int64_t group_size(const Dims& d, int64_t min_columns) {
+  const int64_t want = (min_columns + d.pq - 1) / d.pq;
+  const int64_t cap = std::max<int64_t>(1, kColumnBudget / std::max<int64_t>(1, d.crs * d.pq));
+  return std::clamp<int64_t>(want, 1, cap);
+}
+
+// dst(K, gs*PQ) <- the gs samples' (K, PQ) blocks of src side by side.
+void gather_samples(const float* src, int64_t gs, int64_t k, const Dims& d, float* dst) {
+  const int64_t ld = gs * d.pq;
+  for (int64_t i = 0; i < gs; ++i) {
+    for (int64_t r = 0; r < k; ++r) {
+      std::copy_n(src + i * d.kpq + r * d.pq, d.pq, dst + r * ld + i * d.pq);
+    }
+  }
+}
+
+// The inverse of gather_samples.
+void scatter_samples(const float* src, int64_t gs, int64_t k, const Dims& d, float* dst) {
+  const int64_t ld = gs * d.pq;
+  for (int64_t i = 0; i < gs; ++i) {
+    for (int64_t r = 0; r < k; ++r) {
+      std::copy_n(src + r * ld + i * d.pq, d.pq, dst + i * d.kpq + r * d.pq);
+    }
+  }
+}
+
+}  // namespace
+
+// x: (N, C, H, W), w: (K, C, R, S), b: (K) or null -> y: (N, K, P, Q)
+void im2col_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x, const float* w,
+                    const float* b, float* y) {
+  const Dims d(g);
+  const int64_t K = g.out_channels, G = group_size(d, 64);
+  const StridedMatrix weights{w, d.crs, 1};
+  pool.parallel_for(g.batch, 1, [&](int64_t n0, int64_t n1, int) {
+    float* col = scratch(ScratchSlot::kColumns, static_cast<size_t>(d.crs * G * d.pq));
+    float* out = G > 1 ? scratch(ScratchSlot::kGather, static_cast<size_t>(K * G * d.pq)) : nullptr;
+    for (int64_t n = n0; n < n1; n += G) {
+      const int64_t gs = std::min(G, n1 - n), ld = gs * d.pq;
+      for (int64_t i = 0; i < gs; ++i) im2col(g, x + (n + i) * d.chw, col + i * d.pq, ld);
+      if (gs == 1) {
+        gemm_nn(K, d.pq, d.crs, weights, RowMatrix{col, d.pq}, y + n * d.kpq, d.pq, b, false);
+      } else {
+        gemm_nn(K, ld, d.crs, weights, RowMatrix{col, ld}, out, ld, b, false);
+        scatter_samples(out, gs, K, d, y + n * d.kpq);
+      }
+    }
+  });
+}
+
+// w: (K, C, R, S), dy: (N, K, P, Q) -> dx: (N, C, H, W)
+void im2col_backward_data(ThreadPool& pool, const Conv2dGeometry& g, const float* w,
+                          const float* dy, float* dx) {
+  const Dims d(g);
+  const int64_t K = g.out_channels, G = group_size(d, 64);
+  const StridedMatrix weights_t{w, 1, d.crs};  // (CRS, K) view of w
+  pool.parallel_for(g.batch, 1, [&](int64_t n0, int64_t n1, int) {
+    float* col = scratch(ScratchSlot::kColumns, static_cast<size_t>(d.crs * G * d.pq));
+    float* in = G > 1 ? scratch(ScratchSlot::kGather, static_cast<size_t>(K * G * d.pq)) : nullptr;
+    for (int64_t n = n0; n < n1; n += G) {
+      const int64_t gs = std::min(G, n1 - n), ld = gs * d.pq;
+      const float* dyg = dy + n * d.kpq;
+      if (gs > 1) {
+        gather_samples(dyg, gs, K, d, in);
+        dyg = in;
+      }
+      gemm_nn(d.crs, ld, K, weights_t, RowMatrix{dyg, ld}, col, ld, nullptr, false);
+      for (int64_t i = 0; i < gs; ++i) col2im(g, col + i * d.pq, ld, dx + (n + i) * d.chw);
+    }
+  });
+}
+
+// Adds samples [n0, n1) to dw (K, CRS) and db (K).
+void im2col_filter_chunk(const Conv2dGeometry& g, const float* x, const float* dy, int64_t n0,
+                         int64_t n1, float* dw, float* db) {
+  const Dims d(g);
+  const int64_t K = g.out_channels, G = group_size(d, 256);
+  const bool small = K * d.crs <= kSmallWeights;
+  float* col = scratch(ScratchSlot::kColumns, static_cast<size_t>(d.crs * G * d.pq));
+  float* in = small ? nullptr : scratch(ScratchSlot::kGather, static_cast<size_t>(K * G * d.pq));
+  for (int64_t n = n0; n < n1; n += G) {
+    const int64_t gs = std::min(G, n1 - n), ld = gs * d.pq;
+    for (int64_t i = 0; i < gs; ++i) im2col(g, x + (n + i) * d.chw, col + i * d.pq, ld);
+    const float* dyg = dy + n * d.kpq;
+    if (small) {
+      gemm_nt_acc(K, d.crs, dyg, d.pq, RowMatrix{col, ld}, Segments{gs, d.pq, d.kpq, d.pq}, dw,
+                  d.crs);
+    } else {
+      gather_samples(dyg, gs, K, d, in);
+      MatrixView(dw, K, d.crs, OuterStride(d.crs)).noalias() +=
+          ConstMatrixView(in, K, ld, OuterStride(ld)) *
+          ConstMatrixView(col, d.crs, ld, OuterStride(ld)).transpose();
+    }
+  }
+  accumulate_bias_grad(g, dy, n0, n1, db);
+}
+
+}  // namespace lockstep::nn::cpu::conv

@@ -1,0 +1,137 @@
+// CpuBackend: the Backend interface over the CPU kernels (nn/cpu/kernels.h)
+// and one persistent thread pool. Every op is synchronous: it returns when
+// its results are in memory, so synchronize() has nothing to wait for.
+#include <memory>
+#include <string>
+
+#include "nn/backend.h"
+#include "nn/cpu/kernels.h"
+#include "nn/cpu/thread_pool.h"
+#include "nn/error.h"
+
+namespace lockstep::nn {
+namespace {
+
+void check_geometry(const Conv2dGeometry& g) {
+  LOCKSTEP_CHECK(g.batch >= 0 && g.in_channels > 0 && g.out_channels > 0 && g.kernel_h > 0 &&
+                     g.kernel_w > 0 && g.stride > 0 && g.pad >= 0,
+                 "bad conv2d geometry");
+  LOCKSTEP_CHECK(g.in_h + 2 * g.pad >= g.kernel_h && g.in_w + 2 * g.pad >= g.kernel_w,
+                 "conv2d kernel larger than the padded input");
+}
+
+void check_geometry(const Pool2dGeometry& g) {
+  LOCKSTEP_CHECK(g.batch >= 0 && g.channels > 0 && g.kernel > 0 && g.stride > 0 &&
+                     g.in_h >= g.kernel && g.in_w >= g.kernel,
+                 "bad maxpool2d geometry");
+}
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int threads) : pool_(threads) {}
+
+  Device device() const override { return Device::kCpu; }
+  std::string name() const override {
+    const int n = pool_.threads();
+    return "cpu (" + std::to_string(n) + (n == 1 ? " thread)" : " threads)");
+  }
+
+  void conv2d_forward(const Conv2dGeometry& g, const float* x, const float* w, const float* b,
+                      float* y) override {
+    check_geometry(g);
+    cpu::conv2d_forward(pool_, g, x, w, b, y);
+  }
+  void conv2d_backward_data(const Conv2dGeometry& g, const float* w, const float* dy,
+                            float* dx) override {
+    check_geometry(g);
+    cpu::conv2d_backward_data(pool_, g, w, dy, dx);
+  }
+  void conv2d_backward_filter(const Conv2dGeometry& g, const float* x, const float* dy, float* dw,
+                              float* db) override {
+    check_geometry(g);
+    cpu::conv2d_backward_filter(pool_, g, x, dy, dw, db);
+  }
+
+  void maxpool2d_forward(const Pool2dGeometry& g, const float* x, float* y) override {
+    check_geometry(g);
+    cpu::maxpool2d_forward(pool_, g, x, y);
+  }
+  void maxpool2d_backward(const Pool2dGeometry& g, const float* x, const float* /*y*/,
+                          const float* dy, float* dx) override {
+    check_geometry(g);
+    cpu::maxpool2d_backward(pool_, g, x, dy, dx);
+  }
+
+  void relu_forward(int64_t n, const float* x, float* y) override {
+    cpu::relu_forward(pool_, n, x, y);
+  }
+  void relu_backward(int64_t n, const float* y, const float* dy, float* dx) override {
+    cpu::relu_backward(pool_, n, y, dy, dx);
+  }
+
+  void dropout_forward(const DropoutGeometry& g, const int64_t* sample_ids, const float* x,
+                       float* y, float* mask) override {
+    LOCKSTEP_CHECK(g.p >= 0.0f && g.p < 1.0f, "dropout probability ", g.p, " not in [0, 1)");
+    cpu::dropout_forward(pool_, g, sample_ids, x, y, mask);
+  }
+  void dropout_backward(const DropoutGeometry& g, const float* mask, const float* dy,
+                        float* dx) override {
+    cpu::dropout_backward(pool_, g, mask, dy, dx);
+  }
+
+  void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+            const float* a, const float* b, float beta, float* c) override {
+    cpu::gemm(pool_, trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
+  }
+  void add_row_bias(int64_t rows, int64_t cols, const float* bias, float* y) override {
+    cpu::add_row_bias(pool_, rows, cols, bias, y);
+  }
+  void sum_rows(int64_t rows, int64_t cols, const float* dy, float* db) override {
+    cpu::sum_rows(pool_, rows, cols, dy, db);
+  }
+
+  void log_softmax_forward(int64_t rows, int64_t cols, const float* x, float* y) override {
+    cpu::log_softmax_forward(pool_, rows, cols, x, y);
+  }
+  void log_softmax_backward(int64_t rows, int64_t cols, const float* y, const float* dy,
+                            float* dx) override {
+    cpu::log_softmax_backward(pool_, rows, cols, y, dy, dx);
+  }
+  LossStats nll_loss(int64_t rows, int64_t cols, const float* logp, const int32_t* labels,
+                     float grad_scale, float* dlogp) override {
+    return cpu::nll_loss(pool_, rows, cols, logp, labels, grad_scale, dlogp);
+  }
+  LossStats softmax_cross_entropy(int64_t rows, int64_t cols, const float* logits,
+                                  const int32_t* labels, float grad_scale,
+                                  float* dlogits) override {
+    return cpu::softmax_cross_entropy(pool_, rows, cols, logits, labels, grad_scale, dlogits);
+  }
+
+  void sgd_update(int64_t n, const SgdParams& p, float* w, const float* grad,
+                  float* velocity) override {
+    cpu::sgd_update(pool_, n, p, w, grad, velocity);
+  }
+  void adam_update(int64_t n, const AdamParams& p, float* w, const float* grad, float* m,
+                   float* v) override {
+    cpu::adam_update(pool_, n, p, w, grad, m, v);
+  }
+  void fill(int64_t n, float value, float* x) override { cpu::fill(pool_, n, value, x); }
+  void scale(int64_t n, float alpha, float* x) override { cpu::scale(pool_, n, alpha, x); }
+  void axpy(int64_t n, float alpha, const float* x, float* y) override {
+    cpu::axpy(pool_, n, alpha, x, y);
+  }
+  void copy(int64_t n, const float* src, float* dst) override { cpu::copy(pool_, n, src, dst); }
+  void synchronize() override {}
+
+ private:
+  cpu::ThreadPool pool_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(int threads) {
+  LOCKSTEP_CHECK(threads >= 0, "make_cpu_backend: negative thread count ", threads);
+  return std::make_unique<CpuBackend>(threads);
+}
+
+}  // namespace lockstep::nn

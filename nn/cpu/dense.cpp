@@ -1,0 +1,97 @@
+// Dense-layer ops on the CPU: GEMM through Eigen on row-major maps (Eigen
+// itself single-threaded), split into blocks of rows or columns of C across
+// the pool when the product is large; the bias helpers.
+#include <algorithm>
+
+#include "nn/cpu/eigen.h"
+#include "nn/cpu/kernels.h"
+#include "nn/cpu/simd.h"
+
+namespace lockstep::nn::cpu {
+namespace {
+
+// Products below this many multiply-adds run on the calling thread: the
+// skinny GEMMs of small layers get slower when split.
+constexpr int64_t kParallelGemmWork = int64_t{1} << 21;
+// The smallest block of rows (or columns) of C given to one thread.
+constexpr int64_t kMinBlock = 16;
+
+template <typename Lhs, typename Rhs>
+void product_into(const Lhs& lhs, const Rhs& rhs, float alpha, float beta, MatrixView c) {
+  if (beta == 0.0f) {
+    c.noalias() = alpha * lhs * rhs;  // overwrite: C may hold garbage (or NaN)
+  } else {
+    if (beta != 1.0f) c *= beta;
+    c.noalias() += alpha * lhs * rhs;
+  }
+}
+
+// Rows [r0, r1) x columns [c0, c1) of C(m, n) = alpha op(A) op(B) + beta C.
+void gemm_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                const float* b, float beta, float* c, int64_t r0, int64_t r1, int64_t c0,
+                int64_t c1) {
+  const int64_t rows = r1 - r0, cols = c1 - c0;
+  MatrixView cv(c + r0 * n + c0, rows, cols, OuterStride(n));
+  // op(A) rows [r0, r1): A is (m, k), or (k, m) when transposed.
+  const ConstMatrixView av = ta ? ConstMatrixView(a + r0, k, rows, OuterStride(m))
+                                : ConstMatrixView(a + r0 * k, rows, k, OuterStride(k));
+  // op(B) columns [c0, c1): B is (k, n), or (n, k) when transposed.
+  const ConstMatrixView bv = tb ? ConstMatrixView(b + c0 * k, cols, k, OuterStride(k))
+                                : ConstMatrixView(b + c0, k, cols, OuterStride(n));
+  if (!ta && !tb) product_into(av, bv, alpha, beta, cv);
+  if (ta && !tb) product_into(av.transpose(), bv, alpha, beta, cv);
+  if (!ta && tb) product_into(av, bv.transpose(), alpha, beta, cv);
+  if (ta && tb) product_into(av.transpose(), bv.transpose(), alpha, beta, cv);
+}
+
+}  // namespace
+
+// C(m, n) = alpha * op(A)(m, k) * op(B)(k, n) + beta * C, all row-major
+void gemm(ThreadPool& pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+          float alpha, const float* a, const float* b, float beta, float* c) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    MatrixView cv(c, m, n, OuterStride(n));
+    if (beta == 0.0f)
+      cv.setZero();
+    else
+      cv *= beta;
+    return;
+  }
+  const bool by_rows = m >= n;
+  const int64_t extent = by_rows ? m : n;
+  const int64_t grain = m * n * k < kParallelGemmWork ? extent : kMinBlock;
+  pool.parallel_for(extent, grain, [&](int64_t e0, int64_t e1, int) {
+    if (by_rows) {
+      gemm_block(trans_a, trans_b, m, n, k, alpha, a, b, beta, c, e0, e1, 0, n);
+    } else {
+      gemm_block(trans_a, trans_b, m, n, k, alpha, a, b, beta, c, 0, m, e0, e1);
+    }
+  });
+}
+
+// y(rows, cols) += bias(cols) on every row
+void add_row_bias(ThreadPool& pool, int64_t rows, int64_t cols, const float* bias, float* y) {
+  const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, cols));
+  pool.parallel_for(rows, grain, [&](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* row = y + r * cols;
+      for (int64_t j = 0; j < cols; ++j) row[j] += bias[j];
+    }
+  });
+}
+
+// db(cols) = sum over rows of dy(rows, cols); each column is summed by one
+// thread in row order, so the result does not depend on the thread count.
+void sum_rows(ThreadPool& pool, int64_t rows, int64_t cols, const float* dy, float* db) {
+  const int64_t grain = std::max<int64_t>(kLanes, (int64_t{1} << 15) / std::max<int64_t>(1, rows));
+  pool.parallel_for(cols, grain, [&](int64_t j0, int64_t j1, int) {
+    std::fill(db + j0, db + j1, 0.0f);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* row = dy + r * cols;
+      for (int64_t j = j0; j < j1; ++j) db[j] += row[j];
+    }
+  });
+}
+
+}  // namespace lockstep::nn::cpu

@@ -1,0 +1,101 @@
+// Element-wise ops on the CPU: activation, dropout and the small vector
+// helpers. Plain loops the compiler vectorises; split across the pool only
+// when an array is large enough to repay waking a worker.
+#include <algorithm>
+#include <cstring>
+
+#include "nn/counter_rng.h"
+#include "nn/cpu/kernels.h"
+
+namespace lockstep::nn::cpu {
+namespace {
+
+// Elements per chunk below which an element-wise op stays on one thread.
+constexpr int64_t kElementGrain = int64_t{1} << 15;
+
+// Dropout rows (n, c) per chunk, so that a chunk covers ~kElementGrain floats.
+int64_t dropout_grain(const DropoutGeometry& g) {
+  return std::max<int64_t>(1, kElementGrain / std::max<int64_t>(1, g.spatial));
+}
+
+}  // namespace
+
+// x, y: (n); y = max(x, 0) (NaN stays NaN, as in PyTorch)
+void relu_forward(ThreadPool& pool, int64_t n, const float* x, float* y) {
+  pool.parallel_for(n, kElementGrain, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) y[i] = x[i] < 0.0f ? 0.0f : x[i];
+  });
+}
+
+// y, dy, dx: (n); dx = dy where y > 0, else 0
+void relu_backward(ThreadPool& pool, int64_t n, const float* y, const float* dy, float* dx) {
+  pool.parallel_for(n, kElementGrain, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+  });
+}
+
+// x, y: (N, C, S); mask: (N, C). mask[n, c] = 1/(1-p) when
+// counter_uniform(hash_combine(seed, stream), sample_ids[n] * C + c) >= p, else 0.
+void dropout_forward(ThreadPool& pool, const DropoutGeometry& g, const int64_t* sample_ids,
+                     const float* x, float* y, float* mask) {
+  const uint64_t key = hash_combine(g.seed, g.stream);
+  const float keep = 1.0f / (1.0f - g.p);
+  const int64_t C = g.channels, S = g.spatial;
+  pool.parallel_for(g.batch * C, dropout_grain(g), [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e;) {  // one sample's channels per pass
+      const int64_t n = i / C, c0 = i % C, c1 = std::min(C, c0 + (e - i));
+      const uint64_t base = static_cast<uint64_t>(sample_ids[n]) * static_cast<uint64_t>(C);
+      float* mrow = mask + n * C;
+      for (int64_t c = c0; c < c1; ++c) {
+        mrow[c] = counter_uniform(key, base + static_cast<uint64_t>(c)) >= g.p ? keep : 0.0f;
+      }
+      i += c1 - c0;
+    }
+    if (S == 1) {
+      for (int64_t i = b; i < e; ++i) y[i] = x[i] * mask[i];
+    } else {
+      for (int64_t i = b; i < e; ++i) {
+        for (int64_t s = 0; s < S; ++s) y[i * S + s] = x[i * S + s] * mask[i];
+      }
+    }
+  });
+}
+
+// dy, dx: (N, C, S); mask: (N, C); dx = dy * mask
+void dropout_backward(ThreadPool& pool, const DropoutGeometry& g, const float* mask,
+                      const float* dy, float* dx) {
+  const int64_t S = g.spatial;
+  pool.parallel_for(g.batch * g.channels, dropout_grain(g), [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) {
+      const float m = mask[i];
+      for (int64_t s = 0; s < S; ++s) dx[i * S + s] = dy[i * S + s] * m;
+    }
+  });
+}
+
+void fill(ThreadPool& pool, int64_t n, float value, float* x) {
+  pool.parallel_for(n, kElementGrain,
+                    [&](int64_t b, int64_t e, int) { std::fill(x + b, x + e, value); });
+}
+
+void scale(ThreadPool& pool, int64_t n, float alpha, float* x) {
+  pool.parallel_for(n, kElementGrain, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) x[i] *= alpha;
+  });
+}
+
+// y += alpha * x
+void axpy(ThreadPool& pool, int64_t n, float alpha, const float* x, float* y) {
+  pool.parallel_for(n, kElementGrain, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) y[i] += alpha * x[i];
+  });
+}
+
+void copy(ThreadPool& pool, int64_t n, const float* src, float* dst) {
+  if (src == dst) return;
+  pool.parallel_for(n, 4 * kElementGrain, [&](int64_t b, int64_t e, int) {
+    std::memmove(dst + b, src + b, static_cast<size_t>(e - b) * sizeof(float));
+  });
+}
+
+}  // namespace lockstep::nn::cpu

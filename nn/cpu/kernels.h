@@ -1,0 +1,59 @@
+// The CPU backend's kernels, one free function per Backend op (same
+// arguments, plus the thread pool that parallelises it). CpuBackend only
+// forwards to these; see nn/backend.h for shapes and semantics.
+#pragma once
+
+#include <cstdint>
+
+#include "nn/backend.h"
+#include "nn/cpu/thread_pool.h"
+
+namespace lockstep::nn::cpu {
+
+// conv.cpp
+void conv2d_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x, const float* w,
+                    const float* b, float* y);
+void conv2d_backward_data(ThreadPool& pool, const Conv2dGeometry& g, const float* w,
+                          const float* dy, float* dx);
+void conv2d_backward_filter(ThreadPool& pool, const Conv2dGeometry& g, const float* x,
+                            const float* dy, float* dw, float* db);
+
+// pool.cpp
+void maxpool2d_forward(ThreadPool& pool, const Pool2dGeometry& g, const float* x, float* y);
+void maxpool2d_backward(ThreadPool& pool, const Pool2dGeometry& g, const float* x, const float* dy,
+                        float* dx);
+
+// elementwise.cpp
+void relu_forward(ThreadPool& pool, int64_t n, const float* x, float* y);
+void relu_backward(ThreadPool& pool, int64_t n, const float* y, const float* dy, float* dx);
+void dropout_forward(ThreadPool& pool, const DropoutGeometry& g, const int64_t* sample_ids,
+                     const float* x, float* y, float* mask);
+void dropout_backward(ThreadPool& pool, const DropoutGeometry& g, const float* mask,
+                      const float* dy, float* dx);
+void fill(ThreadPool& pool, int64_t n, float value, float* x);
+void scale(ThreadPool& pool, int64_t n, float alpha, float* x);
+void axpy(ThreadPool& pool, int64_t n, float alpha, const float* x, float* y);
+void copy(ThreadPool& pool, int64_t n, const float* src, float* dst);
+
+// dense.cpp
+void gemm(ThreadPool& pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+          float alpha, const float* a, const float* b, float beta, float* c);
+void add_row_bias(ThreadPool& pool, int64_t rows, int64_t cols, const float* bias, float* y);
+void sum_rows(ThreadPool& pool, int64_t rows, int64_t cols, const float* dy, float* db);
+
+// softmax_loss.cpp
+void log_softmax_forward(ThreadPool& pool, int64_t rows, int64_t cols, const float* x, float* y);
+void log_softmax_backward(ThreadPool& pool, int64_t rows, int64_t cols, const float* y,
+                          const float* dy, float* dx);
+LossStats nll_loss(ThreadPool& pool, int64_t rows, int64_t cols, const float* logp,
+                   const int32_t* labels, float grad_scale, float* dlogp);
+LossStats softmax_cross_entropy(ThreadPool& pool, int64_t rows, int64_t cols, const float* logits,
+                                const int32_t* labels, float grad_scale, float* dlogits);
+
+// optimizers.cpp
+void sgd_update(ThreadPool& pool, int64_t n, const SgdParams& p, float* w, const float* grad,
+                float* velocity);
+void adam_update(ThreadPool& pool, int64_t n, const AdamParams& p, float* w, const float* grad,
+                 float* m, float* v);
+
+}  // namespace lockstep::nn::cpu

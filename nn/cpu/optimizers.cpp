@@ -1,0 +1,61 @@
+// Optimizer updates on the CPU, element-wise with PyTorch's formulas and
+// operation order (torch.optim.SGD, torch.optim.Adam without amsgrad).
+#include <cmath>
+
+#include "nn/cpu/kernels.h"
+
+namespace lockstep::nn::cpu {
+namespace {
+
+constexpr int64_t kElementGrain = int64_t{1} << 15;
+
+}  // namespace
+
+// w, grad, velocity: (n).
+//   g = grad + wd * w
+//   v = first_step ? g : momentum * v + (1 - dampening) * g     (momentum != 0)
+//   g = nesterov ? g + momentum * v : v                          (momentum != 0)
+//   w = w - lr * g
+void sgd_update(ThreadPool& pool, int64_t n, const SgdParams& p, float* w, const float* grad,
+                float* velocity) {
+  const float wd = p.weight_decay, mu = p.momentum, keep = 1.0f - p.dampening, lr = p.lr;
+  const bool momentum = mu != 0.0f, first = p.first_step, nesterov = p.nesterov;
+  pool.parallel_for(n, kElementGrain, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) {
+      float g = wd != 0.0f ? grad[i] + wd * w[i] : grad[i];
+      if (momentum) {
+        const float v = first ? g : mu * velocity[i] + keep * g;
+        velocity[i] = v;
+        g = nesterov ? g + mu * v : v;
+      }
+      w[i] = w[i] - lr * g;
+    }
+  });
+}
+
+// w, grad, m, v: (n).
+//   g = grad + wd * w
+//   m = b1 * m + (1 - b1) * g;  v = b2 * v + (1 - b2) * g^2
+//   w = w - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+// The bias corrections are computed in double, as PyTorch does in Python.
+void adam_update(ThreadPool& pool, int64_t n, const AdamParams& p, float* w, const float* grad,
+                 float* m, float* v) {
+  const double t = static_cast<double>(p.step);
+  const float step_size =
+      static_cast<float>(static_cast<double>(p.lr) / (1.0 - std::pow(double{p.beta1}, t)));
+  const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(double{p.beta2}, t)));
+  const float b1 = p.beta1, b2 = p.beta2, eps = p.eps, wd = p.weight_decay;
+  pool.parallel_for(n, kElementGrain, [&](int64_t b, int64_t e, int) {
+    for (int64_t i = b; i < e; ++i) {
+      const float g = wd != 0.0f ? grad[i] + wd * w[i] : grad[i];
+      const float mi = b1 * m[i] + (1.0f - b1) * g;
+      const float vi = b2 * v[i] + (1.0f - b2) * g * g;
+      m[i] = mi;
+      v[i] = vi;
+      const float denom = std::sqrt(vi) / bc2_sqrt + eps;
+      w[i] = w[i] - step_size * (mi / denom);
+    }
+  });
+}
+
+}  // namespace lockstep::nn::cpu

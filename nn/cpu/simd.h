@@ -1,0 +1,114 @@
+// Sixteen-float vectors from the GCC/Clang vector extensions: one AVX-512
+// register under -march=native, split by the compiler on narrower targets, so
+// the kernels have a single code path. Loads and stores are unaligned.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace lockstep::nn::cpu {
+
+using v16 = float __attribute__((vector_size(64)));
+inline constexpr int kLanes = 16;
+
+inline v16 load16(const float* p) {
+  v16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store16(float* p, v16 v) {
+  std::memcpy(p, &v, sizeof v);
+}
+inline v16 splat16(float x) {
+  return v16{} + x;
+}
+
+using v8 = float __attribute__((vector_size(32)));
+
+inline v8 load8(const float* p) {
+  v8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store8(float* p, v8 v) {
+  std::memcpy(p, &v, sizeof v);
+}
+
+// d[0..n) = s[0..n): inline vector moves, for the short rows of im2col where
+// a call to memmove would cost more than the copy.
+inline void copy_short(const float* s, float* d, int64_t n) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) store16(d + i, load16(s + i));
+  if (i + 8 <= n) store8(d + i, load8(s + i)), i += 8;
+  for (int t = 0; t < 7; ++t) {  // fixed trip count: unrolled, never a memcpy call
+    if (i + t < n) d[i + t] = s[i + t];
+  }
+}
+
+// d[0..n) = 0, likewise.
+inline void zero_short(float* d, int64_t n) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) store16(d + i, v16{});
+  if (i + 8 <= n) store8(d + i, v8{}), i += 8;
+  for (int t = 0; t < 7; ++t) {
+    if (i + t < n) d[i + t] = 0.0f;
+  }
+}
+
+// d[0..n) += s[0..n), likewise.
+inline void add_short(const float* s, float* d, int64_t n) {
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) store16(d + i, load16(d + i) + load16(s + i));
+  if (i + 8 <= n) store8(d + i, load8(d + i) + load8(s + i)), i += 8;
+  for (int t = 0; t < 7; ++t) {
+    if (i + t < n) d[i + t] += s[i + t];
+  }
+}
+
+// Adds the two halves of each of a and b: lanes 0-7 of the result hold the
+// partial sums of a, lanes 8-15 those of b (each half folded in two).
+inline v16 fold_halves(v16 a, v16 b) {
+  return __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) +
+         __builtin_shufflevector(a, b, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30,
+                                 31);
+}
+inline v16 fold_quarters(v16 a, v16 b) {
+  return __builtin_shufflevector(a, b, 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27) +
+         __builtin_shufflevector(a, b, 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31);
+}
+inline v16 fold_pairs(v16 a, v16 b) {
+  return __builtin_shufflevector(a, b, 0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29) +
+         __builtin_shufflevector(a, b, 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31);
+}
+inline v16 fold_singles(v16 a, v16 b) {
+  return __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30) +
+         __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+}
+
+// Horizontal sums of 16 vectors at once: lane j of the result is the sum of
+// the 16 lanes of a[j] (15 folds instead of 16 separate reductions).
+inline v16 transpose_sum16(const v16 (&a)[16]) {
+  v16 h[8], q[4], p[2];
+  for (int i = 0; i < 8; ++i) h[i] = fold_halves(a[2 * i], a[2 * i + 1]);
+  for (int i = 0; i < 4; ++i) q[i] = fold_quarters(h[2 * i], h[2 * i + 1]);
+  for (int i = 0; i < 2; ++i) p[i] = fold_pairs(q[2 * i], q[2 * i + 1]);
+  return fold_singles(p[0], p[1]);
+}
+
+// Sum of x[0..n) with four vector accumulators (a float reduction the
+// compiler would not vectorise on its own).
+inline float sum_floats(const float* x, int64_t n) {
+  v16 acc[4] = {};
+  int64_t i = 0;
+  for (; i + 4 * kLanes <= n; i += 4 * kLanes) {
+    for (int a = 0; a < 4; ++a) acc[a] += load16(x + i + a * kLanes);
+  }
+  for (; i + kLanes <= n; i += kLanes) acc[0] += load16(x + i);
+  const v16 v = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  float sum = 0.0f;
+  for (int l = 0; l < kLanes; ++l) sum += v[l];
+  for (; i < n; ++i) sum += x[i];
+  return sum;
+}
+
+}  // namespace lockstep::nn::cpu

@@ -1,0 +1,195 @@
+#include "nn/cpu/small_gemm.h"
+
+#include <algorithm>
+
+#include "nn/cpu/scratch.h"
+#include "nn/cpu/simd.h"
+
+namespace lockstep::nn::cpu {
+namespace {
+
+// --- C = A * B: MR rows x NV vectors of C held in registers ----------------
+// a: (MR, k) strided, b: (k, 16 * NV), c: (MR, 16 * NV) rows ldc.
+template <int MR, int NV>
+void nn_tile(int64_t k, StridedMatrix a, RowMatrix b, float* c, int64_t ldc, const float* bias,
+             bool accumulate) {
+  v16 acc[MR][NV];
+  for (int i = 0; i < MR; ++i) {
+    for (int v = 0; v < NV; ++v) {
+      acc[i][v] = accumulate ? load16(c + i * ldc + v * kLanes) : v16{};
+      if (bias) acc[i][v] += bias[i];
+    }
+  }
+  for (int64_t p = 0; p < k; ++p) {
+    v16 bv[NV];
+    const float* bp = b.row(p);
+    for (int v = 0; v < NV; ++v) bv[v] = load16(bp + v * kLanes);
+    const float* ap = a.data + p * a.col_stride;
+    for (int i = 0; i < MR; ++i) {
+      const float x = ap[i * a.row_stride];
+      for (int v = 0; v < NV; ++v) acc[i][v] += x * bv[v];
+    }
+  }
+  for (int i = 0; i < MR; ++i) {
+    for (int v = 0; v < NV; ++v) store16(c + i * ldc + v * kLanes, acc[i][v]);
+  }
+}
+
+constexpr int kRowTile = 6;
+
+// All rows of one column block of NV vectors.
+template <int NV>
+void nn_block(int64_t m, int64_t k, StridedMatrix a, RowMatrix b, float* c, int64_t ldc,
+              const float* bias, bool accumulate) {
+  int64_t i = 0;
+  auto at = [&](int64_t row) {
+    return StridedMatrix{a.data + row * a.row_stride, a.row_stride, a.col_stride};
+  };
+  auto bias_at = [&](int64_t row) { return bias ? bias + row : nullptr; };
+  for (; i + kRowTile <= m; i += kRowTile) {
+    nn_tile<kRowTile, NV>(k, at(i), b, c + i * ldc, ldc, bias_at(i), accumulate);
+  }
+  switch (m - i) {
+    case 5:
+      nn_tile<5, NV>(k, at(i), b, c + i * ldc, ldc, bias_at(i), accumulate);
+      break;
+    case 4:
+      nn_tile<4, NV>(k, at(i), b, c + i * ldc, ldc, bias_at(i), accumulate);
+      break;
+    case 3:
+      nn_tile<3, NV>(k, at(i), b, c + i * ldc, ldc, bias_at(i), accumulate);
+      break;
+    case 2:
+      nn_tile<2, NV>(k, at(i), b, c + i * ldc, ldc, bias_at(i), accumulate);
+      break;
+    case 1:
+      nn_tile<1, NV>(k, at(i), b, c + i * ldc, ldc, bias_at(i), accumulate);
+      break;
+    default:
+      break;
+  }
+}
+
+// The last r < 16 columns: B's columns are copied into a zero-padded
+// (k, 16) panel and C's rows go through a (m, 16) staging block.
+void nn_tail(int64_t m, int64_t k, int64_t r, StridedMatrix a, RowMatrix b, float* c, int64_t ldc,
+             const float* bias, bool accumulate) {
+  float* panel = scratch(ScratchSlot::kGemmTail, static_cast<size_t>((k + m) * kLanes));
+  float* staged = panel + k * kLanes;
+  for (int64_t p = 0; p < k; ++p) {
+    std::fill(std::copy(b.row(p), b.row(p) + r, panel + p * kLanes), panel + (p + 1) * kLanes,
+              0.0f);
+  }
+  for (int64_t i = 0; i < m; ++i) {
+    float* row = staged + i * kLanes;
+    if (accumulate) std::copy(c + i * ldc, c + i * ldc + r, row);
+  }
+  nn_block<1>(m, k, a, RowMatrix{panel, kLanes}, staged, kLanes, bias, accumulate);
+  for (int64_t i = 0; i < m; ++i)
+    std::copy(staged + i * kLanes, staged + i * kLanes + r, c + i * ldc);
+}
+
+// --- C += A * B^T: MR x NR dot products in registers, reduced at the end ----
+// a: (MR, len) per segment, rows lda; b: NR rows per segment; c: (MR, NR)
+template <int MR, int NR>
+void nt_tile(const float* a, int64_t lda, RowMatrix b, const Segments& seg, float* c, int64_t ldc) {
+  static_assert(MR * NR <= kLanes, "one reduction vector per tile");
+  v16 acc[kLanes] = {};
+  float tail[MR * NR] = {};
+  const int64_t body = seg.len / kLanes * kLanes;
+  for (int64_t s = 0; s < seg.count; ++s) {
+    const float* as = a + s * seg.a_stride;
+    const float* bs[NR];
+    for (int j = 0; j < NR; ++j) bs[j] = b.row(j) + s * seg.b_stride;
+    for (int64_t p = 0; p < body; p += kLanes) {
+      v16 av[MR], bv[NR];
+      for (int i = 0; i < MR; ++i) av[i] = load16(as + i * lda + p);
+      for (int j = 0; j < NR; ++j) bv[j] = load16(bs[j] + p);
+      for (int i = 0; i < MR; ++i) {
+        for (int j = 0; j < NR; ++j) acc[i * NR + j] += av[i] * bv[j];
+      }
+    }
+    for (int64_t p = body; p < seg.len; ++p) {
+      for (int i = 0; i < MR; ++i) {
+        for (int j = 0; j < NR; ++j) tail[i * NR + j] += as[i * lda + p] * bs[j][p];
+      }
+    }
+  }
+  const v16 sums = transpose_sum16(acc);
+  for (int i = 0; i < MR; ++i) {
+    for (int j = 0; j < NR; ++j) c[i * ldc + j] += sums[i * NR + j] + tail[i * NR + j];
+  }
+}
+
+constexpr int kDotTile = 4;
+
+template <int NR>
+void nt_rows(int64_t m, const float* a, int64_t lda, RowMatrix b, const Segments& seg, float* c,
+             int64_t ldc) {
+  int64_t i = 0;
+  for (; i + kDotTile <= m; i += kDotTile) {
+    nt_tile<kDotTile, NR>(a + i * lda, lda, b, seg, c + i * ldc, ldc);
+  }
+  switch (m - i) {
+    case 3:
+      nt_tile<3, NR>(a + i * lda, lda, b, seg, c + i * ldc, ldc);
+      break;
+    case 2:
+      nt_tile<2, NR>(a + i * lda, lda, b, seg, c + i * ldc, ldc);
+      break;
+    case 1:
+      nt_tile<1, NR>(a + i * lda, lda, b, seg, c + i * ldc, ldc);
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace
+
+void gemm_nn(int64_t m, int64_t n, int64_t k, StridedMatrix a, RowMatrix b, float* c, int64_t ldc,
+             const float* bias, bool accumulate) {
+  if (m <= 0 || n <= 0) return;
+  int64_t j = 0;
+  for (; j + 4 * kLanes <= n; j += 4 * kLanes) {
+    nn_block<4>(m, k, a, b.shifted(j), c + j, ldc, bias, accumulate);
+  }
+  switch ((n - j) / kLanes) {
+    case 3:
+      nn_block<3>(m, k, a, b.shifted(j), c + j, ldc, bias, accumulate);
+      break;
+    case 2:
+      nn_block<2>(m, k, a, b.shifted(j), c + j, ldc, bias, accumulate);
+      break;
+    case 1:
+      nn_block<1>(m, k, a, b.shifted(j), c + j, ldc, bias, accumulate);
+      break;
+    default:
+      break;
+  }
+  j += (n - j) / kLanes * kLanes;
+  if (j < n) nn_tail(m, k, n - j, a, b.shifted(j), c + j, ldc, bias, accumulate);
+}
+
+void gemm_nt_acc(int64_t m, int64_t n, const float* a, int64_t lda, RowMatrix b,
+                 const Segments& seg, float* c, int64_t ldc) {
+  int64_t j = 0;
+  for (; j + kDotTile <= n; j += kDotTile) {
+    nt_rows<kDotTile>(m, a, lda, b.rows_from(j), seg, c + j, ldc);
+  }
+  switch (n - j) {
+    case 3:
+      nt_rows<3>(m, a, lda, b.rows_from(j), seg, c + j, ldc);
+      break;
+    case 2:
+      nt_rows<2>(m, a, lda, b.rows_from(j), seg, c + j, ldc);
+      break;
+    case 1:
+      nt_rows<1>(m, a, lda, b.rows_from(j), seg, c + j, ldc);
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace lockstep::nn::cpu

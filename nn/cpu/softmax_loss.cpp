@@ -1,0 +1,110 @@
+// Log-softmax and the classification losses on the CPU, row by row. Loss
+// sums are accumulated in double, in row order, on the calling thread (the
+// matrices are (batch, classes): small), so they do not depend on threads.
+#include <algorithm>
+#include <cmath>
+
+#include "nn/cpu/kernels.h"
+#include "nn/error.h"
+
+namespace lockstep::nn::cpu {
+namespace {
+
+constexpr int64_t kElementGrain = int64_t{1} << 15;
+
+int64_t row_grain(int64_t cols) {
+  return std::max<int64_t>(1, kElementGrain / std::max<int64_t>(1, cols));
+}
+
+// log(sum(exp(x))) of one row, shifted by its maximum for stability.
+float log_sum_exp(const float* x, int64_t cols) {
+  const float top = *std::max_element(x, x + cols);
+  if (std::isinf(top)) return top;  // +inf dominates; all -inf stays -inf
+  float sum = 0.0f;
+  for (int64_t j = 0; j < cols; ++j) sum += std::exp(x[j] - top);
+  return top + std::log(sum);
+}
+
+// Index of the first maximum of a row.
+int64_t argmax(const float* x, int64_t cols) {
+  return std::max_element(x, x + cols) - x;
+}
+
+void check_labels(const char* op, int64_t rows, int64_t cols, const int32_t* labels) {
+  for (int64_t i = 0; i < rows; ++i) {
+    if (labels[i] < 0 || labels[i] >= cols) {
+      fail_input(op, ": label ", labels[i], " of row ", i, " is outside [0, ", cols,
+                 "); check that the data set's labels match the model's number of classes");
+    }
+  }
+}
+
+}  // namespace
+
+// x, y: (rows, cols); y = x - logsumexp(x) per row
+void log_softmax_forward(ThreadPool& pool, int64_t rows, int64_t cols, const float* x, float* y) {
+  pool.parallel_for(rows, row_grain(cols), [&](int64_t r0, int64_t r1, int) {
+    for (int64_t i = r0; i < r1; ++i) {
+      const float lse = log_sum_exp(x + i * cols, cols);
+      for (int64_t j = 0; j < cols; ++j) y[i * cols + j] = x[i * cols + j] - lse;
+    }
+  });
+}
+
+// y, dy, dx: (rows, cols); dx = dy - exp(y) * sum(dy) per row
+void log_softmax_backward(ThreadPool& pool, int64_t rows, int64_t cols, const float* y,
+                          const float* dy, float* dx) {
+  pool.parallel_for(rows, row_grain(cols), [&](int64_t r0, int64_t r1, int) {
+    for (int64_t i = r0; i < r1; ++i) {
+      const float* yr = y + i * cols;
+      const float* dyr = dy + i * cols;
+      float total = 0.0f;
+      for (int64_t j = 0; j < cols; ++j) total += dyr[j];
+      for (int64_t j = 0; j < cols; ++j) dx[i * cols + j] = dyr[j] - std::exp(yr[j]) * total;
+    }
+  });
+}
+
+// logp, dlogp: (rows, cols); labels: (rows). loss_i = -logp[i, label_i];
+// dlogp = -grad_scale at each label, 0 elsewhere.
+LossStats nll_loss(ThreadPool& pool, int64_t rows, int64_t cols, const float* logp,
+                   const int32_t* labels, float grad_scale, float* dlogp) {
+  check_labels("nll_loss", rows, cols, labels);
+  LossStats stats;
+  stats.count = rows;
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* row = logp + i * cols;
+    stats.loss_sum -= static_cast<double>(row[labels[i]]);
+    stats.correct += argmax(row, cols) == labels[i] ? 1 : 0;
+  }
+  if (dlogp) {
+    fill(pool, rows * cols, 0.0f, dlogp);
+    for (int64_t i = 0; i < rows; ++i) dlogp[i * cols + labels[i]] = -grad_scale;
+  }
+  return stats;
+}
+
+// logits, dlogits: (rows, cols); labels: (rows). loss_i = logsumexp(x_i) -
+// x[i, label_i]; dlogits = grad_scale * (softmax(x) - onehot(label)).
+LossStats softmax_cross_entropy(ThreadPool& pool, int64_t rows, int64_t cols, const float* logits,
+                                const int32_t* labels, float grad_scale, float* dlogits) {
+  check_labels("softmax_cross_entropy", rows, cols, labels);
+  LossStats stats;
+  stats.count = rows;
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* row = logits + i * cols;
+    const float lse = log_sum_exp(row, cols);
+    stats.loss_sum += static_cast<double>(lse) - static_cast<double>(row[labels[i]]);
+    stats.correct += argmax(row, cols) == labels[i] ? 1 : 0;
+    if (dlogits) {
+      float* d = dlogits + i * cols;
+      for (int64_t j = 0; j < cols; ++j) {
+        const float onehot = j == labels[i] ? 1.0f : 0.0f;
+        d[j] = grad_scale * (std::exp(row[j] - lse) - onehot);
+      }
+    }
+  }
+  return stats;
+}
+
+}  // namespace lockstep::nn::cpu

@@ -1,0 +1,91 @@
+// ThreadPool: a fixed set of worker threads behind a blocking parallel_for.
+//
+// parallel_for(n, grain, fn) splits [0, n) into chunks(n, grain) contiguous
+// ranges of at least `grain` items (at most one per thread) and calls
+// fn(begin, end, chunk) for each; chunk 0 runs on the calling thread. A
+// single chunk (small n) runs inline without touching the workers. The split
+// depends only on (n, grain, threads()), so results are reproducible.
+//
+// Workers spin for a few tens of microseconds after a job (the next op of a
+// training step usually follows at once), then sleep on a condition
+// variable. A call made from inside a chunk, or while another thread is
+// using the pool, runs all its chunks inline on the calling thread: the pool
+// never deadlocks and concurrent callers stay correct.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+namespace lockstep::nn::cpu {
+
+class ThreadPool {
+ public:
+  // threads: total threads including the caller (0: hardware threads).
+  explicit ThreadPool(int threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int threads() const { return threads_; }
+
+  // Number of chunks parallel_for(n, grain, ...) uses: 1..threads().
+  int chunks(int64_t n, int64_t grain) const {
+    const int64_t by_grain = n / (grain > 0 ? grain : 1);
+    if (by_grain <= 1) return 1;
+    return by_grain < threads_ ? static_cast<int>(by_grain) : threads_;
+  }
+
+  // Start of chunk `chunk` of `count` over [0, n).
+  static int64_t chunk_begin(int64_t n, int count, int chunk) {
+    return n / count * chunk + std::min<int64_t>(chunk, n % count);
+  }
+
+  template <typename F>
+  void parallel_for(int64_t n, int64_t grain, F&& fn) {
+    const int count = chunks(n, grain);
+    if (count <= 1) {
+      if (n > 0) fn(int64_t{0}, n, 0);
+      return;
+    }
+    using Fn = std::remove_reference_t<F>;
+    run(
+        n, count, [](void* ctx, int64_t b, int64_t e, int c) { (*static_cast<Fn*>(ctx))(b, e, c); },
+        const_cast<void*>(static_cast<const void*>(&fn)));
+  }
+
+ private:
+  using Trampoline = void (*)(void* ctx, int64_t begin, int64_t end, int chunk);
+  struct Job {
+    Trampoline fn = nullptr;
+    void* ctx = nullptr;
+    int64_t n = 0;
+    int count = 0;
+  };
+
+  void run(int64_t n, int count, Trampoline fn, void* ctx);
+  void run_chunk(const Job& job, int chunk) noexcept;
+  void worker_loop(int index);
+  uint64_t wait_for_job(uint64_t seen);
+
+  int threads_ = 1;
+  std::vector<std::thread> workers_;
+  std::mutex dispatch_mutex_;  // held by the thread that owns the workers
+  Job job_;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};  // workers that have not finished the job
+  std::atomic<int> sleepers_{0};
+  std::atomic<bool> stop_{false};
+  std::mutex sleep_mutex_;
+  std::condition_variable wake_;
+  std::mutex error_mutex_;
+  std::exception_ptr error_;
+};
+
+}  // namespace lockstep::nn::cpu

@@ -1,0 +1,294 @@
+// The CPU backend's convolution, pooling and GEMM against naive reference
+// loops written here (double accumulation), with 1 and with 2 threads.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <ostream>
+#include <vector>
+
+#include "nn/backend.h"
+#include "nn/tensor.h"
+#include "support/gradient_check.h"
+
+namespace lockstep::nn {
+namespace {
+
+using testing::fill_random;
+
+// A reference result: values and, per element, the sum of |terms|, which
+// bounds the rounding error of any summation order.
+struct Reference {
+  std::vector<double> value, magnitude;
+  explicit Reference(int64_t n) : value(n, 0.0), magnitude(n, 0.0) {}
+  void add(int64_t i, double term) {
+    value[i] += term;
+    magnitude[i] += std::abs(term);
+  }
+};
+
+void expect_close(const Reference& ref, const float* got, const char* what) {
+  int failures = 0;
+  for (size_t i = 0; i < ref.value.size() && failures < 5; ++i) {
+    const double tol = 2e-5 * ref.magnitude[i] + 1e-6;
+    if (!(std::abs(got[i] - ref.value[i]) <= tol)) {
+      ADD_FAILURE() << what << "[" << i << "] = " << got[i] << ", reference " << ref.value[i];
+      ++failures;
+    }
+  }
+}
+
+Tensor random_tensor(const Shape& shape, uint64_t seed) {
+  Tensor t(shape);
+  fill_random(t, seed);
+  return t;
+}
+
+// --- convolution --------------------------------------------------------------
+
+struct ConvSetup {
+  Conv2dGeometry g;
+  Tensor x, w, b, dy;
+  explicit ConvSetup(const Conv2dGeometry& geo)
+      : g(geo),
+        x(random_tensor({g.batch, g.in_channels, g.in_h, g.in_w}, 1)),
+        w(random_tensor({g.out_channels, g.in_channels, g.kernel_h, g.kernel_w}, 2)),
+        b(random_tensor({g.out_channels}, 3)),
+        dy(random_tensor({g.batch, g.out_channels, g.out_h(), g.out_w()}, 4)) {}
+
+  // Calls f(n, k, c, p, q, r, s, x index, y index, w index) for every term
+  // of the convolution that reads a pixel inside the image.
+  template <typename F>
+  void for_each_term(F f) const {
+    const int64_t P = g.out_h(), Q = g.out_w();
+    for (int64_t n = 0; n < g.batch; ++n)
+      for (int64_t k = 0; k < g.out_channels; ++k)
+        for (int64_t p = 0; p < P; ++p)
+          for (int64_t q = 0; q < Q; ++q)
+            for (int64_t c = 0; c < g.in_channels; ++c)
+              for (int64_t r = 0; r < g.kernel_h; ++r)
+                for (int64_t s = 0; s < g.kernel_w; ++s) {
+                  const int64_t h = p * g.stride + r - g.pad, v = q * g.stride + s - g.pad;
+                  if (h < 0 || h >= g.in_h || v < 0 || v >= g.in_w) continue;
+                  f(((n * g.in_channels + c) * g.in_h + h) * g.in_w + v,
+                    ((n * g.out_channels + k) * P + p) * Q + q,
+                    ((k * g.in_channels + c) * g.kernel_h + r) * g.kernel_w + s, k);
+                }
+  }
+};
+
+struct ConvCase {
+  Conv2dGeometry g;
+  friend void PrintTo(const ConvCase& c, std::ostream* os) {
+    *os << "N" << c.g.batch << " C" << c.g.in_channels << " " << c.g.in_h << "x" << c.g.in_w << " K"
+        << c.g.out_channels << " k" << c.g.kernel_h << "x" << c.g.kernel_w << " s" << c.g.stride
+        << " p" << c.g.pad;
+  }
+};
+
+ConvCase geometry(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t kh, int64_t kw,
+                  int64_t stride, int64_t pad) {
+  Conv2dGeometry g;
+  g.batch = n, g.in_channels = c, g.in_h = h, g.in_w = w, g.out_channels = k;
+  g.kernel_h = kh, g.kernel_w = kw, g.stride = stride, g.pad = pad;
+  return {g};
+}
+
+class CpuConv : public ::testing::TestWithParam<std::tuple<ConvCase, int>> {};
+
+TEST_P(CpuConv, ForwardAndBothBackwardsMatchNaive) {
+  const auto& [cc, threads] = GetParam();
+  const ConvSetup s(cc.g);
+  const Conv2dGeometry& g = s.g;
+  auto backend = make_cpu_backend(threads);
+
+  Reference y(s.dy.numel()), dx(s.x.numel()), dw(s.w.numel()), db(g.out_channels);
+  for (int64_t i = 0; i < s.dy.numel(); ++i) {
+    y.add(i, s.b.data()[i / (g.out_h() * g.out_w()) % g.out_channels]);
+    db.add(i / (g.out_h() * g.out_w()) % g.out_channels, s.dy.data()[i]);
+  }
+  s.for_each_term([&](int64_t xi, int64_t yi, int64_t wi, int64_t) {
+    y.add(yi, double{s.x.data()[xi]} * s.w.data()[wi]);
+    dx.add(xi, double{s.dy.data()[yi]} * s.w.data()[wi]);
+    dw.add(wi, double{s.dy.data()[yi]} * s.x.data()[xi]);
+  });
+
+  Tensor out(s.dy.shape()), dx_got(s.x.shape()), dw_got(s.w.shape()), db_got({g.out_channels});
+  out.span()[0] = std::numeric_limits<float>::quiet_NaN();  // outputs are overwritten
+  dx_got.span()[0] = std::numeric_limits<float>::quiet_NaN();
+  dw_got.span()[0] = std::numeric_limits<float>::quiet_NaN();
+  backend->conv2d_forward(g, s.x.data(), s.w.data(), s.b.data(), out.data());
+  backend->conv2d_backward_data(g, s.w.data(), s.dy.data(), dx_got.data());
+  backend->conv2d_backward_filter(g, s.x.data(), s.dy.data(), dw_got.data(), db_got.data());
+  expect_close(y, out.data(), "y");
+  expect_close(dx, dx_got.data(), "dx");
+  expect_close(dw, dw_got.data(), "dw");
+  expect_close(db, db_got.data(), "db");
+
+  // Without bias: y is the plain correlation; db may be null.
+  backend->conv2d_forward(g, s.x.data(), s.w.data(), nullptr, out.data());
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    y.value[i] -= s.b.data()[i / (g.out_h() * g.out_w()) % g.out_channels];
+  }
+  expect_close(y, out.data(), "y without bias");
+  backend->conv2d_backward_filter(g, s.x.data(), s.dy.data(), dw_got.data(), nullptr);
+  expect_close(dw, dw_got.data(), "dw without db");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    CpuGeometries, CpuConv,
+    ::testing::Combine(
+        ::testing::Values(geometry(1, 1, 5, 5, 1, 3, 3, 1, 0),      // smallest
+                          geometry(3, 2, 7, 5, 3, 3, 3, 1, 1),      // odd sizes, padding
+                          geometry(3, 3, 8, 8, 4, 3, 3, 2, 1),      // stride 2
+                          geometry(2, 3, 9, 7, 5, 2, 3, 2, 0),      // non-square kernel
+                          geometry(3, 2, 4, 4, 3, 3, 3, 1, 2),      // padding > kernel / 2
+                          geometry(2, 4, 6, 6, 3, 1, 1, 1, 0),      // 1x1
+                          geometry(3, 1, 28, 28, 10, 5, 5, 1, 0),   // MNIST conv1
+                          geometry(5, 10, 12, 12, 20, 5, 5, 1, 0),  // MNIST conv2
+                          geometry(7, 8, 4, 4, 16, 3, 3, 1, 1),     // small P*Q: grouped samples
+                          geometry(3, 64, 6, 6, 64, 3, 3, 1, 1),    // large weights, stride 1
+                          geometry(2, 32, 9, 9, 64, 3, 3, 2, 1),    // large weights, stride 2
+                          geometry(2, 3, 32, 32, 8, 3, 3, 2, 1)),   // AlexNet-CIFAR conv1 shape
+        ::testing::Values(1, 2)));
+
+// --- max pooling --------------------------------------------------------------
+
+struct PoolCase {
+  Pool2dGeometry g;
+  friend void PrintTo(const PoolCase& c, std::ostream* os) {
+    *os << "N" << c.g.batch << " C" << c.g.channels << " " << c.g.in_h << "x" << c.g.in_w << " k"
+        << c.g.kernel << " s" << c.g.stride;
+  }
+};
+
+PoolCase pool_geometry(int64_t n, int64_t c, int64_t h, int64_t w, int64_t kernel, int64_t stride) {
+  Pool2dGeometry g;
+  g.batch = n, g.channels = c, g.in_h = h, g.in_w = w, g.kernel = kernel, g.stride = stride;
+  return {g};
+}
+
+class CpuMaxPool : public ::testing::TestWithParam<std::tuple<PoolCase, int>> {};
+
+TEST_P(CpuMaxPool, ForwardAndBackwardMatchNaiveWithTies) {
+  const auto& [pc, threads] = GetParam();
+  const Pool2dGeometry& g = pc.g;
+  auto backend = make_cpu_backend(threads);
+  Tensor x({g.batch, g.channels, g.in_h, g.in_w});
+  fill_random(x, 5);
+  for (float& v : x.span()) v = std::floor(v * 1.5f);  // values in {-2..1}: many ties
+  Tensor dy({g.batch, g.channels, g.out_h(), g.out_w()});
+  fill_random(dy, 6);
+
+  std::vector<float> y_ref(dy.numel());
+  std::vector<float> dx_ref(x.numel(), 0.0f);
+  for (int64_t plane = 0; plane < g.batch * g.channels; ++plane) {
+    for (int64_t p = 0; p < g.out_h(); ++p) {
+      for (int64_t q = 0; q < g.out_w(); ++q) {
+        int64_t best = -1;
+        for (int64_t r = 0; r < g.kernel; ++r) {
+          for (int64_t s = 0; s < g.kernel; ++s) {
+            const int64_t i = (plane * g.in_h + p * g.stride + r) * g.in_w + q * g.stride + s;
+            if (best < 0 || x.data()[i] > x.data()[best]) best = i;  // first maximum
+          }
+        }
+        const int64_t o = (plane * g.out_h() + p) * g.out_w() + q;
+        y_ref[o] = x.data()[best];
+        dx_ref[best] += dy.data()[o];
+      }
+    }
+  }
+
+  Tensor y(dy.shape()), dx(x.shape());
+  for (float& v : dx.span()) v = std::numeric_limits<float>::quiet_NaN();
+  backend->maxpool2d_forward(g, x.data(), y.data());
+  backend->maxpool2d_backward(g, x.data(), y.data(), dy.data(), dx.data());
+  for (int64_t i = 0; i < y.numel(); ++i) ASSERT_EQ(y.data()[i], y_ref[i]) << "y[" << i << "]";
+  for (int64_t i = 0; i < dx.numel(); ++i) {
+    ASSERT_FLOAT_EQ(dx.data()[i], dx_ref[i]) << "dx[" << i << "]";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(CpuGeometries, CpuMaxPool,
+                         ::testing::Combine(::testing::Values(pool_geometry(2, 3, 8, 8, 2, 2),
+                                                              pool_geometry(2, 3, 7, 9, 2, 2),
+                                                              pool_geometry(3, 2, 9, 7, 3, 2),
+                                                              pool_geometry(1, 2, 7, 7, 3, 3),
+                                                              pool_geometry(64, 10, 24, 24, 2, 2)),
+                                            ::testing::Values(1, 2)));
+
+TEST(CpuMaxPool, GradientGoesToFirstMaximumOfATiedWindow) {
+  auto backend = make_cpu_backend(1);
+  const Pool2dGeometry g = pool_geometry(1, 1, 2, 2, 2, 2).g;
+  const float x[4] = {3.0f, 3.0f, 3.0f, 3.0f};
+  const float dy[1] = {2.5f};
+  float y[1] = {0.0f}, dx[4];
+  backend->maxpool2d_forward(g, x, y);
+  backend->maxpool2d_backward(g, x, y, dy, dx);
+  EXPECT_EQ(y[0], 3.0f);
+  EXPECT_EQ(dx[0], 2.5f);
+  EXPECT_EQ(dx[1], 0.0f);
+  EXPECT_EQ(dx[2], 0.0f);
+  EXPECT_EQ(dx[3], 0.0f);
+}
+
+// --- GEMM --------------------------------------------------------------------
+
+struct GemmCase {
+  int64_t m, n, k;
+  float alpha, beta;
+  friend void PrintTo(const GemmCase& c, std::ostream* os) {
+    *os << c.m << "x" << c.n << "x" << c.k << " alpha " << c.alpha << " beta " << c.beta;
+  }
+};
+
+class CpuGemm : public ::testing::TestWithParam<std::tuple<GemmCase, int>> {};
+
+TEST_P(CpuGemm, AllTransposeCombinationsMatchNaive) {
+  const auto& [gc, threads] = GetParam();
+  auto backend = make_cpu_backend(threads);
+  const Tensor a = random_tensor({gc.m * gc.k}, 7), b = random_tensor({gc.k * gc.n}, 8);
+  const Tensor c0 = random_tensor({gc.m * gc.n}, 9);
+  for (int combo = 0; combo < 4; ++combo) {
+    const bool ta = combo & 1, tb = combo & 2;
+    Reference ref(gc.m * gc.n);
+    for (int64_t i = 0; i < gc.m; ++i) {
+      for (int64_t j = 0; j < gc.n; ++j) {
+        if (gc.beta != 0.0f) ref.add(i * gc.n + j, double{gc.beta} * c0.data()[i * gc.n + j]);
+        for (int64_t p = 0; p < gc.k; ++p) {
+          const double av = a.data()[ta ? p * gc.m + i : i * gc.k + p];
+          const double bv = b.data()[tb ? j * gc.k + p : p * gc.n + j];
+          ref.add(i * gc.n + j, gc.alpha * av * bv);
+        }
+      }
+    }
+    Tensor c = c0.clone();
+    if (gc.beta == 0.0f) {  // beta = 0 must ignore C's contents, NaN included
+      for (float& v : c.span()) v = std::numeric_limits<float>::quiet_NaN();
+    }
+    backend->gemm(ta, tb, gc.m, gc.n, gc.k, gc.alpha, a.data(), b.data(), gc.beta, c.data());
+    SCOPED_TRACE(::testing::Message() << "trans_a " << ta << " trans_b " << tb);
+    expect_close(ref, c.data(), "c");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(CpuShapes, CpuGemm,
+                         ::testing::Combine(::testing::Values(GemmCase{5, 7, 3, 0.7f, 0.3f},
+                                                              GemmCase{5, 7, 3, 1.0f, 0.0f},
+                                                              GemmCase{64, 50, 320, 1.0f, 0.0f},
+                                                              GemmCase{37, 129, 65, -0.5f, 1.0f},
+                                                              GemmCase{160, 96, 160, 1.0f, 0.5f},
+                                                              GemmCase{24, 400, 300, 2.0f, 0.0f}),
+                                            ::testing::Values(1, 2)));
+
+TEST(CpuGemm, ZeroInnerDimensionScalesC) {
+  auto backend = make_cpu_backend(2);
+  float c[2] = {2.0f, 4.0f};
+  backend->gemm(false, false, 1, 2, 0, 1.0f, nullptr, nullptr, 0.5f, c);
+  EXPECT_EQ(c[0], 1.0f);
+  EXPECT_EQ(c[1], 2.0f);
+}
+
+}  // namespace
+}  // namespace lockstep::nn

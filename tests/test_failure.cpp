@@ -1,0 +1,169 @@
+// End to end: one failing rank ends the whole MPI job quickly, non-zero, with
+// one line naming the rank, and leaves no process behind. Runs
+// lockstep_failure_helper (tests/helpers/failure_helper.cpp) under mpiexec,
+// inside `timeout` so that a hang fails the test instead of CI.
+#include <dirent.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+struct JobResult {
+  int exit_code = -1;  // 124: timeout killed it
+  std::string output;  // stdout and stderr
+  double seconds = 0.0;
+};
+
+// Runs `timeout 60 mpiexec -n RANKS helper MODE --tag=TAG`.
+JobResult run_job(int ranks, const std::string& mode, const std::string& tag) {
+  const std::vector<std::string> args = {"timeout",        "-k",
+                                         "5",              "60",
+                                         LOCKSTEP_MPIEXEC, "-n",
+                                         std::to_string(ranks), LOCKSTEP_FAILURE_HELPER,
+                                         mode,             "--tag=" + tag};
+  std::vector<char*> argv;
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  int pipe_fds[2];
+  EXPECT_EQ(pipe(pipe_fds), 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDERR_FILENO);
+  posix_spawn_file_actions_addclose(&actions, pipe_fds[0]);
+  posix_spawn_file_actions_addclose(&actions, pipe_fds[1]);
+  JobResult result;
+  const auto start = std::chrono::steady_clock::now();
+  pid_t pid = -1;
+  const int spawned = posix_spawnp(&pid, "timeout", &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(pipe_fds[1]);
+  if (spawned != 0) {
+    close(pipe_fds[0]);
+    ADD_FAILURE() << "cannot start timeout/mpiexec: " << spawned;
+    return result;
+  }
+  char buffer[4096];
+  for (ssize_t got; (got = read(pipe_fds[0], buffer, sizeof(buffer))) > 0;) {
+    result.output.append(buffer, static_cast<size_t>(got));
+  }
+  close(pipe_fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  result.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+// Processes whose command line contains `tag` (read from /proc).
+std::vector<int> processes_with(const std::string& tag) {
+  std::vector<int> found;
+  DIR* proc = opendir("/proc");
+  if (!proc) return found;
+  while (dirent* entry = readdir(proc)) {
+    const int pid = std::atoi(entry->d_name);
+    if (pid <= 0 || pid == getpid()) continue;
+    std::ifstream in("/proc/" + std::string(entry->d_name) + "/cmdline", std::ios::binary);
+    const std::string cmdline((std::istreambuf_iterator<char>(in)), {});
+    if (cmdline.find(tag) != std::string::npos) found.push_back(pid);
+  }
+  closedir(proc);
+  return found;
+}
+
+// Runs the job and checks it ended in time and left nothing behind.
+JobResult run_checked(int ranks, const std::string& mode) {
+  static int counter = 0;
+  const std::string tag = "lockstep-failure-" + std::to_string(getpid()) + "-" +
+                          std::to_string(++counter) + "-" + mode;
+  JobResult result = run_job(ranks, mode, tag);
+  EXPECT_NE(result.exit_code, 124) << "the job hung until timeout killed it:\n" << result.output;
+  EXPECT_LT(result.seconds, 20.0) << result.output;
+  std::vector<int> left = processes_with(tag);
+  for (int i = 0; i < 50 && !left.empty(); ++i) {  // allow the launcher's cleanup to finish
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    left = processes_with(tag);
+  }
+  EXPECT_TRUE(left.empty()) << left.size() << " process(es) left behind, first pid "
+                            << (left.empty() ? 0 : left[0]);
+  return result;
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST(FailureEndToEnd, HealthyJobSucceeds) {
+  const JobResult job = run_checked(2, "ok");
+  EXPECT_EQ(job.exit_code, 0) << job.output;
+}
+
+TEST(FailureEndToEnd, ExceptionOnOneRankEndsTheJob) {
+  const JobResult job = run_checked(2, "throw");
+  EXPECT_NE(job.exit_code, 0) << job.output;
+  EXPECT_TRUE(contains(job.output, "lockstep: rank 1: helper: bad value in rank 1's input\n"))
+      << job.output;
+}
+
+TEST(FailureEndToEnd, SigkillOnOneRankEndsTheJob) {
+  const JobResult job = run_checked(2, "sigkill");
+  EXPECT_NE(job.exit_code, 0) << job.output;
+}
+
+TEST(FailureEndToEnd, SigtermOnOneRankEndsTheJob) {
+  const JobResult job = run_checked(2, "sigterm");
+  EXPECT_NE(job.exit_code, 0) << job.output;
+  EXPECT_TRUE(contains(job.output, "lockstep: rank 1: terminated (SIGTERM); ending the job\n"))
+      << job.output;
+}
+
+TEST(FailureEndToEnd, SegfaultOnOneRankEndsTheJob) {
+  const JobResult job = run_checked(2, "segv");
+  EXPECT_NE(job.exit_code, 0) << job.output;
+  EXPECT_TRUE(contains(job.output,
+                       "lockstep: rank 1: crashed: invalid memory access (SIGSEGV); ending the "
+                       "job\n"))
+      << job.output;
+}
+
+TEST(FailureEndToEnd, UncaughtExceptionOnOneRankEndsTheJob) {
+  const JobResult job = run_checked(2, "terminate");
+  EXPECT_NE(job.exit_code, 0) << job.output;
+  EXPECT_TRUE(contains(job.output,
+                       "lockstep: rank 1: uncaught exception: helper: escaped from a thread; "
+                       "ending the job\n"))
+      << job.output;
+}
+
+TEST(FailureEndToEnd, FingerprintMismatchStopsEveryRankWithOneMessage) {
+  const JobResult job = run_checked(3, "mismatch");
+  EXPECT_NE(job.exit_code, 0) << job.output;
+  EXPECT_TRUE(contains(job.output,
+                       ": ranks disagree on config.batch_size: ranks 0, 2 have 64, rank 1 has 32 "
+                       "(start every rank with the same config and data)\n"))
+      << job.output;
+}
+
+TEST(FailureEndToEnd, StalledCollectiveIsReportedThenTheJobEnds) {
+  const JobResult job = run_checked(3, "stall");
+  EXPECT_NE(job.exit_code, 0) << job.output;
+  EXPECT_TRUE(contains(job.output, "lockstep: rank 0: stall: allreduce #1 [step 3 bucket 1]"))
+      << job.output;
+  EXPECT_TRUE(contains(job.output, "missing ranks: 1")) << job.output;
+  EXPECT_TRUE(contains(job.output, "ending the job (stall abort limit reached)")) << job.output;
+  EXPECT_LT(job.seconds, 15.0) << job.output;
+}
+
+}  // namespace
