@@ -93,8 +93,10 @@ DistributedOptimizer::DistributedOptimizer(Communicator& comm, nn::Backend& back
   param_offset_.resize(params_.size());
   for (size_t b = 0; b < buckets_.size(); ++b) {
     BucketState& s = state_[b];
-    s.buffer = nn::Tensor({buckets_[b].numel}, backend_.device());
-    if (!on_host_) s.host = nn::Tensor({buckets_[b].numel}, nn::Device::kCpu);
+    if (!passthrough_) {
+      s.buffer = nn::Tensor({buckets_[b].numel}, backend_.device());
+      if (!on_host_) s.host = nn::Tensor({buckets_[b].numel}, nn::Device::kCpu);
+    }
     s.pack_name = "pack bucket " + std::to_string(b);
     s.allreduce_name = "allreduce bucket " + std::to_string(b);
     s.unpack_name = "unpack bucket " + std::to_string(b);
