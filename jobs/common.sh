@@ -1,0 +1,121 @@
+# Shared by the job scripts in jobs/ (sourced, not run). Provides
+#   lockstep_train CONFIG LAUNCHER... -- [LOCKSTEP_ARGS...]
+# which runs `LAUNCHER... $LOCKSTEP train --config CONFIG --resume auto ARGS...`
+# and writes one log per run (into $LOG_DIR, else the run directory) that
+# starts with the host, date, git revision, launcher command and the resolved
+# config (the TOML file as it is, then the command-line overrides).
+#   job_arguments, default_option: argument handling of the batch scripts.
+#   mpi_launcher N   sets the array `launcher` to a local mpiexec for N ranks,
+#                    spelled for MPICH or Open MPI (from `mpiexec --version`).
+# Environment: LOCKSTEP (the binary, default ./build/lockstep), LOG_DIR,
+# RESUME (default auto; empty: start fresh).
+# shellcheck shell=bash
+
+LOCKSTEP=${LOCKSTEP:-./build/lockstep}
+RESUME=${RESUME-auto}
+
+die() {
+  echo "${0##*/}: $*" >&2
+  exit 1
+}
+
+# True when the lockstep arguments after $1 set option $1 (a key such as
+# run_dir, given as --run_dir, --run-dir or --run-dir=value).
+has_option() {
+  local want="--${1//_/-}" arg
+  shift
+  for arg in "$@"; do
+    arg=${arg%%=*}
+    [ "${arg//_/-}" = "$want" ] && return 0
+  done
+  return 1
+}
+
+# The value of option $1 in the lockstep arguments after it, else empty.
+option_value() {
+  local want="--${1//_/-}" name
+  shift
+  while [ $# -gt 0 ]; do
+    name=${1%%=*}
+    if [ "${name//_/-}" = "$want" ]; then
+      if [ "$name" = "$1" ]; then echo "${2-}"; else echo "${1#*=}"; fi
+      return
+    fi
+    shift
+  done
+}
+
+# The run directory lockstep will use: --run-dir, else the config's run_dir.
+run_dir_of() {
+  local config=$1 dir
+  shift
+  dir=$(option_value run_dir "$@")
+  if [ -z "$dir" ] && [ -f "$config" ]; then
+    dir=$(sed -n 's/^[[:space:]]*run_dir[[:space:]]*=[[:space:]]*"\([^"]*\)".*/\1/p' "$config")
+  fi
+  echo "${dir:-runs/default}"
+}
+
+# Batch scripts: CONFIG [LOCKSTEP_ARGS...] from the command line (Cobalt,
+# Slurm), else from $CONFIG and $LOCKSTEP_ARGS (PBS: qsub -v CONFIG=...,
+# LOCKSTEP_ARGS="..."). Sets config and the array extra.
+# shellcheck disable=SC2034  # config, extra, launcher are read by the scripts that source this
+job_arguments() {
+  if [ $# -gt 0 ]; then
+    config=$1
+    extra=("${@:2}")
+  else
+    config=${CONFIG:-configs/mnist.toml}
+    read -ra extra <<<"${LOCKSTEP_ARGS:-}"
+  fi
+}
+
+# Adds --KEY VALUE to extra unless the user already gave KEY.
+default_option() {
+  has_option "$1" "${extra[@]}" || extra=("--${1//_/-}" "$2" "${extra[@]}")
+}
+
+# shellcheck disable=SC2034
+mpi_launcher() {
+  if mpiexec --version 2>&1 | grep -qi 'open mpi'; then
+    # Open MPI binds each rank to one core by default and refuses more ranks
+    # than cores; lockstep runs its own threads.
+    launcher=(mpiexec --bind-to none --oversubscribe -n "$1")
+  else
+    launcher=(mpiexec -n "$1")  # MPICH (Hydra) and Cray MPICH
+  fi
+}
+
+lockstep_train() {
+  local config=$1 run_dir log job revision
+  local -a launch=() args=()
+  shift
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do launch+=("$1") && shift; done
+  [ $# -gt 0 ] && shift
+  [ -f "$config" ] || die "config file $config not found (run from the repository root)"
+  [ -x "$LOCKSTEP" ] || die "lockstep binary $LOCKSTEP not found: build it (scripts/build.sh) or set LOCKSTEP"
+  args=(train --config "$config")
+  if [ -n "$RESUME" ] && ! has_option resume "$@"; then args+=(--resume "$RESUME"); fi
+  args+=("$@")
+
+  run_dir=$(run_dir_of "$config" "$@")
+  job=${COBALT_JOBID:-${PBS_JOBID:-${SLURM_JOB_ID:-$$}}}
+  mkdir -p "${LOG_DIR:-$run_dir}"
+  log=${LOG_DIR:-$run_dir}/lockstep-$(date +%Y%m%d-%H%M%S)-${job%%.*}.log
+  revision=$(git -C "$(dirname "${BASH_SOURCE[0]}")" describe --always --dirty 2>/dev/null || echo unknown)
+  {
+    echo "host     : $(hostname)"
+    echo "date     : $(date -Is)"
+    echo "git      : $revision"
+    echo "job      : $job"
+    echo "command  : $(printf '%q ' "${launch[@]}" "$LOCKSTEP" "${args[@]}")"
+    echo "config   : $config"
+    echo "----- $config"
+    cat "$config"
+    echo "----- overrides: $(printf '%q ' "$@")"
+    echo "-----"
+  } >"$log"
+  echo "log: $log" >&2
+  set -o pipefail
+  "${launch[@]}" "$LOCKSTEP" "${args[@]}" 2>&1 | tee -a "$log"
+}

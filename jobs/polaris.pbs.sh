@@ -1,0 +1,26 @@
+#!/bin/bash -l
+#PBS -l select=2:system=polaris
+#PBS -l place=scatter
+#PBS -l walltime=0:30:00
+#PBS -l filesystems=home:eagle
+#PBS -j oe
+#PBS -r y
+#PBS -q debug
+# Polaris (4 A100 and 32 Milan cores per node): PBS Pro + Cray MPICH mpiexec,
+# one rank per GPU, each on its own NUMA domain (--depth 8 --cpu-bind depth),
+# GPUs assigned in reverse local-rank order by jobs/gpu_affinity.sh. Submit
+# from the repository root (PBS passes no arguments: use -v):
+#   qsub -A <project> -v CONFIG=configs/cifar10.toml,LOCKSTEP_ARGS="--epochs 32" jobs/polaris.pbs.sh
+# shellcheck source-path=SCRIPTDIR/..
+set -euo pipefail
+cd "${PBS_O_WORKDIR:-.}"
+# shellcheck source=jobs/common.sh
+source jobs/common.sh
+job_arguments "$@"
+nodes=$(wc -l <"${PBS_NODEFILE:?not inside a PBS job (submit with qsub)}")
+ppn=${RANKS_PER_NODE:-4} depth=${DEPTH:-8}
+launcher=(mpiexec -n $((nodes * ppn)) --ppn "$ppn" --depth "$depth" --cpu-bind depth
+  --env OMP_NUM_THREADS="$depth" jobs/gpu_affinity.sh)
+default_option threads "$depth"
+default_option device "${DEVICE:-cuda}"
+lockstep_train "$config" "${launcher[@]}" -- "${extra[@]}"

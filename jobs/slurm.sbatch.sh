@@ -1,0 +1,24 @@
+#!/bin/bash
+#SBATCH -N 2
+#SBATCH --ntasks-per-node=4
+#SBATCH --gpus-per-task=1
+#SBATCH --cpus-per-task=8
+#SBATCH -t 00:30:00
+#SBATCH -J lockstep
+#SBATCH -o lockstep-%j.out
+# Slurm: srun starts one rank per task (Slurm gives each its own GPU and
+# cpus-per-task cores). Submit from the repository root, adding what the site
+# needs (-A account, -q qos, -C gpu, --mpi=pmi2 in SRUN_ARGS):
+#   sbatch -A <account> jobs/slurm.sbatch.sh configs/cifar10.toml --epochs 32
+# CPU-only nodes: sbatch --gpus-per-task=0 and DEVICE=cpu.
+# shellcheck source-path=SCRIPTDIR/..
+set -euo pipefail
+cd "${SLURM_SUBMIT_DIR:-.}"
+# shellcheck source=jobs/common.sh
+source jobs/common.sh
+job_arguments "$@"
+read -ra srun_args <<<"${SRUN_ARGS:-}"
+launcher=(srun --cpu-bind=cores "${srun_args[@]}")
+default_option threads "${SLURM_CPUS_PER_TASK:-1}"
+default_option device "${DEVICE:-cuda}"
+lockstep_train "$config" "${launcher[@]}" -- "${extra[@]}"

@@ -1,0 +1,211 @@
+// The scripts in jobs/ and scripts/ (bash -n, shellcheck), a 2-rank job
+// through jobs/local.sh with resume, the scaling study (jobs/scale.sh), the
+// generated configs/README.md, and every configs/*.toml training one epoch.
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "support/dataset_files.h"
+#include "support/run_command.h"
+
+namespace lockstep {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_command;
+using testing::run_lockstep;
+using testing::ScratchDir;
+
+const std::string kSource = LOCKSTEP_SOURCE_DIR;
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+std::vector<std::string> files_in(const std::string& dir, const std::string& extension) {
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() == extension) files.push_back(e.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// Runs a script of the repository from its root, lockstep as LOCKSTEP.
+testing::CommandResult run_script(const std::string& script_and_args) {
+  return run_command("cd " + kSource + " && LOCKSTEP=" LOCKSTEP_BINARY " bash " + script_and_args);
+}
+
+bool have_fashion_mnist() {
+  return fs::exists(std::string(LOCKSTEP_FASHION_MNIST_DIR) + "/train-images-idx3-ubyte.gz");
+}
+
+#define REQUIRE_FASHION_MNIST()                                                   \
+  if (!have_fashion_mnist())                                                      \
+  GTEST_SKIP() << "Fashion-MNIST is not installed in " LOCKSTEP_FASHION_MNIST_DIR \
+                  " (scripts/setup.sh installs the Debian package dataset-fashion-mnist)"
+
+std::vector<std::string> shell_scripts() {
+  auto scripts = files_in(kSource + "/jobs", ".sh");
+  for (const auto& s : files_in(kSource + "/scripts", ".sh")) scripts.push_back(s);
+  return scripts;
+}
+
+TEST(Jobs, EveryScriptPassesBashNAndShellcheck) {
+  ASSERT_EQ(run_command("command -v shellcheck").exit_code, 0)
+      << "shellcheck is not installed (scripts/setup.sh installs it)";
+  const auto scripts = shell_scripts();
+  ASSERT_GE(scripts.size(), 10u);
+  for (const auto& s : scripts) {
+    auto r = run_command("bash -n " + s);
+    EXPECT_EQ(r.exit_code, 0) << s << "\n" << r.output;
+    r = run_command("cd " + kSource + " && shellcheck -x " + s);
+    EXPECT_EQ(r.exit_code, 0) << s << "\n" << r.output;
+  }
+}
+
+size_t metrics_rows(const std::string& run_dir) {
+  return lines_of(read_file(run_dir + "/metrics.csv")).size();
+}
+
+TEST(Jobs, LocalRunsATwoRankJobLogsItAndResumes) {
+  REQUIRE_FASHION_MNIST();
+  ScratchDir run;
+  const std::string args =
+      "jobs/local.sh 2 configs/fashion_mnist.toml --train-subset 256 "
+      "--test-subset 128 --progress plain --run-dir " +
+      run.path();
+  auto r = run_script(args + " --epochs 1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("2 ranks on 1 node"), std::string::npos) << r.output;
+  EXPECT_EQ(metrics_rows(run.path()), 2u) << r.output;
+  const auto logs = files_in(run.path(), ".log");
+  ASSERT_EQ(logs.size(), 1u);
+  const std::string log = read_file(logs[0]);
+  EXPECT_EQ(log.rfind("host     : ", 0), 0u) << log;
+  for (const char* part :
+       {"date     : ", "git      : ", "command  : mpiexec", "--resume auto",
+        "dataset = \"fashion-mnist\"", "overrides: --train-subset 256", "epoch   1/1"}) {
+    EXPECT_NE(log.find(part), std::string::npos) << part << " missing from\n" << log;
+  }
+
+  // Submitted again with more epochs, the job continues where it stopped.
+  r = run_script(args + " --epochs 2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed after epoch 1"), std::string::npos) << r.output;
+  EXPECT_EQ(metrics_rows(run.path()), 3u) << r.output;
+}
+
+// PNG signature, then the IHDR chunk: width and height, big-endian.
+void expect_png(const std::string& path) {
+  const std::string png = read_file(path);
+  ASSERT_GE(png.size(), 24u) << path;
+  EXPECT_EQ(png.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8)) << path;
+  EXPECT_EQ(png.substr(12, 4), "IHDR") << path;
+  auto be32 = [&](size_t at) {
+    uint32_t v = 0;
+    for (size_t i = 0; i < 4; ++i) v = v << 8 | static_cast<uint8_t>(png[at + i]);
+    return v;
+  };
+  EXPECT_GE(be32(16), 200u) << "width of " << path;
+  EXPECT_GE(be32(20), 150u) << "height of " << path;
+}
+
+TEST(Jobs, ScaleWritesTableCsvAndChart) {
+  REQUIRE_FASHION_MNIST();
+  ASSERT_EQ(run_command("command -v gnuplot").exit_code, 0)
+      << "gnuplot is not installed (scripts/setup.sh installs gnuplot-nox)";
+  ScratchDir out;
+  const auto r = run_script(
+      "jobs/scale.sh --config configs/fashion_mnist.toml --ranks 1,2 "
+      "--epochs 1 --train-subset 256 --test-subset 128 --out " +
+      out.path());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string md = read_file(out.file("scaling.md"));
+  const std::regex row(R"(^\| ([0-9]+) \| [0-9.]+ \| [0-9.]+ \| [0-9]+% \| [0-9.]+% \|.*)");
+  std::vector<std::string> ranks;
+  for (const auto& line : lines_of(md)) {
+    std::smatch m;
+    if (std::regex_match(line, m, row)) ranks.push_back(m[1]);
+  }
+  EXPECT_EQ(ranks, (std::vector<std::string>{"1", "2"})) << md;
+  EXPECT_NE(md.find("time for 1 epochs (s)"), std::string::npos) << md;
+  EXPECT_NE(md.find("allreduce wait"), std::string::npos) << md;
+  const auto csv = lines_of(read_file(out.file("scaling.csv")));
+  ASSERT_EQ(csv.size(), 3u) << r.output;
+  EXPECT_EQ(csv[0].rfind("ranks,wall_s,", 0), 0u) << csv[0];
+  EXPECT_EQ(csv[1].rfind("1,", 0), 0u) << csv[1];
+  expect_png(out.file("scaling.png"));
+}
+
+// The table rows of a markdown text (lines starting with '|').
+std::vector<std::string> table_rows(const std::string& text) {
+  std::vector<std::string> rows;
+  for (const auto& line : lines_of(text)) {
+    if (line.rfind("|", 0) == 0) rows.push_back(line);
+  }
+  return rows;
+}
+
+TEST(Jobs, ConfigReadmeMatchesTheOptionDefinitions) {
+  const auto r = run_lockstep("options");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto expected = table_rows(r.output);
+  ASSERT_GT(expected.size(), 20u) << r.output;
+  const auto documented = table_rows(read_file(kSource + "/configs/README.md"));
+  for (size_t i = 0; i < std::max(documented.size(), expected.size()); ++i) {
+    const std::string have = i < documented.size() ? documented[i] : "(nothing)";
+    const std::string want = i < expected.size() ? expected[i] : "(nothing)";
+    ASSERT_EQ(have, want) << "configs/README.md is out of date (table row " << i + 1
+                          << "): run scripts/gen_config_docs.sh";
+  }
+}
+
+// Every experiment file trains one epoch on a small subset: real
+// Fashion-MNIST, or small files in the real formats for the data sets that
+// are not installed.
+TEST(Jobs, EveryConfigTrainsOneEpoch) {
+  const auto configs = files_in(kSource + "/configs", ".toml");
+  ASSERT_GE(configs.size(), 3u);
+  ScratchDir data;
+  testing::write_mnist_dir(data.file("mnist"), 160, 64);
+  testing::write_cifar10_dir(data.file("cifar10"), 32, 64);
+  const std::regex dataset_key(R"((^|\n)\s*dataset\s*=\s*"([^"]*)\")");
+  for (const auto& config : configs) {
+    std::smatch m;
+    const std::string text = read_file(config);
+    ASSERT_TRUE(std::regex_search(text, m, dataset_key)) << config << " sets no dataset";
+    const std::string dataset = m[2];
+    std::string data_dir;
+    if (dataset == "mnist" || dataset == "cifar10") {
+      data_dir = " --data-dir " + data.file(dataset);
+    } else if (dataset == "fashion-mnist" && !have_fashion_mnist()) {
+      std::cout << "skipping " << config << ": Fashion-MNIST is not installed\n";
+      continue;
+    }
+    ScratchDir run;
+    const auto r = run_lockstep("train --config " + config + data_dir +
+                                " --epochs 1 --train-subset 128 --test-subset 64"
+                                " --checkpoint-every 0 --progress plain --run-dir " +
+                                run.path());
+    EXPECT_EQ(r.exit_code, 0) << config << "\n" << r.output;
+    EXPECT_EQ(metrics_rows(run.path()), 2u) << config << "\n" << r.output;
+  }
+}
+
+}  // namespace
+}  // namespace lockstep
