@@ -9,7 +9,8 @@
 // rounded up to whole vectors), are wasted work: the forward pass drops
 // them and the backward passes give them zero gradient. Per sample:
 //   forward:         yw(K, Lr)     = w(K, CRS) * col(CRS, Lr) + b;  y = yw less the gaps
-//   backward data:   dcol(CRS, Lr) = w(K, CRS)^T * dyw(K, Lr)  (dy with zero gaps);
+//   backward data:   dcol(CRS, Lr) = w(K, CRS)^T * dyw(K, Lr)  (dy with zero gaps, one
+//                    channel's R*S rows at a time);
 //                    dxp[c*Hp*Wp + t] = sum over (r, s) of dcol((c, r, s), t - r*Wp - s);
 //                    dx = dxp less the padding
 //   backward filter: dw(K, CRS)   += dyw(K, Lr) * col(CRS, Lr)^T
@@ -100,6 +101,22 @@ void crop(const Conv2dGeometry& g, const Wide& wd, const float* xp, float* dx) {
   }
 }
 
+// out[t] = sum over i < count of rows[shifts[i] + t], for t < 16 * blocks:
+// the adjoint of reading shifted rows. Four accumulators keep the additions
+// independent; each output is written once.
+void gather_shifted(const float* rows, const int64_t* shifts, int64_t count, int64_t blocks,
+                    float* out) {
+  for (int64_t t = 0; t < blocks * kLanes; t += kLanes) {
+    v16 acc[4] = {};
+    int64_t i = 0;
+    for (; i + 4 <= count; i += 4) {
+      for (int a = 0; a < 4; ++a) acc[a] += load16(rows + shifts[i + a] + t);
+    }
+    for (; i < count; ++i) acc[0] += load16(rows + shifts[i] + t);
+    store16(out + t, (acc[0] + acc[1]) + (acc[2] + acc[3]));
+  }
+}
+
 }  // namespace
 
 bool wide_applies(const Conv2dGeometry& g) {
@@ -132,35 +149,31 @@ void wide_backward_data(ThreadPool& pool, const Conv2dGeometry& g, const float* 
   const Dims d(g);
   const Wide wd(g);
   const int64_t K = g.out_channels, R = g.kernel_h, S = g.kernel_w;
-  // dcol rows carry zero margins, so that every shifted read below is in
-  // bounds: `left` before the Lr data columns, `right` after them.
+  // dcol rows carry zero margins, so that every shifted read of
+  // gather_shifted is in bounds: `left` before the Lr data columns, `right`
+  // after them.
   const int64_t blocks = (wd.area + kLanes - 1) / kLanes;
   const int64_t left = ((R - 1) * wd.wp + S - 1 + kLanes - 1) / kLanes * kLanes;
   const int64_t right = std::max<int64_t>(0, blocks * kLanes - wd.Lr);
   const int64_t ld = left + wd.Lr + right;
+  std::vector<int64_t> shifts;  // (R*S): where row (r, s) of a channel reads, relative to t
+  for (int64_t r = 0; r < R; ++r) {
+    for (int64_t s = 0; s < S; ++s) shifts.push_back((r * S + s) * ld - r * wd.wp - s);
+  }
   pool.parallel_for(g.batch, 1, [&](int64_t n0, int64_t n1, int) {
     float* dyw = scratch(ScratchSlot::kGather, static_cast<size_t>(K * wd.Lr));
-    float* dcol = scratch(ScratchSlot::kColumns, static_cast<size_t>(d.crs * ld));
+    float* dcol = scratch(ScratchSlot::kColumns, static_cast<size_t>(R * S * ld));
     float* dxp =
         scratch(ScratchSlot::kPadded, static_cast<size_t>(blocks * kLanes * g.in_channels));
     zero_short(dyw, K * wd.Lr);
-    zero_short(dcol, d.crs * ld);
+    zero_short(dcol, R * S * ld);
     for (int64_t n = n0; n < n1; ++n) {
       widen(g, wd, dy + n * d.kpq, dyw);
-      gemm_nn(d.crs, wd.Lr, K, StridedMatrix{w, 1, d.crs}, RowMatrix{dyw, wd.Lr}, dcol + left, ld,
-              nullptr, false);
-      // Each output vector sums R*S shifted dcol rows: no read-modify-write.
+      // One channel at a time, so that its R*S rows of dcol stay in L1.
       for (int64_t c = 0; c < g.in_channels; ++c) {
-        const float* rows = dcol + c * R * S * ld + left;
-        for (int64_t t = 0; t < blocks * kLanes; t += kLanes) {
-          v16 sum{};
-          for (int64_t r = 0; r < R; ++r) {
-            for (int64_t s2 = 0; s2 < S; ++s2) {
-              sum += load16(rows + (r * S + s2) * ld + t - r * wd.wp - s2);
-            }
-          }
-          store16(dxp + c * wd.area + t, sum);
-        }
+        gemm_nn(R * S, wd.Lr, K, StridedMatrix{w + c * R * S, 1, d.crs}, RowMatrix{dyw, wd.Lr},
+                dcol + left, ld, nullptr, false);
+        gather_shifted(dcol + left, shifts.data(), R * S, blocks, dxp + c * wd.area);
       }
       crop(g, wd, dxp, dx + n * d.chw);
     }

@@ -37,37 +37,49 @@ void nn_tile(int64_t k, StridedMatrix a, RowMatrix b, float* c, int64_t ldc, con
 
 constexpr int kRowTile = 6;
 
+// Calls tile(first_row, rows) over m rows cut into ceil(m / max_rows) tiles
+// whose sizes differ by at most one (10 rows: 5 + 5, not 6 + 4).
+template <typename F>
+void balanced_tiles(int64_t m, int max_rows, F&& tile) {
+  if (m <= 0) return;
+  const int64_t count = (m + max_rows - 1) / max_rows;
+  const int64_t base = m / count, extra = m % count;
+  for (int64_t t = 0, i = 0; t < count; ++t) {
+    const int rows = static_cast<int>(base + (t < extra ? 1 : 0));
+    tile(i, rows);
+    i += rows;
+  }
+}
+
 // All rows of one column block of NV vectors.
 template <int NV>
 void nn_block(int64_t m, int64_t k, StridedMatrix a, RowMatrix b, float* c, int64_t ldc,
               const float* bias, bool accumulate) {
-  int64_t i = 0;
-  auto at = [&](int64_t row) {
-    return StridedMatrix{a.data + row * a.row_stride, a.row_stride, a.col_stride};
-  };
-  auto bias_at = [&](int64_t row) { return bias ? bias + row : nullptr; };
-  for (; i + kRowTile <= m; i += kRowTile) {
-    nn_tile<kRowTile, NV>(k, at(i), b, c + i * ldc, ldc, bias_at(i), accumulate);
-  }
-  switch (m - i) {
-    case 5:
-      nn_tile<5, NV>(k, at(i), b, c + i * ldc, ldc, bias_at(i), accumulate);
-      break;
-    case 4:
-      nn_tile<4, NV>(k, at(i), b, c + i * ldc, ldc, bias_at(i), accumulate);
-      break;
-    case 3:
-      nn_tile<3, NV>(k, at(i), b, c + i * ldc, ldc, bias_at(i), accumulate);
-      break;
-    case 2:
-      nn_tile<2, NV>(k, at(i), b, c + i * ldc, ldc, bias_at(i), accumulate);
-      break;
-    case 1:
-      nn_tile<1, NV>(k, at(i), b, c + i * ldc, ldc, bias_at(i), accumulate);
-      break;
-    default:
-      break;
-  }
+  balanced_tiles(m, kRowTile, [&](int64_t i, int rows) {
+    const StridedMatrix ai{a.data + i * a.row_stride, a.row_stride, a.col_stride};
+    float* ci = c + i * ldc;
+    const float* bi = bias ? bias + i : nullptr;
+    switch (rows) {
+      case 6:
+        nn_tile<6, NV>(k, ai, b, ci, ldc, bi, accumulate);
+        break;
+      case 5:
+        nn_tile<5, NV>(k, ai, b, ci, ldc, bi, accumulate);
+        break;
+      case 4:
+        nn_tile<4, NV>(k, ai, b, ci, ldc, bi, accumulate);
+        break;
+      case 3:
+        nn_tile<3, NV>(k, ai, b, ci, ldc, bi, accumulate);
+        break;
+      case 2:
+        nn_tile<2, NV>(k, ai, b, ci, ldc, bi, accumulate);
+        break;
+      default:
+        nn_tile<1, NV>(k, ai, b, ci, ldc, bi, accumulate);
+        break;
+    }
+  });
 }
 
 // The last r < 16 columns: B's columns are copied into a zero-padded
@@ -115,7 +127,8 @@ void nt_tile(const float* a, int64_t lda, RowMatrix b, const Segments& seg, floa
       }
     }
   }
-  const v16 sums = transpose_sum16(acc);
+  float sums[kLanes];  // through memory: cheaper than 16 lane extractions
+  store16(sums, transpose_sum16(acc));
   for (int i = 0; i < MR; ++i) {
     for (int j = 0; j < NR; ++j) c[i * ldc + j] += sums[i * NR + j] + tail[i * NR + j];
   }
@@ -126,23 +139,22 @@ constexpr int kDotTile = 4;
 template <int NR>
 void nt_rows(int64_t m, const float* a, int64_t lda, RowMatrix b, const Segments& seg, float* c,
              int64_t ldc) {
-  int64_t i = 0;
-  for (; i + kDotTile <= m; i += kDotTile) {
-    nt_tile<kDotTile, NR>(a + i * lda, lda, b, seg, c + i * ldc, ldc);
-  }
-  switch (m - i) {
-    case 3:
-      nt_tile<3, NR>(a + i * lda, lda, b, seg, c + i * ldc, ldc);
-      break;
-    case 2:
-      nt_tile<2, NR>(a + i * lda, lda, b, seg, c + i * ldc, ldc);
-      break;
-    case 1:
-      nt_tile<1, NR>(a + i * lda, lda, b, seg, c + i * ldc, ldc);
-      break;
-    default:
-      break;
-  }
+  balanced_tiles(m, kDotTile, [&](int64_t i, int rows) {
+    switch (rows) {
+      case 4:
+        nt_tile<4, NR>(a + i * lda, lda, b, seg, c + i * ldc, ldc);
+        break;
+      case 3:
+        nt_tile<3, NR>(a + i * lda, lda, b, seg, c + i * ldc, ldc);
+        break;
+      case 2:
+        nt_tile<2, NR>(a + i * lda, lda, b, seg, c + i * ldc, ldc);
+        break;
+      default:
+        nt_tile<1, NR>(a + i * lda, lda, b, seg, c + i * ldc, ldc);
+        break;
+    }
+  });
 }
 
 }  // namespace
@@ -173,23 +185,24 @@ void gemm_nn(int64_t m, int64_t n, int64_t k, StridedMatrix a, RowMatrix b, floa
 
 void gemm_nt_acc(int64_t m, int64_t n, const float* a, int64_t lda, RowMatrix b,
                  const Segments& seg, float* c, int64_t ldc) {
-  int64_t j = 0;
-  for (; j + kDotTile <= n; j += kDotTile) {
-    nt_rows<kDotTile>(m, a, lda, b.rows_from(j), seg, c + j, ldc);
-  }
-  switch (n - j) {
-    case 3:
-      nt_rows<3>(m, a, lda, b.rows_from(j), seg, c + j, ldc);
-      break;
-    case 2:
-      nt_rows<2>(m, a, lda, b.rows_from(j), seg, c + j, ldc);
-      break;
-    case 1:
-      nt_rows<1>(m, a, lda, b.rows_from(j), seg, c + j, ldc);
-      break;
-    default:
-      break;
-  }
+  if (m <= 0) return;
+  balanced_tiles(n, kDotTile, [&](int64_t j, int cols) {
+    const RowMatrix bj = b.rows_from(j);
+    switch (cols) {
+      case 4:
+        nt_rows<4>(m, a, lda, bj, seg, c + j, ldc);
+        break;
+      case 3:
+        nt_rows<3>(m, a, lda, bj, seg, c + j, ldc);
+        break;
+      case 2:
+        nt_rows<2>(m, a, lda, bj, seg, c + j, ldc);
+        break;
+      default:
+        nt_rows<1>(m, a, lda, bj, seg, c + j, ldc);
+        break;
+    }
+  });
 }
 
 }  // namespace lockstep::nn::cpu
