@@ -14,6 +14,9 @@
   X(epochs)                      \
   X(dataset)                     \
   X(data_dir)                    \
+  X(image_channels)              \
+  X(image_size)                  \
+  X(skip_bad_images)             \
   X(train_subset)                \
   X(test_subset)                 \
   X(normalize_mean)              \
@@ -126,8 +129,15 @@ void add_train_options(CLI::App& cmd, TrainConfig& c) {
   add(cmd, "seed", c.seed, "seed of initial weights, shuffling, dropout and augmentation");
   add(cmd, "epochs", c.epochs, "epochs to train, counting resumed ones");
 
-  add(cmd, "dataset", c.dataset, "fashion-mnist | mnist | cifar10");
+  add(cmd, "dataset", c.dataset,
+      "fashion-mnist | mnist | cifar10 | folder (data_dir/train/<class>/*.png, test/...)");
   add(cmd, "data_dir", c.data_dir, "folder of the dataset files (empty: the dataset's default)");
+  add(cmd, "image_channels", c.image_channels,
+      "folder: decode images to 1 (gray) or 3 (RGB) channels (0: as the first image)");
+  add(cmd, "image_size", c.image_size,
+      "folder: resize every image to S x S pixels (0: keep; all images must share one size)");
+  add_bool(cmd, "skip_bad_images", c.skip_bad_images,
+           "folder: skip empty, damaged or truncated images instead of failing (noted)");
   add(cmd, "train_subset", c.train_subset, "train on the first N samples only (0: all)");
   add(cmd, "test_subset", c.test_subset, "evaluate on the first N test samples only (0: all)");
   add(cmd, "normalize_mean", c.normalize_mean,
@@ -243,6 +253,7 @@ void validate(const TrainConfig& c) {
   positive("gradient_predivide_factor", c.gradient_predivide_factor);
   for (auto [key, v] : {std::pair{"train_subset", c.train_subset},
                         {"test_subset", c.test_subset},
+                        {"image_size", c.image_size},
                         {"threads", c.threads},
                         {"eval_every", c.eval_every},
                         {"checkpoint_every", c.checkpoint_every},
@@ -259,6 +270,9 @@ void validate(const TrainConfig& c) {
                         {"stall_abort_s", c.stall_abort_s},
                         {"lr_min", c.lr_min}}) {
     non_negative(key, v);
+  }
+  if (c.image_channels != 0 && c.image_channels != 1 && c.image_channels != 3) {
+    fail_input("config key image_channels must be 0, 1 or 3, got ", c.image_channels);
   }
   one_of("augment", c.augment, {"auto", "on", "off"});
   one_of("optimizer", c.optimizer, {"sgd", "adam"});

@@ -25,8 +25,11 @@ struct TrainConfig {
   int64_t epochs = 10;                   // epochs to train (total, including resumed ones)
 
   // --- data
-  std::string dataset = "fashion-mnist";  // fashion-mnist | mnist | cifar10
+  std::string dataset = "fashion-mnist";  // fashion-mnist | mnist | cifar10 | folder
   std::string data_dir;                   // empty: the dataset's default folder
+  int64_t image_channels = 0;             // folder: 1 or 3 channels (0: as the first image)
+  int64_t image_size = 0;                 // folder: resize to S x S pixels (0: keep)
+  bool skip_bad_images = false;           // folder: skip unreadable images instead of failing
   int64_t train_subset = 0;               // use only the first N training samples (0: all)
   int64_t test_subset = 0;                // use only the first N test samples (0: all)
   std::vector<float> normalize_mean;      // per channel, pixels in [0, 1]; empty: dataset default

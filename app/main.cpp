@@ -9,6 +9,8 @@
 #include "app/build_info.h"
 #include "app/checkpoint.h"
 #include "app/config.h"
+#include "app/data_show.h"
+#include "app/predict.h"
 #include "app/trainer.h"
 #include "distributed/failure.h"
 #include "distributed/mpi_communicator.h"
@@ -111,6 +113,19 @@ int main(int argc, char** argv) {
                         "batch per rank (0: 64 for mnist_net, 128 for alexnet_cifar)");
   bench_cmd->add_option("--seconds", bench_args.seconds, "minimum timed seconds per case")
       ->capture_default_str();
+  lockstep::app::PredictArgs predict_args;
+  auto* predict_cmd = app.add_subcommand("predict", "classify image files with a checkpoint");
+  lockstep::app::add_predict_options(*predict_cmd, predict_args);
+  auto* data_cmd = app.add_subcommand("data", "look at and convert datasets");
+  data_cmd->require_subcommand(1);
+  lockstep::app::ShowArgs show_args;
+  auto* show_cmd = data_cmd->add_subcommand(
+      "show", "PNG contact sheet of samples per class as training sees them");
+  lockstep::app::add_show_options(*show_cmd, show_args);
+  lockstep::app::ExportArgs export_args;
+  auto* export_cmd =
+      data_cmd->add_subcommand("export", "write a dataset as an image folder of PNGs");
+  lockstep::app::add_export_options(*export_cmd, export_args);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -130,6 +145,14 @@ int main(int argc, char** argv) {
     }
     if (*eval_cmd) return evaluate(eval_args, *comm);
     if (*bench_cmd) return bench(bench_args, *comm);
+    // Single-process tools: rank 0 does the work, other ranks have none.
+    if (*predict_cmd) return comm->rank() == 0 ? lockstep::app::run_predict(predict_args) : 0;
+    if (*export_cmd) return comm->rank() == 0 ? lockstep::app::run_data_export(export_args) : 0;
+    if (*show_cmd) {
+      if (!show_args.config.config_file.empty())
+        lockstep::app::apply_config_file(*show_cmd, show_args.config.config_file);
+      return comm->rank() == 0 ? lockstep::app::run_data_show(show_args) : 0;
+    }
     if (!config.config_file.empty())
       lockstep::app::apply_config_file(*train_cmd, config.config_file);
     return train(config, *comm);

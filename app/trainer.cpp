@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "app/checkpoint.h"
+#include "app/data_setup.h"
 #include "data/batch_loader.h"
 #include "data/catalog.h"
 #include "data/sampler.h"
@@ -103,17 +104,17 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
                                      files ? config_.run_dir + "/metrics.csv" : "",
                                      !config_.resume.empty());
 
-  train_ = data::load_dataset(config_.dataset, config_.data_dir, true).head(config_.train_subset);
-  test_ = data::load_dataset(config_.dataset, config_.data_dir, false).head(config_.test_subset);
-  normalization_ = data::default_normalization(config_.dataset);
-  if (!config_.normalize_mean.empty()) {
-    normalization_.mean = config_.normalize_mean;
-    normalization_.stddev = config_.normalize_std;
-  }
-  if (config_.augment == "on") augmentation_ = data::cifar10_augmentation();
-  if (config_.augment == "auto") augmentation_ = data::default_augmentation(config_.dataset);
-
   threads_ = compute_threads(config_, comm_);
+  const data::FolderOptions folder = folder_options(config_, threads_);
+  std::vector<std::string> notes;  // image folders: skipped files, cache trouble
+  train_ = data::load_dataset(config_.dataset, config_.data_dir, true, folder, &notes)
+               .head(config_.train_subset);
+  test_ = data::load_dataset(config_.dataset, config_.data_dir, false, folder, &notes)
+              .head(config_.test_subset);
+  for (const std::string& note : notes) report_->line(note);
+  normalization_ = train_normalization(config_);
+  augmentation_ = train_augmentation(config_);
+
   backend_ = nn::make_cpu_backend(threads_);
   model_ =
       nn::build_model(config_.model, config_.layers, {train_.channels, train_.height, train_.width},
