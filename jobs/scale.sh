@@ -38,6 +38,7 @@ fi
 name=$(basename "$config" .toml)
 out=${out:-runs/scaling-$name}
 cores=$(nproc)
+load=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)
 IFS=, read -ra rank_list <<<"$ranks"
 for n in "${rank_list[@]}"; do
   [[ $n =~ ^[1-9][0-9]*$ ]] || die "--ranks takes positive numbers separated by commas, got '$ranks'"
@@ -87,7 +88,7 @@ csv=$out/scaling.csv
 {
   echo "# Scaling: $config, $epochs epochs"
   echo
-  echo "$(hostname), $cores cores, lockstep $(git -C "$(dirname "${BASH_SOURCE[0]}")" describe --always --dirty 2>/dev/null || echo unknown), $(date -I)."
+  echo "$(hostname), $cores cores (load average $load at the start), lockstep $(git -C "$(dirname "${BASH_SOURCE[0]}")" describe --always --dirty 2>/dev/null || echo unknown), $(date -I)."
   echo "Extra arguments: ${extra[*]:-none}."
   echo
   echo "| ranks | time for $epochs epochs (s) | speedup | efficiency | test accuracy | epochs sum (s) | compute (s) | allreduce wait (s) | eval (s) | data (s) | checkpoint (s) | note |"
