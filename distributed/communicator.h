@@ -63,7 +63,8 @@ class Communicator {
   template <typename T>
   std::vector<T> allgather_value(const T& value) {
     std::vector<T> out(static_cast<size_t>(size()));
-    allgather(std::as_bytes(std::span<const T>(&value, 1)), std::as_writable_bytes(std::span<T>(out)));
+    allgather(std::as_bytes(std::span<const T>(&value, 1)),
+              std::as_writable_bytes(std::span<T>(out)));
     return out;
   }
 };

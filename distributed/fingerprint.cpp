@@ -124,8 +124,7 @@ std::string describe_fingerprint_difference(const std::vector<FingerprintItems>&
                                [&](const auto& item) { return item.first == key; });
         values.push_back(it == list.end() ? std::nullopt : std::optional(it->second));
       }
-      if (std::adjacent_find(values.begin(), values.end(), std::not_equal_to<>()) !=
-          values.end()) {
+      if (std::adjacent_find(values.begin(), values.end(), std::not_equal_to<>()) != values.end()) {
         return "ranks disagree on " + key + ": " + describe_values(values) + hint;
       }
     }

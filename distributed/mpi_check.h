@@ -47,11 +47,11 @@ inline std::string mpi_error_string(int code) {
 
 }  // namespace lockstep::distributed
 
-#define MPI_CHECK(expression)                                                           \
-  do {                                                                                  \
-    const int lockstep_mpi_code_ = (expression);                                        \
-    if (lockstep_mpi_code_ != MPI_SUCCESS) {                                            \
+#define MPI_CHECK(expression)                                                             \
+  do {                                                                                    \
+    const int lockstep_mpi_code_ = (expression);                                          \
+    if (lockstep_mpi_code_ != MPI_SUCCESS) {                                              \
       ::lockstep::distributed::throw_mpi_error(lockstep_mpi_code_, #expression, __FILE__, \
-                                               __LINE__);                               \
-    }                                                                                   \
+                                               __LINE__);                                 \
+    }                                                                                     \
   } while (0)

@@ -91,10 +91,14 @@ enum class Operation : int32_t { kAllreduce, kBroadcast, kAllgather, kBarrier };
 
 const char* operation_name(Operation op) {
   switch (op) {
-    case Operation::kAllreduce: return "allreduce";
-    case Operation::kBroadcast: return "broadcast";
-    case Operation::kAllgather: return "allgather";
-    case Operation::kBarrier: return "barrier";
+    case Operation::kAllreduce:
+      return "allreduce";
+    case Operation::kBroadcast:
+      return "broadcast";
+    case Operation::kAllgather:
+      return "allgather";
+    case Operation::kBarrier:
+      return "barrier";
   }
   return "collective";
 }
@@ -112,18 +116,27 @@ constexpr int kWaitReportTag = 17;
 template <typename T>
 MPI_Datatype mpi_type();
 template <>
-MPI_Datatype mpi_type<float>() { return MPI_FLOAT; }
+MPI_Datatype mpi_type<float>() {
+  return MPI_FLOAT;
+}
 template <>
-MPI_Datatype mpi_type<double>() { return MPI_DOUBLE; }
+MPI_Datatype mpi_type<double>() {
+  return MPI_DOUBLE;
+}
 template <>
-MPI_Datatype mpi_type<int64_t>() { return MPI_INT64_T; }
+MPI_Datatype mpi_type<int64_t>() {
+  return MPI_INT64_T;
+}
 
 MPI_Op mpi_op(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAverage: return MPI_SUM;
-    case ReduceOp::kMin: return MPI_MIN;
-    case ReduceOp::kMax: return MPI_MAX;
+    case ReduceOp::kAverage:
+      return MPI_SUM;
+    case ReduceOp::kMin:
+      return MPI_MIN;
+    case ReduceOp::kMax:
+      return MPI_MAX;
   }
   throw Error("unknown ReduceOp " + std::to_string(static_cast<int>(op)));
 }
@@ -169,8 +182,8 @@ class MpiCommunicator final : public Communicator {
   int node_count() const override { return node_count_; }
   std::string host_name() const override { return host_name_; }
   std::string describe() const override {
-    return detail::concat("mpi (", library_, "), ", size_, size_ == 1 ? " rank" : " ranks",
-                          " on ", node_count_, node_count_ == 1 ? " node" : " nodes");
+    return detail::concat("mpi (", library_, "), ", size_, size_ == 1 ? " rank" : " ranks", " on ",
+                          node_count_, node_count_ == 1 ? " node" : " nodes");
   }
 
   void allreduce(std::span<float> data, ReduceOp op) override { allreduce_typed(data, op); }
@@ -258,8 +271,8 @@ MpiCommunicator::MpiCommunicator(MPI_Comm parent, const MpiCommunicatorOptions& 
   MPI_CHECK(MPI_Comm_size(comm_.comm, &size_));
   {
     CommHandle node;
-    MPI_CHECK(MPI_Comm_split_type(comm_.comm, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL,
-                                  &node.comm));
+    MPI_CHECK(
+        MPI_Comm_split_type(comm_.comm, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node.comm));
     MPI_CHECK(MPI_Comm_rank(node.comm, &local_rank_));
     MPI_CHECK(MPI_Comm_size(node.comm, &local_size_));
   }
@@ -349,9 +362,12 @@ void MpiCommunicator::Collective::on_tick(double waited) {
       owner_.post_wait_report(operation_, sequence_, waited);
       posted_ = true;
     }
-    if (waited >= next_warning_) {
+    if (waited >= next_warning_ && !(abort_ > 0.0 && waited >= abort_)) {
       owner_.report_stall(operation_, sequence_, waited, false);
-      next_warning_ += warning_;
+      // Rank 0 names the missing ranks every period; the others repeat
+      // themselves less often (at 1, 2, 4, 8... periods) so that a stall of
+      // a large job does not flood the log.
+      next_warning_ = owner_.rank_ == 0 ? next_warning_ + warning_ : 2 * next_warning_;
     }
   }
   if (abort_ > 0.0 && waited >= abort_) {
@@ -387,8 +403,8 @@ void MpiCommunicator::receive_wait_reports() {
     int flag = 0;
     MPI_Message message = MPI_MESSAGE_NULL;
     MPI_Status status;
-    MPI_CHECK(MPI_Improbe(MPI_ANY_SOURCE, kWaitReportTag, side_comm_.comm, &flag, &message,
-                          &status));
+    MPI_CHECK(
+        MPI_Improbe(MPI_ANY_SOURCE, kWaitReportTag, side_comm_.comm, &flag, &message, &status));
     if (!flag) return;
     WaitReport report;
     MPI_CHECK(MPI_Mrecv(&report, sizeof(WaitReport), MPI_BYTE, &message, MPI_STATUS_IGNORE));
@@ -450,8 +466,8 @@ void MpiCommunicator::allreduce_typed(std::span<T> data, ReduceOp op) {
     T* chunk = data.data() + offset;
     if (collective.polled()) {
       MPI_Request request = MPI_REQUEST_NULL;
-      MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, chunk, count, mpi_type<T>(), mop, comm_.comm,
-                               &request));
+      MPI_CHECK(
+          MPI_Iallreduce(MPI_IN_PLACE, chunk, count, mpi_type<T>(), mop, comm_.comm, &request));
       collective.wait(request);
     } else {
       MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, chunk, count, mpi_type<T>(), mop, comm_.comm));
@@ -495,8 +511,8 @@ void MpiCommunicator::allgather(std::span<const std::byte> in, std::span<std::by
     if (count != block) {
       TypeHandle piece;
       MPI_CHECK(MPI_Type_contiguous(static_cast<int>(count), MPI_BYTE, &piece.type));
-      MPI_CHECK(MPI_Type_create_resized(piece.type, 0, static_cast<MPI_Aint>(block),
-                                        &strided.type));
+      MPI_CHECK(
+          MPI_Type_create_resized(piece.type, 0, static_cast<MPI_Aint>(block), &strided.type));
       MPI_CHECK(MPI_Type_commit(&strided.type));
       receive_type = strided.type;
       receive_count = 1;

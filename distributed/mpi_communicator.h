@@ -3,7 +3,9 @@
 //   int main(int argc, char** argv) {
 //     lockstep::distributed::MpiEnvironment mpi(&argc, &argv);  // first thing
 //     auto comm = lockstep::distributed::make_mpi_communicator();
-//     comm->set_stall_policy({.warning_seconds = 60, .abort_seconds = 600});
+//     StallPolicy stall;                   // warn after 60 s by default
+//     stall.abort_seconds = 600;           // and end the job after 10 min
+//     comm->set_stall_policy(stall);
 //     ...
 //     comm->set_stall_label("step 12 bucket 3");
 //     comm->allreduce(gradients, ReduceOp::kAverage);

@@ -44,8 +44,9 @@ struct StallReport {
 };
 
 struct StallPolicy {
-  // Report a waiting collective after this many seconds, then again every
-  // this many seconds. 0 disables warnings.
+  // Report a waiting collective after this many seconds; rank 0 repeats its
+  // report every this many seconds, the other ranks after 2, 4, 8... times
+  // it. 0 disables warnings.
   double warning_seconds = 60.0;
   // End the whole job (Communicator::abort with exit code 1) once a
   // collective has waited this long. 0 = never.

@@ -27,11 +27,16 @@ struct JobResult {
 
 // Runs `timeout 60 mpiexec -n RANKS helper MODE --tag=TAG`.
 JobResult run_job(int ranks, const std::string& mode, const std::string& tag) {
-  const std::vector<std::string> args = {"timeout",        "-k",
-                                         "5",              "60",
-                                         LOCKSTEP_MPIEXEC, "-n",
-                                         std::to_string(ranks), LOCKSTEP_FAILURE_HELPER,
-                                         mode,             "--tag=" + tag};
+  const std::vector<std::string> args = {"timeout",
+                                         "-k",
+                                         "5",
+                                         "60",
+                                         LOCKSTEP_MPIEXEC,
+                                         "-n",
+                                         std::to_string(ranks),
+                                         LOCKSTEP_FAILURE_HELPER,
+                                         mode,
+                                         "--tag=" + tag};
   std::vector<char*> argv;
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -61,8 +66,7 @@ JobResult run_job(int ranks, const std::string& mode, const std::string& tag) {
   close(pipe_fds[0]);
   int status = 0;
   waitpid(pid, &status, 0);
-  result.seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;
 }
@@ -86,8 +90,8 @@ std::vector<int> processes_with(const std::string& tag) {
 // Runs the job and checks it ended in time and left nothing behind.
 JobResult run_checked(int ranks, const std::string& mode) {
   static int counter = 0;
-  const std::string tag = "lockstep-failure-" + std::to_string(getpid()) + "-" +
-                          std::to_string(++counter) + "-" + mode;
+  const std::string tag =
+      "lockstep-failure-" + std::to_string(getpid()) + "-" + std::to_string(++counter) + "-" + mode;
   JobResult result = run_job(ranks, mode, tag);
   EXPECT_NE(result.exit_code, 124) << "the job hung until timeout killed it:\n" << result.output;
   EXPECT_LT(result.seconds, 20.0) << result.output;
@@ -144,6 +148,13 @@ TEST(FailureEndToEnd, UncaughtExceptionOnOneRankEndsTheJob) {
   EXPECT_TRUE(contains(job.output,
                        "lockstep: rank 1: uncaught exception: helper: escaped from a thread; "
                        "ending the job\n"))
+      << job.output;
+}
+
+TEST(FailureEndToEnd, ErrorLeavingTheMpiScopeEndsTheJob) {
+  const JobResult job = run_checked(2, "unwind");
+  EXPECT_NE(job.exit_code, 0) << job.output;
+  EXPECT_TRUE(contains(job.output, "lockstep: rank 1: an error left MPI's scope; ending the job\n"))
       << job.output;
 }
 

@@ -2,7 +2,8 @@
 // tests/test_failure.cpp to prove that one failing rank ends the whole job.
 //
 //   lockstep_failure_helper MODE [--tag=ANY]
-//   MODE: ok | throw | sigkill | sigterm | segv | terminate | mismatch | stall
+//   MODE: ok | throw | sigkill | sigterm | segv | terminate | mismatch | stall |
+//         unwind
 // The tag is ignored: tests use it to find leftover processes.
 #include <algorithm>
 #include <chrono>
@@ -24,8 +25,8 @@ using namespace lockstep::distributed;
 namespace {
 
 int run(Communicator& comm, const std::string& mode) {
-  const std::vector<std::string> modes = {"ok",        "throw",    "sigkill", "sigterm", "segv",
-                                          "terminate", "mismatch", "stall"};
+  const std::vector<std::string> modes = {"ok",   "throw",     "sigkill",  "sigterm",
+                                          "segv", "terminate", "mismatch", "stall"};
   if (std::find(modes.begin(), modes.end(), mode) == modes.end()) {
     fail_input("unknown mode '", mode, "' (ok, throw, sigkill, sigterm, segv, terminate, ",
                "mismatch, stall)");
@@ -74,9 +75,22 @@ int run(Communicator& comm, const std::string& mode) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  MpiEnvironment mpi(&argc, &argv);
-  auto comm = make_mpi_communicator();
-  install_failure_handlers(comm->rank());
   const std::string mode = argc > 1 ? argv[1] : "";
-  return run_guarded(*comm, [&] { return run(*comm, mode); });
+  try {
+    MpiEnvironment mpi(&argc, &argv);
+    auto comm = make_mpi_communicator();
+    if (mode == "unwind") {
+      // An error escapes the environment's scope on rank 1 only, while the
+      // others wait: the environment must end the job rather than finalize.
+      comm->barrier();
+      if (comm->rank() == 1) throw InputError("helper: error escaping the MPI scope");
+      comm->barrier();
+      return 0;
+    }
+    install_failure_handlers(comm->rank());
+    return run_guarded(*comm, [&] { return run(*comm, mode); });
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "helper: caught after MPI's scope: %s\n", error.what());
+    return 3;
+  }
 }

@@ -40,22 +40,24 @@ TEST(AllreduceTiming, PolledAgainstPlainMpiAllreduce) {
 
   for (size_t bytes : {size_t{4} << 10, size_t{4} << 20}) {
     const size_t n = bytes / sizeof(float);
-    int iterations = bytes < (size_t{1} << 20) ? 2000 : 100;
-    if (oversubscribed) iterations /= 20;
+    int iterations = bytes < (size_t{1} << 20) ? 500 : 20;
+    if (oversubscribed) iterations = bytes < (size_t{1} << 20) ? 10 : 2;  // milliseconds per call
+    const int round_count = oversubscribed ? 3 : 5;
     std::vector<float> data(n, 1.0f);
-    // Max (as costly as a sum) keeps the values finite. Each variant: per-op time of `iterations` back-to-back allreduces,
-    // 7 rounds interleaved with the other variants; the median round counts.
+    // Max (as costly as a sum) keeps the values finite. Each variant: per-op time of `iterations`
+    // back-to-back allreduces, several rounds interleaved with the other variants; the median round
+    // counts.
     const std::vector<std::pair<const char*, std::function<void()>>> variants = {
-        {"MPI_Allreduce", [&] {
-           MPI_Allreduce(MPI_IN_PLACE, data.data(), static_cast<int>(n), MPI_FLOAT, MPI_MAX,
-                         raw);
+        {"MPI_Allreduce",
+         [&] {
+           MPI_Allreduce(MPI_IN_PLACE, data.data(), static_cast<int>(n), MPI_FLOAT, MPI_MAX, raw);
          }},
         {"blocking", [&] { blocking->allreduce(std::span<float>(data), ReduceOp::kMax); }},
         {"polled", [&] { polled->allreduce(std::span<float>(data), ReduceOp::kMax); }},
         {"polled avg", [&] { polled->allreduce(std::span<float>(data), ReduceOp::kAverage); }},
     };
     std::vector<std::vector<double>> rounds(variants.size());
-    for (int round = 0; round < 7; ++round) {
+    for (int round = 0; round < round_count; ++round) {
       for (size_t v = 0; v < variants.size(); ++v) {
         MPI_Barrier(raw);
         const auto start = Clock::now();

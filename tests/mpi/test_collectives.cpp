@@ -31,10 +31,14 @@ enum class Mode { kBlocking, kPolled, kBlockingChunked, kPolledChunked };
 
 std::string mode_name(const ::testing::TestParamInfo<Mode>& info) {
   switch (info.param) {
-    case Mode::kBlocking: return "Blocking";
-    case Mode::kPolled: return "Polled";
-    case Mode::kBlockingChunked: return "BlockingChunked";
-    case Mode::kPolledChunked: return "PolledChunked";
+    case Mode::kBlocking:
+      return "Blocking";
+    case Mode::kPolled:
+      return "Polled";
+    case Mode::kBlockingChunked:
+      return "BlockingChunked";
+    case Mode::kPolledChunked:
+      return "PolledChunked";
   }
   return "Unknown";
 }
@@ -71,9 +75,15 @@ void check_allreduce(Communicator& comm, ReduceOp op, size_t n) {
       const T v = value<T>(r, i);
       switch (op) {
         case ReduceOp::kSum:
-        case ReduceOp::kAverage: expected += v; break;
-        case ReduceOp::kMin: expected = std::min(expected, v); break;
-        case ReduceOp::kMax: expected = std::max(expected, v); break;
+        case ReduceOp::kAverage:
+          expected += v;
+          break;
+        case ReduceOp::kMin:
+          expected = std::min(expected, v);
+          break;
+        case ReduceOp::kMax:
+          expected = std::max(expected, v);
+          break;
       }
     }
     if (op == ReduceOp::kAverage) expected /= static_cast<T>(size);
@@ -106,7 +116,9 @@ TEST_P(Collectives, AllreduceEveryTypeOpAndSize) {
 }
 
 TEST_P(Collectives, BroadcastFromEveryRoot) {
-  auto pattern = [](int root, size_t i) { return static_cast<std::byte>((root * 31 + i * 7) & 0xff); };
+  auto pattern = [](int root, size_t i) {
+    return static_cast<std::byte>((root * 31 + i * 7) & 0xff);
+  };
   for (int root = 0; root < comm_->size(); ++root) {
     for (size_t n : sizes()) {
       std::vector<std::byte> data(n, std::byte{0xee});
@@ -128,7 +140,9 @@ TEST_P(Collectives, BroadcastFromEveryRoot) {
 }
 
 TEST_P(Collectives, AllgatherPlacesEachRanksBlock) {
-  auto pattern = [](int r, size_t i) { return static_cast<std::byte>((r * 53 + i * 11 + 1) & 0xff); };
+  auto pattern = [](int r, size_t i) {
+    return static_cast<std::byte>((r * 53 + i * 11 + 1) & 0xff);
+  };
   const size_t size = static_cast<size_t>(comm_->size());
   for (size_t n : sizes()) {
     std::vector<std::byte> in(n);

@@ -51,8 +51,7 @@ TEST(Fingerprint, DifferingValueOnOneRankFailsOnEveryRank) {
   FingerprintItems items = base_items();
   if (comm->rank() == 1) items[0].second = "32";
   // 2 ranks: "rank 0 has 64, rank 1 has 32"; 3: "ranks 0, 2 have 64, rank 1 has 32".
-  const std::string want = "ranks disagree on config.batch_size: " +
-                           others(comm->size(), 1, "64") +
+  const std::string want = "ranks disagree on config.batch_size: " + others(comm->size(), 1, "64") +
                            ", rank 1 has 32 (start every rank with the same config and data)";
   if (comm->size() == 2) {
     EXPECT_EQ(want,
@@ -69,18 +68,17 @@ TEST(Fingerprint, DifferingItemCountFailsOnEveryRank) {
   FingerprintItems items = base_items();
   const int last = comm->size() - 1;
   if (comm->rank() == last) items.emplace_back("model.fc9.weight", "(10, 50)");
-  std::string want = "ranks disagree on model.fc9.weight: " +
-                     others(comm->size(), last, "no such item") + ", rank " +
-                     std::to_string(last) +
-                     " has (10, 50) (start every rank with the same config and data)";
+  std::string want =
+      "ranks disagree on model.fc9.weight: " + others(comm->size(), last, "no such item") +
+      ", rank " + std::to_string(last) +
+      " has (10, 50) (start every rank with the same config and data)";
   EXPECT_EQ(thrown_message(*comm, items), want);
 
   // A missing item in the middle of the list.
   items = base_items();
   if (comm->rank() == 0) items.erase(items.begin() + 1);
   want = "ranks disagree on config.lr: rank 0 has no such item, " +
-         others(comm->size(), 0, "0.01") +
-         " (start every rank with the same config and data)";
+         others(comm->size(), 0, "0.01") + " (start every rank with the same config and data)";
   EXPECT_EQ(thrown_message(*comm, items), want);
   EXPECT_NO_THROW(check_same_fingerprint(*comm, base_items()));
 }

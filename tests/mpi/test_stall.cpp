@@ -67,8 +67,7 @@ TEST(StallWatchdog, LateRankIsReportedAndTheResultIsStillRight) {
     EXPECT_TRUE(last.elsewhere.empty()) << last.message();
     EXPECT_NE(last.message().find("missing ranks: 1"), std::string::npos) << last.message();
   }
-  EXPECT_NE(last.message().find("allreduce #1 [stall test step 7] has waited"),
-            std::string::npos)
+  EXPECT_NE(last.message().find("allreduce #1 [stall test step 7] has waited"), std::string::npos)
       << last.message();
 }
 
