@@ -4,6 +4,12 @@
 
 #include <Eigen/Core>
 #include <sstream>
+#include <string>
+
+#if LOCKSTEP_HAVE_CUDA
+#include "distributed/cuda/nccl_communicator.h"
+#include "nn/cuda/cuda_backend.h"
+#endif
 
 namespace lockstep::app {
 
@@ -20,6 +26,11 @@ std::string build_info() {
   if (auto eol = mpi.find('\n'); eol != std::string::npos) mpi.resize(eol);
   out << "  MPI      : " << mpi << "\n";
   out << "  CUDA     : " << (LOCKSTEP_HAVE_CUDA ? "built" : "not built") << "\n";
+#if LOCKSTEP_HAVE_CUDA
+  std::istringstream devices(nn::cuda_devices_description() + "\nNCCL " +
+                             distributed::nccl_version());
+  for (std::string line; std::getline(devices, line);) out << "             " << line << "\n";
+#endif
   return out.str();
 }
 

@@ -1,0 +1,56 @@
+// The NCCL communicator: collectives on GPU memory through NCCL, bootstrapped
+// over (and delegating host-side work to) an MPI communicator. Only in builds
+// with LOCKSTEP_HAVE_CUDA; callers guard with #if LOCKSTEP_HAVE_CUDA.
+//
+//   auto mpi = make_mpi_communicator();
+//   auto backend = nn::make_cuda_backend(mpi->local_rank(), true);
+//   auto comm = make_nccl_communicator(*mpi, mpi->local_rank());   // one GPU per rank
+//   backend->synchronize();                  // the gradients are complete
+//   comm->allreduce(gradients_on_device, ReduceOp::kAverage);
+//
+// Which engine runs a collective depends on where its memory is:
+//   - float allreduce, broadcast, allgather on device memory: NCCL, on the
+//     communicator's own stream; the call returns once the result is in
+//     memory. The caller must have finished writing the input (synchronize
+//     the stream that produced it: NCCL's stream does not wait for others);
+//   - the same on host memory, double and int64 allreduces (metrics), and
+//     barrier: the MPI communicator.
+// Every rank must pass memory of the same kind to the same collective.
+//
+// Average is NCCL's ncclAvg (each contribution scaled by 1/size, then
+// summed): the same on every rank, but not bit-identical to the MPI
+// communicator's sum-then-divide.
+//
+// Failures: every NCCL call is checked (LibraryError). While a collective
+// runs, the waiting thread polls NCCL's asynchronous error state; an error
+// there (a peer died, a network failure) aborts the NCCL communicator and
+// throws DistributedError naming this rank and the collective. The stall
+// policy (set_stall_policy) applies to NCCL waits as to MPI ones: reports
+// after warning_seconds, Communicator::abort after abort_seconds. Rank 0's
+// report cannot name missing ranks for NCCL collectives.
+//
+// Threads: any thread may issue collectives (the device is made current on
+// it), one at a time; two overlapping on one communicator throw.
+//
+// The MPI communicator must outlive this one. The destructor aborts the NCCL
+// communicator (ncclCommAbort: local, cannot hang on a dead peer); nothing is
+// in flight then, since every collective has completed when it returns.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "distributed/communicator.h"
+
+namespace lockstep::distributed {
+
+// Collective over mpi_comm: rank 0 creates the NCCL unique id, broadcasts it
+// over MPI, and every rank joins on CUDA device `device` (one rank per
+// device). Throws DistributedError on every rank naming the ranks that could
+// not use their device, LibraryError when NCCL cannot start.
+std::unique_ptr<Communicator> make_nccl_communicator(Communicator& mpi_comm, int device);
+
+// "2.28.3"
+std::string nccl_version();
+
+}  // namespace lockstep::distributed

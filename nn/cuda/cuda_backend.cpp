@@ -1,0 +1,227 @@
+// CudaBackend: the Backend interface over the CUDA ops (nn/cuda/kernels.h)
+// and one DeviceContext. Each entry point makes the context's device current
+// on the calling thread, then queues its work on the context's stream.
+#include "nn/cuda/cuda_backend.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include "nn/cuda/device_context.h"
+#include "nn/cuda/kernels.h"
+#include "nn/error.h"
+
+namespace lockstep::nn {
+namespace {
+
+// The same preconditions the CPU backend checks (nn/cpu/cpu_backend.cpp).
+void check_geometry(const Conv2dGeometry& g) {
+  LOCKSTEP_CHECK(g.batch >= 0 && g.in_channels > 0 && g.out_channels > 0 && g.kernel_h > 0 &&
+                     g.kernel_w > 0 && g.stride > 0 && g.pad >= 0,
+                 "bad conv2d geometry");
+  LOCKSTEP_CHECK(g.in_h + 2 * g.pad >= g.kernel_h && g.in_w + 2 * g.pad >= g.kernel_w,
+                 "conv2d kernel larger than the padded input");
+}
+
+void check_geometry(const Pool2dGeometry& g) {
+  LOCKSTEP_CHECK(g.batch >= 0 && g.channels > 0 && g.kernel > 0 && g.stride > 0 &&
+                     g.in_h >= g.kernel && g.in_w >= g.kernel,
+                 "bad maxpool2d geometry");
+}
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(int device, bool deterministic) : ctx_(device, deterministic) {}
+
+  Device device() const override { return Device::kCuda; }
+  std::string name() const override {
+    return "cuda:" + std::to_string(ctx_.device()) + " (" + ctx_.device_name() + ")";
+  }
+
+  void conv2d_forward(const Conv2dGeometry& g, const float* x, const float* w, const float* b,
+                      float* y) override {
+    check_geometry(g);
+    ctx_.activate();
+    cuda::conv2d_forward(ctx_, g, x, w, b, y);
+  }
+  void conv2d_backward_data(const Conv2dGeometry& g, const float* w, const float* dy,
+                            float* dx) override {
+    check_geometry(g);
+    ctx_.activate();
+    cuda::conv2d_backward_data(ctx_, g, w, dy, dx);
+  }
+  void conv2d_backward_filter(const Conv2dGeometry& g, const float* x, const float* dy, float* dw,
+                              float* db) override {
+    check_geometry(g);
+    ctx_.activate();
+    cuda::conv2d_backward_filter(ctx_, g, x, dy, dw, db);
+  }
+
+  void maxpool2d_forward(const Pool2dGeometry& g, const float* x, float* y) override {
+    check_geometry(g);
+    ctx_.activate();
+    cuda::maxpool2d_forward(ctx_, g, x, y);
+  }
+  void maxpool2d_backward(const Pool2dGeometry& g, const float* x, const float* /*y*/,
+                          const float* dy, float* dx) override {
+    check_geometry(g);
+    ctx_.activate();
+    cuda::maxpool2d_backward(ctx_, g, x, dy, dx);
+  }
+
+  void relu_forward(int64_t n, const float* x, float* y) override {
+    ctx_.activate();
+    cuda::relu_forward(ctx_, n, x, y);
+  }
+  void relu_backward(int64_t n, const float* y, const float* dy, float* dx) override {
+    ctx_.activate();
+    cuda::relu_backward(ctx_, n, y, dy, dx);
+  }
+
+  void dropout_forward(const DropoutGeometry& g, const int64_t* sample_ids, const float* x,
+                       float* y, float* mask) override {
+    LOCKSTEP_CHECK(g.p >= 0.0f && g.p < 1.0f, "dropout probability ", g.p, " not in [0, 1)");
+    ctx_.activate();
+    cuda::dropout_forward(ctx_, g, sample_ids, x, y, mask);
+  }
+  void dropout_backward(const DropoutGeometry& g, const float* mask, const float* dy,
+                        float* dx) override {
+    ctx_.activate();
+    cuda::dropout_backward(ctx_, g, mask, dy, dx);
+  }
+
+  void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+            const float* a, const float* b, float beta, float* c) override {
+    ctx_.activate();
+    cuda::gemm(ctx_, trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
+  }
+  void add_row_bias(int64_t rows, int64_t cols, const float* bias, float* y) override {
+    ctx_.activate();
+    cuda::add_row_bias(ctx_, rows, cols, bias, y);
+  }
+  void sum_rows(int64_t rows, int64_t cols, const float* dy, float* db) override {
+    ctx_.activate();
+    cuda::sum_rows(ctx_, rows, cols, dy, db);
+  }
+
+  void log_softmax_forward(int64_t rows, int64_t cols, const float* x, float* y) override {
+    ctx_.activate();
+    cuda::log_softmax_forward(ctx_, rows, cols, x, y);
+  }
+  void log_softmax_backward(int64_t rows, int64_t cols, const float* y, const float* dy,
+                            float* dx) override {
+    ctx_.activate();
+    cuda::log_softmax_backward(ctx_, rows, cols, y, dy, dx);
+  }
+  LossStats nll_loss(int64_t rows, int64_t cols, const float* logp, const int32_t* labels,
+                     float grad_scale, float* dlogp) override {
+    ctx_.activate();
+    return cuda::nll_loss(ctx_, rows, cols, logp, labels, grad_scale, dlogp);
+  }
+  LossStats softmax_cross_entropy(int64_t rows, int64_t cols, const float* logits,
+                                  const int32_t* labels, float grad_scale,
+                                  float* dlogits) override {
+    ctx_.activate();
+    return cuda::softmax_cross_entropy(ctx_, rows, cols, logits, labels, grad_scale, dlogits);
+  }
+
+  void sgd_update(int64_t n, const SgdParams& p, float* w, const float* grad,
+                  float* velocity) override {
+    ctx_.activate();
+    cuda::sgd_update(ctx_, n, p, w, grad, velocity);
+  }
+  void adam_update(int64_t n, const AdamParams& p, float* w, const float* grad, float* m,
+                   float* v) override {
+    ctx_.activate();
+    cuda::adam_update(ctx_, n, p, w, grad, m, v);
+  }
+  void fill(int64_t n, float value, float* x) override {
+    ctx_.activate();
+    cuda::fill(ctx_, n, value, x);
+  }
+  void scale(int64_t n, float alpha, float* x) override {
+    ctx_.activate();
+    cuda::scale(ctx_, n, alpha, x);
+  }
+  void axpy(int64_t n, float alpha, const float* x, float* y) override {
+    ctx_.activate();
+    cuda::axpy(ctx_, n, alpha, x, y);
+  }
+  void copy(int64_t n, const float* src, float* dst) override {
+    ctx_.activate();
+    cuda::copy(ctx_, n, src, dst);
+  }
+  void synchronize() override {
+    ctx_.activate();
+    ctx_.synchronize();
+  }
+
+ private:
+  cuda::DeviceContext ctx_;
+};
+
+// "13.0" from CUDA's 13000-style version numbers.
+std::string cuda_version_string(int version) {
+  return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+}
+
+// "79.1 GiB"
+std::string gibibytes(size_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f GiB", static_cast<double>(bytes) / (1 << 30));
+  return text;
+}
+
+}  // namespace
+
+int cuda_device_count() noexcept {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear the (non-sticky) error so later calls do not report it
+    return 0;
+  }
+  return count;
+}
+
+std::string cuda_devices_description() {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess || count == 0) {
+    cudaGetLastError();
+    return std::string("CUDA: no device visible (") +
+           (status != cudaSuccess ? cudaGetErrorString(status) : "the runtime reports 0 devices") +
+           ")";
+  }
+  int runtime = 0, driver = 0;
+  cudaRuntimeGetVersion(&runtime);
+  cudaDriverGetVersion(&driver);
+  const size_t cudnn = cudnnGetVersion();  // 91900 for 9.19.0
+  std::ostringstream out;
+  out << "CUDA: runtime " << cuda_version_string(runtime) << ", driver "
+      << cuda_version_string(driver) << ", cuDNN " << cudnn / 10000 << "." << cudnn % 10000 / 100
+      << "." << cudnn % 100 << ", " << count << (count == 1 ? " device" : " devices") << " visible";
+  for (int d = 0; d < count; ++d) {
+    cudaDeviceProp prop{};
+    if (cudaGetDeviceProperties(&prop, d) != cudaSuccess) {
+      cudaGetLastError();
+      out << "\ncuda:" << d << " (properties unavailable)";
+      continue;
+    }
+    out << "\ncuda:" << d << " " << prop.name << " (sm_" << prop.major << prop.minor << ", "
+        << gibibytes(prop.totalGlobalMem) << ", " << prop.multiProcessorCount << " SMs)";
+  }
+  return out.str();
+}
+
+std::unique_ptr<Backend> make_cuda_backend(int device_index, bool deterministic) {
+  const int count = cuda_device_count();
+  if (device_index < 0 || device_index >= count) {
+    const std::string seen = count == 0 ? "none is visible: " + cuda_devices_description()
+                                        : std::to_string(count) + " are visible";
+    fail_input("CUDA device ", device_index, " requested, but ", seen,
+               " ---> HINT: use --device cpu, or check CUDA_VISIBLE_DEVICES and the ranks ",
+               "per node");
+  }
+  return std::make_unique<CudaBackend>(device_index, deterministic);
+}
+
+}  // namespace lockstep::nn

@@ -1,0 +1,100 @@
+// RAII owners of cuDNN descriptors and of raw device memory. A descriptor is
+// created in the constructor (throwing LibraryError on failure) and destroyed
+// in the destructor, which never throws. Movable, not copyable.
+#pragma once
+
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+#include "nn/cuda/cuda_check.h"
+
+namespace lockstep::nn::cuda {
+
+template <typename Handle, cudnnStatus_t (*Create)(Handle*), cudnnStatus_t (*Destroy)(Handle)>
+class Descriptor {
+ public:
+  Descriptor() { CUDNN_CHECK(Create(&handle_)); }
+  ~Descriptor() noexcept {
+    if (handle_ != nullptr) Destroy(handle_);  // status ignored: destructors do not throw
+  }
+  Descriptor(Descriptor&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
+  Descriptor& operator=(Descriptor&& other) noexcept {
+    std::swap(handle_, other.handle_);
+    return *this;
+  }
+  Descriptor(const Descriptor&) = delete;
+  Descriptor& operator=(const Descriptor&) = delete;
+
+  Handle get() const { return handle_; }
+
+ private:
+  Handle handle_ = nullptr;
+};
+
+using TensorDescriptor =
+    Descriptor<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
+using FilterDescriptor =
+    Descriptor<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor>;
+using ConvolutionDescriptor =
+    Descriptor<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor,
+               cudnnDestroyConvolutionDescriptor>;
+using PoolingDescriptor = Descriptor<cudnnPoolingDescriptor_t, cudnnCreatePoolingDescriptor,
+                                     cudnnDestroyPoolingDescriptor>;
+using ActivationDescriptor =
+    Descriptor<cudnnActivationDescriptor_t, cudnnCreateActivationDescriptor,
+               cudnnDestroyActivationDescriptor>;
+
+// cuDNN takes dimensions as int: a larger one is a lockstep bug or a tensor
+// no layer here can produce.
+inline int to_int(int64_t value, const char* what) {
+  LOCKSTEP_CHECK(value >= 0 && value <= INT_MAX, what, " = ", value,
+                 " does not fit the int that cuDNN/cuBLAS take");
+  return static_cast<int>(value);
+}
+
+// A packed float32 NCHW tensor descriptor.
+inline void set_nchw(const TensorDescriptor& d, int64_t n, int64_t c, int64_t h, int64_t w) {
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(d.get(), CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
+                                         to_int(n, "N"), to_int(c, "C"), to_int(h, "H"),
+                                         to_int(w, "W")));
+}
+
+// Device memory that grows on demand and never shrinks (scratch space,
+// cuDNN workspaces). Growing first waits for the whole device, so that no
+// queued kernel still uses the old allocation when it is freed.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  ~DeviceBuffer() noexcept {
+    if (data_ != nullptr) cudaFree(data_);  // errors at teardown are ignored
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  // At least `bytes` bytes (contents unspecified after growing).
+  void* reserve(size_t bytes) {
+    if (bytes <= bytes_) return data_;
+    if (data_ != nullptr) {
+      CUDA_CHECK(cudaDeviceSynchronize());
+      CUDA_CHECK(cudaFree(data_));
+      data_ = nullptr;
+      bytes_ = 0;
+    }
+    CUDA_CHECK(cudaMalloc(&data_, bytes));
+    bytes_ = bytes;
+    return data_;
+  }
+  template <typename T>
+  T* reserve_for(int64_t count) {
+    return static_cast<T*>(reserve(static_cast<size_t>(count) * sizeof(T)));
+  }
+  size_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+}  // namespace lockstep::nn::cuda

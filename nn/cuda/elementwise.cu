@@ -1,0 +1,96 @@
+// Element-wise ops on CUDA: dropout and the small vector helpers, one
+// thread per element (grid-stride), each the CPU loop body of
+// nn/cpu/elementwise.cpp. (ReLU goes through cuDNN: cudnn_ops.cpp.)
+#include "nn/counter_rng.h"
+#include "nn/cuda/kernels.h"
+#include "nn/cuda/launch.cuh"
+
+namespace lockstep::nn::cuda {
+namespace {
+
+// sample_ids: (N); mask: (N, C). mask[n, c] = keep when
+// counter_uniform(key, sample_ids[n] * C + c) >= p, else 0: the CPU formula.
+__global__ void dropout_mask_kernel(int64_t batch, int64_t channels, const int64_t* sample_ids,
+                                    uint64_t key, float p, float keep, float* mask) {
+  CUDA_KERNEL_LOOP(i, batch * channels) {
+    const int64_t n = i / channels, c = i % channels;
+    const uint64_t counter =
+        static_cast<uint64_t>(sample_ids[n]) * static_cast<uint64_t>(channels) +
+        static_cast<uint64_t>(c);
+    mask[i] = counter_uniform(key, counter) >= p ? keep : 0.0f;
+  }
+}
+
+// x, y: (N, C, S); mask: (N, C); y = x * mask (x and y may alias)
+__global__ void dropout_apply_kernel(int64_t count, int64_t spatial, const float* mask,
+                                     const float* x, float* y) {
+  CUDA_KERNEL_LOOP(i, count) {
+    y[i] = x[i] * mask[i / spatial];
+  }
+}
+
+__global__ void fill_kernel(int64_t n, float value, float* x) {
+  CUDA_KERNEL_LOOP(i, n) {
+    x[i] = value;
+  }
+}
+
+__global__ void scale_kernel(int64_t n, float alpha, float* x) {
+  CUDA_KERNEL_LOOP(i, n) {
+    x[i] *= alpha;
+  }
+}
+
+__global__ void axpy_kernel(int64_t n, float alpha, const float* x, float* y) {
+  CUDA_KERNEL_LOOP(i, n) {
+    y[i] += alpha * x[i];
+  }
+}
+
+}  // namespace
+
+// x, y: (N, C, S); mask: (N, C); sample_ids: host (N)
+void dropout_forward(DeviceContext& ctx, const DropoutGeometry& g, const int64_t* sample_ids,
+                     const float* x, float* y, float* mask) {
+  if (g.batch == 0) return;
+  int64_t* ids = ctx.scratch(Scratch::kSampleIds).reserve_for<int64_t>(g.batch);
+  ctx.copy_to_device(ids, sample_ids, static_cast<size_t>(g.batch) * sizeof(int64_t));
+  const uint64_t key = hash_combine(g.seed, g.stream);
+  const float keep = 1.0f / (1.0f - g.p);
+  launch(dropout_mask_kernel, g.batch * g.channels, ctx.stream(), g.batch, g.channels,
+         static_cast<const int64_t*>(ids), key, g.p, keep, mask);
+  const int64_t count = g.batch * g.channels * g.spatial;
+  launch(dropout_apply_kernel, count, ctx.stream(), count, g.spatial,
+         static_cast<const float*>(mask), x, y);
+}
+
+// dy, dx: (N, C, S); mask: (N, C); dx = dy * mask (dy and dx may alias)
+void dropout_backward(DeviceContext& ctx, const DropoutGeometry& g, const float* mask,
+                      const float* dy, float* dx) {
+  const int64_t count = g.batch * g.channels * g.spatial;
+  launch(dropout_apply_kernel, count, ctx.stream(), count, g.spatial, mask, dy, dx);
+}
+
+void fill(DeviceContext& ctx, int64_t n, float value, float* x) {
+  launch(fill_kernel, n, ctx.stream(), n, value, x);
+}
+
+void scale(DeviceContext& ctx, int64_t n, float alpha, float* x) {
+  launch(scale_kernel, n, ctx.stream(), n, alpha, x);
+}
+
+// y += alpha * x
+void axpy(DeviceContext& ctx, int64_t n, float alpha, const float* x, float* y) {
+  launch(axpy_kernel, n, ctx.stream(), n, alpha, x, y);
+}
+
+// n floats, device to device; src == dst is a no-op, other overlaps are bugs.
+void copy(DeviceContext& ctx, int64_t n, const float* src, float* dst) {
+  if (n <= 0 || src == dst) return;
+  LOCKSTEP_CHECK(src + n <= dst || dst + n <= src, "copy of ", n, " floats between overlapping ",
+                 "ranges");
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * sizeof(float),
+                             cudaMemcpyDeviceToDevice, ctx.stream()));
+}
+
+}  // namespace lockstep::nn::cuda

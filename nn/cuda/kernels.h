@@ -1,0 +1,69 @@
+// The CUDA backend's ops, one free function per Backend op, mirroring
+// nn/cpu/kernels.h (same arguments, the DeviceContext in place of the thread
+// pool). CudaBackend only forwards to these; see nn/backend.h for shapes and
+// semantics. Every function queues its work on ctx.stream() and returns;
+// those that return values to the host (the losses) wait for them.
+//
+//   cuDNN:        conv.cpp (convolutions), cudnn_ops.cpp (max-pool forward,
+//                 ReLU, log-softmax)
+//   cuBLAS:       dense.cu (gemm)
+//   own kernels:  pool.cu (max-pool backward), elementwise.cu, dense.cu (row
+//                 bias, column sums), softmax_loss.cu, optimizers.cu
+#pragma once
+
+#include <cstdint>
+
+#include "nn/backend.h"
+#include "nn/cuda/device_context.h"
+
+namespace lockstep::nn::cuda {
+
+// conv.cpp
+void conv2d_forward(DeviceContext& ctx, const Conv2dGeometry& g, const float* x, const float* w,
+                    const float* b, float* y);
+void conv2d_backward_data(DeviceContext& ctx, const Conv2dGeometry& g, const float* w,
+                          const float* dy, float* dx);
+void conv2d_backward_filter(DeviceContext& ctx, const Conv2dGeometry& g, const float* x,
+                            const float* dy, float* dw, float* db);
+
+// cudnn_ops.cpp
+void maxpool2d_forward(DeviceContext& ctx, const Pool2dGeometry& g, const float* x, float* y);
+void relu_forward(DeviceContext& ctx, int64_t n, const float* x, float* y);
+void relu_backward(DeviceContext& ctx, int64_t n, const float* y, const float* dy, float* dx);
+void log_softmax_forward(DeviceContext& ctx, int64_t rows, int64_t cols, const float* x, float* y);
+void log_softmax_backward(DeviceContext& ctx, int64_t rows, int64_t cols, const float* y,
+                          const float* dy, float* dx);
+
+// pool.cu
+void maxpool2d_backward(DeviceContext& ctx, const Pool2dGeometry& g, const float* x,
+                        const float* dy, float* dx);
+
+// elementwise.cu
+void dropout_forward(DeviceContext& ctx, const DropoutGeometry& g, const int64_t* sample_ids,
+                     const float* x, float* y, float* mask);
+void dropout_backward(DeviceContext& ctx, const DropoutGeometry& g, const float* mask,
+                      const float* dy, float* dx);
+void fill(DeviceContext& ctx, int64_t n, float value, float* x);
+void scale(DeviceContext& ctx, int64_t n, float alpha, float* x);
+void axpy(DeviceContext& ctx, int64_t n, float alpha, const float* x, float* y);
+void copy(DeviceContext& ctx, int64_t n, const float* src, float* dst);
+
+// dense.cu
+void gemm(DeviceContext& ctx, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+          float alpha, const float* a, const float* b, float beta, float* c);
+void add_row_bias(DeviceContext& ctx, int64_t rows, int64_t cols, const float* bias, float* y);
+void sum_rows(DeviceContext& ctx, int64_t rows, int64_t cols, const float* dy, float* db);
+
+// softmax_loss.cu
+LossStats nll_loss(DeviceContext& ctx, int64_t rows, int64_t cols, const float* logp,
+                   const int32_t* labels, float grad_scale, float* dlogp);
+LossStats softmax_cross_entropy(DeviceContext& ctx, int64_t rows, int64_t cols, const float* logits,
+                                const int32_t* labels, float grad_scale, float* dlogits);
+
+// optimizers.cu
+void sgd_update(DeviceContext& ctx, int64_t n, const SgdParams& p, float* w, const float* grad,
+                float* velocity);
+void adam_update(DeviceContext& ctx, int64_t n, const AdamParams& p, float* w, const float* grad,
+                 float* m, float* v);
+
+}  // namespace lockstep::nn::cuda

@@ -1,0 +1,116 @@
+// Helpers of the CUDA backend tests (test_cuda_*.cpp): device copies of
+// host tensors and labels, the CPU-vs-CUDA comparison, and a fixture that
+// skips, saying why, when no GPU is visible. CUDA builds only.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#if LOCKSTEP_HAVE_CUDA
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/backend.h"
+#include "nn/cuda/cuda_backend.h"
+#include "nn/tensor.h"
+#include "support/gradient_check.h"
+
+namespace lockstep::nn::cuda_test {
+
+// |gpu - cpu| <= abs + rel * |cpu| + rms * rms(cpu tensor); all zero: equal
+// (NaN matches NaN, -0 matches +0).
+struct Tolerance {
+  double abs = 0.0, rel = 0.0, rms = 0.0;
+};
+constexpr Tolerance kExact{};
+
+inline Tensor random_tensor(const Shape& shape, uint64_t seed) {
+  Tensor t(shape);
+  testing::fill_random(t, seed);
+  return t;
+}
+
+inline Tensor to_device(const Tensor& host) {
+  Tensor t(host.shape(), Device::kCuda);
+  t.copy_from(host);
+  return t;
+}
+
+inline Tensor to_host(const Tensor& device) {
+  Tensor t(device.shape());
+  t.copy_from(device);
+  return t;
+}
+
+// Reports the first five elements out of tolerance, naming index and values.
+inline void expect_close(const Tensor& cpu, const Tensor& gpu, Tolerance tol,
+                         const std::string& what) {
+  ASSERT_EQ(cpu.device(), Device::kCpu);
+  ASSERT_EQ(gpu.device(), Device::kCuda);
+  ASSERT_EQ(cpu.numel(), gpu.numel()) << what;
+  cudaDeviceSynchronize();
+  const Tensor got = to_host(gpu);
+  double sum_squares = 0.0;
+  for (float v : cpu.span()) sum_squares += std::isfinite(v) ? double{v} * v : 0.0;
+  const double rms = cpu.numel() ? std::sqrt(sum_squares / static_cast<double>(cpu.numel())) : 0;
+  int failures = 0;
+  for (int64_t i = 0; i < cpu.numel() && failures < 5; ++i) {
+    const double ref = cpu.data()[i], value = got.data()[i];
+    const bool both_nan = std::isnan(ref) && std::isnan(value);
+    const double bound = tol.abs + tol.rel * std::abs(ref) + tol.rms * rms;
+    if (!both_nan && !(std::abs(value - ref) <= bound)) {
+      ADD_FAILURE() << what << "[" << i << "]: cuda " << value << ", cpu " << ref << " (|diff| "
+                    << std::abs(value - ref) << " > " << bound << ")";
+      ++failures;
+    }
+  }
+}
+
+// int32 labels on the device.
+class DeviceLabels {
+ public:
+  explicit DeviceLabels(const std::vector<int32_t>& host) : count_(host.size()) {
+    if (count_ == 0) return;
+    EXPECT_EQ(cudaMalloc(&data_, count_ * sizeof(int32_t)), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(data_, host.data(), count_ * sizeof(int32_t), cudaMemcpyHostToDevice),
+              cudaSuccess);
+  }
+  ~DeviceLabels() {
+    if (data_ != nullptr) cudaFree(data_);
+  }
+  DeviceLabels(const DeviceLabels&) = delete;
+  DeviceLabels& operator=(const DeviceLabels&) = delete;
+  const int32_t* data() const { return static_cast<const int32_t*>(data_); }
+
+ private:
+  size_t count_;
+  void* data_ = nullptr;
+};
+
+// A CPU backend (2 threads) and the CUDA backend on device 0 (deterministic);
+// skips when no device is visible.
+class CudaBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0) {
+      GTEST_SKIP() << "no CUDA device visible: " << cuda_devices_description();
+    }
+    cpu_ = make_cpu_backend(2);
+    gpu_ = make_cuda_backend(0, true);
+  }
+  Backend& cpu() { return *cpu_; }
+  Backend& gpu() { return *gpu_; }
+
+ private:
+  std::unique_ptr<Backend> cpu_, gpu_;
+};
+
+}  // namespace lockstep::nn::cuda_test
+
+#endif  // LOCKSTEP_HAVE_CUDA
