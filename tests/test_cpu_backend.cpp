@@ -215,7 +215,8 @@ INSTANTIATE_TEST_SUITE_P(CpuGeometries, CpuMaxPool,
                                                               pool_geometry(2, 3, 7, 9, 2, 2),
                                                               pool_geometry(3, 2, 9, 7, 3, 2),
                                                               pool_geometry(1, 2, 7, 7, 3, 3),
-                                                              pool_geometry(64, 10, 24, 24, 2, 2)),
+                                                              pool_geometry(64, 10, 24, 24, 2, 2),
+                                                              pool_geometry(1, 2, 41, 70, 2, 2)),
                                             ::testing::Values(1, 2)));
 
 TEST(CpuMaxPool, GradientGoesToFirstMaximumOfATiedWindow) {
@@ -231,6 +232,31 @@ TEST(CpuMaxPool, GradientGoesToFirstMaximumOfATiedWindow) {
   EXPECT_EQ(dx[1], 0.0f);
   EXPECT_EQ(dx[2], 0.0f);
   EXPECT_EQ(dx[3], 0.0f);
+}
+
+TEST(CpuMaxPool, NanWinsLikePyTorch) {
+  // PyTorch's scan: v takes over when v > max or v is NaN, so a window with
+  // NaNs outputs NaN and routes the gradient to its last NaN.
+  auto backend = make_cpu_backend(1);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const Pool2dGeometry two = pool_geometry(1, 1, 2, 4, 2, 2).g;
+  const float x[8] = {1.0f, nan, nan, 5.0f, 3.0f, nan, 2.0f, 1.0f};  // windows {1,N,3,N}, {N,5,2,1}
+  const float dy[2] = {10.0f, 20.0f};
+  float y[2], dx[8];
+  backend->maxpool2d_forward(two, x, y);
+  backend->maxpool2d_backward(two, x, y, dy, dx);
+  EXPECT_TRUE(std::isnan(y[0]) && std::isnan(y[1]));
+  const float want[8] = {0, 0, 20.0f, 0, 0, 10.0f, 0, 0};
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(dx[i], want[i]) << i;
+
+  const Pool2dGeometry three = pool_geometry(1, 1, 3, 3, 3, 3).g;  // the generic path
+  const float x3[9] = {1.0f, nan, 3.0f, 7.0f, nan, 2.0f, 0.0f, 9.0f, 1.0f};
+  float y3[1], dx3[9];
+  const float dy3[1] = {4.0f};
+  backend->maxpool2d_forward(three, x3, y3);
+  backend->maxpool2d_backward(three, x3, y3, dy3, dx3);
+  EXPECT_TRUE(std::isnan(y3[0]));
+  for (int i = 0; i < 9; ++i) EXPECT_EQ(dx3[i], i == 4 ? 4.0f : 0.0f) << i;
 }
 
 // --- GEMM --------------------------------------------------------------------

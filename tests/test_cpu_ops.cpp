@@ -3,6 +3,7 @@
 // values; 1 and 2 threads must agree.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -358,32 +359,72 @@ TEST(CpuThreads, ElementwiseOpsAreBitwiseIdenticalWithOneAndTwoThreads) {
   for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(bitwise_equal(out[i], out[i + 3])) << i;
 }
 
+// |a - b| <= 1e-5 * max |a| element by element: reductions summed in another
+// order by two threads.
+void expect_close_relative(const Tensor& a, const Tensor& b, const char* what) {
+  float scale = 0.0f;
+  for (float v : a.span()) scale = std::max(scale, std::abs(v));
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    ASSERT_NEAR(a.data()[i], b.data()[i], 1e-5f * scale) << what << "[" << i << "]";
+  }
+}
+
 TEST(CpuThreads, ConvolutionAgreesWithOneAndTwoThreads) {
   auto one = make_cpu_backend(1);
   auto two = make_cpu_backend(2);
-  Conv2dGeometry g;
-  g.batch = 64, g.in_channels = 10, g.in_h = 12, g.in_w = 12;
-  g.out_channels = 20, g.kernel_h = 5, g.kernel_w = 5;
-  const Tensor x = random_tensor({64, 10, 12, 12}, 14), w = random_tensor({20, 10, 5, 5}, 15);
-  const Tensor dy = random_tensor({64, 20, 8, 8}, 16);
-  Tensor y1(dy.shape()), y2(dy.shape()), dx1(x.shape()), dx2(x.shape());
-  Tensor dw1(w.shape()), dw2(w.shape()), db1({20}), db2({20});
-  one->conv2d_forward(g, x.data(), w.data(), nullptr, y1.data());
-  two->conv2d_forward(g, x.data(), w.data(), nullptr, y2.data());
-  one->conv2d_backward_data(g, w.data(), dy.data(), dx1.data());
-  two->conv2d_backward_data(g, w.data(), dy.data(), dx2.data());
-  one->conv2d_backward_filter(g, x.data(), dy.data(), dw1.data(), db1.data());
-  two->conv2d_backward_filter(g, x.data(), dy.data(), dw2.data(), db2.data());
-  // Per-sample results are computed identically; only the weight-gradient
-  // reduction order differs.
-  EXPECT_TRUE(bitwise_equal(y1, y2));
-  EXPECT_TRUE(bitwise_equal(dx1, dx2));
-  for (int64_t i = 0; i < dw1.numel(); ++i) {
-    ASSERT_NEAR(dw1.data()[i], dw2.data()[i], 1e-5 * (1 + std::abs(dw1.data()[i]))) << i;
+  // The wide algorithm (MNIST conv2), im2col with grouped samples, and
+  // im2col with stride 2.
+  const int64_t shapes[3][6] = {
+      {10, 12, 20, 5, 1, 0}, {8, 4, 16, 3, 1, 1}, {3, 32, 8, 3, 2, 1}};  // C H=W K R s pad
+  for (const auto& sh : shapes) {
+    Conv2dGeometry g;
+    g.batch = 64, g.in_channels = sh[0], g.in_h = g.in_w = sh[1], g.out_channels = sh[2];
+    g.kernel_h = g.kernel_w = sh[3], g.stride = sh[4], g.pad = sh[5];
+    const Tensor x = random_tensor({64, sh[0], sh[1], sh[1]}, 14);
+    const Tensor w = random_tensor({sh[2], sh[0], sh[3], sh[3]}, 15);
+    const Tensor b = random_tensor({sh[2]}, 17);
+    const Tensor dy = random_tensor({64, sh[2], g.out_h(), g.out_w()}, 16);
+    Tensor y1(dy.shape()), y2(dy.shape()), dx1(x.shape()), dx2(x.shape());
+    Tensor dw1(w.shape()), dw2(w.shape()), db1({sh[2]}), db2({sh[2]});
+    one->conv2d_forward(g, x.data(), w.data(), b.data(), y1.data());
+    two->conv2d_forward(g, x.data(), w.data(), b.data(), y2.data());
+    one->conv2d_backward_data(g, w.data(), dy.data(), dx1.data());
+    two->conv2d_backward_data(g, w.data(), dy.data(), dx2.data());
+    one->conv2d_backward_filter(g, x.data(), dy.data(), dw1.data(), db1.data());
+    two->conv2d_backward_filter(g, x.data(), dy.data(), dw2.data(), db2.data());
+    // Each sample's results are computed identically whichever thread runs
+    // it; only the weight-gradient reduction order differs.
+    SCOPED_TRACE(::testing::Message() << "C " << sh[0] << " H " << sh[1] << " K " << sh[2]);
+    EXPECT_TRUE(bitwise_equal(y1, y2));
+    EXPECT_TRUE(bitwise_equal(dx1, dx2));
+    expect_close_relative(dw1, dw2, "dw");
+    expect_close_relative(db1, db2, "db");
   }
-  for (int64_t i = 0; i < 20; ++i) {
-    ASSERT_NEAR(db1.data()[i], db2.data()[i], 1e-5 * (1 + std::abs(db1.data()[i]))) << i;
+}
+
+TEST(CpuThreads, GemmAgreesWithOneAndTwoThreads) {
+  auto one = make_cpu_backend(1);
+  auto two = make_cpu_backend(2);
+  const int64_t m = 128, n = 300, k = 200;  // large enough to be split
+  const Tensor a = random_tensor({m * k}, 18), b = random_tensor({k * n}, 19);
+  for (int combo = 0; combo < 4; ++combo) {
+    const bool ta = combo & 1, tb = combo & 2;
+    Tensor c1({m, n}), c2({m, n});
+    one->gemm(ta, tb, m, n, k, 1.0f, a.data(), b.data(), 0.0f, c1.data());
+    two->gemm(ta, tb, m, n, k, 1.0f, a.data(), b.data(), 0.0f, c2.data());
+    expect_close_relative(c1, c2, ta ? (tb ? "c (At Bt)" : "c (At B)") : (tb ? "c (A Bt)" : "c"));
   }
+}
+
+TEST(CpuDropout, ProbabilityOneDropsEverything) {
+  auto backend = make_cpu_backend(1);
+  const DropoutGeometry g = dropout_geometry(2, 3, 1, 1.0f, 0);
+  const std::vector<int64_t> ids = {0, 1};
+  const float x[6] = {1, 2, 3, 4, 5, 6};
+  float y[6], mask[6];
+  backend->dropout_forward(g, ids.data(), x, y, mask);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(y[i], 0.0f);
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(mask[i], 0.0f);
 }
 
 TEST(CpuBackend, NameSaysCpuAndThreadCount) {

@@ -71,7 +71,7 @@ class CpuBackend final : public Backend {
 
   void dropout_forward(const DropoutGeometry& g, const int64_t* sample_ids, const float* x,
                        float* y, float* mask) override {
-    LOCKSTEP_CHECK(g.p >= 0.0f && g.p < 1.0f, "dropout probability ", g.p, " not in [0, 1)");
+    LOCKSTEP_CHECK(g.p >= 0.0f && g.p <= 1.0f, "dropout probability ", g.p, " not in [0, 1]");
     cpu::dropout_forward(pool_, g, sample_ids, x, y, mask);
   }
   void dropout_backward(const DropoutGeometry& g, const float* mask, const float* dy,

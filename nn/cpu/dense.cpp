@@ -10,9 +10,9 @@
 namespace lockstep::nn::cpu {
 namespace {
 
-// Products below this many multiply-adds run on the calling thread: the
-// skinny GEMMs of small layers get slower when split.
-constexpr int64_t kParallelGemmWork = int64_t{1} << 21;
+// Products below this many multiply-adds run on the calling thread (waking
+// a worker costs about as much as ~100K multiply-adds).
+constexpr int64_t kParallelGemmWork = int64_t{1} << 18;
 // The smallest block of rows (or columns) of C given to one thread.
 constexpr int64_t kMinBlock = 16;
 

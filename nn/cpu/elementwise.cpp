@@ -39,7 +39,7 @@ void relu_backward(ThreadPool& pool, int64_t n, const float* y, const float* dy,
 void dropout_forward(ThreadPool& pool, const DropoutGeometry& g, const int64_t* sample_ids,
                      const float* x, float* y, float* mask) {
   const uint64_t key = hash_combine(g.seed, g.stream);
-  const float keep = 1.0f / (1.0f - g.p);
+  const float keep = g.p < 1.0f ? 1.0f / (1.0f - g.p) : 0.0f;  // p = 1 drops everything
   const int64_t C = g.channels, S = g.spatial;
   pool.parallel_for(g.batch * C, dropout_grain(g), [&](int64_t b, int64_t e, int) {
     for (int64_t i = b; i < e;) {  // one sample's channels per pass

@@ -43,6 +43,7 @@ void check_labels(const char* op, int64_t rows, int64_t cols, const int32_t* lab
 
 // x, y: (rows, cols); y = x - logsumexp(x) per row
 void log_softmax_forward(ThreadPool& pool, int64_t rows, int64_t cols, const float* x, float* y) {
+  if (cols <= 0) return;
   pool.parallel_for(rows, row_grain(cols), [&](int64_t r0, int64_t r1, int) {
     for (int64_t i = r0; i < r1; ++i) {
       const float lse = log_sum_exp(x + i * cols, cols);

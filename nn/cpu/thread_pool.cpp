@@ -9,7 +9,7 @@
 namespace lockstep::nn::cpu {
 namespace {
 
-// True on pool workers and on a caller while it runs its own chunk: nested
+// True on pool workers and on a caller while it runs chunks: nested
 // parallel_for calls then run inline.
 thread_local bool tls_inside_pool = false;
 
@@ -29,6 +29,8 @@ inline void cpu_relax() {
 ThreadPool::ThreadPool(int threads) {
   if (threads <= 0) threads = static_cast<int>(std::thread::hardware_concurrency());
   threads_ = threads > 0 ? threads : 1;
+  claimed_ = std::make_unique<std::atomic<uint64_t>[]>(static_cast<size_t>(threads_));
+  for (int t = 0; t < threads_; ++t) claimed_[t].store(0);
   workers_.reserve(threads_ - 1);
   for (int i = 1; i < threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
@@ -43,14 +45,31 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::run_chunk(const Job& job, int chunk) noexcept {
-  const int64_t begin = chunk_begin(job.n, job.count, chunk);
-  const int64_t end = chunk_begin(job.n, job.count, chunk + 1);
-  try {
-    job.fn(job.ctx, begin, end, chunk);
-  } catch (...) {
-    std::lock_guard<std::mutex> lock(error_mutex_);
-    if (!error_) error_ = std::current_exception();
+// Chunk `chunk` of job `gen` is ours if it is still open for that job:
+// claimed_[chunk] holds 2 gen while open and 2 gen + 1 once taken. A worker
+// late for an older job cannot claim anything, and a successful claim proves
+// job `gen` is unfinished, so the job fields read after seeing `gen` were its
+// own.
+bool ThreadPool::claim(int chunk, uint64_t gen) {
+  uint64_t open = gen << 1;
+  return claimed_[chunk].compare_exchange_strong(open, open | 1, std::memory_order_acq_rel);
+}
+
+void ThreadPool::work_on(uint64_t gen, int self) {
+  const Trampoline fn = fn_.load(std::memory_order_relaxed);
+  void* const ctx = ctx_.load(std::memory_order_relaxed);
+  const int64_t n = n_.load(std::memory_order_relaxed);
+  const int count = count_.load(std::memory_order_relaxed);
+  for (int i = 0; i < count; ++i) {
+    const int chunk = (self + i) % count;  // own chunk first, then the others
+    if (!claim(chunk, gen)) continue;
+    try {
+      fn(ctx, chunk_begin(n, count, chunk), chunk_begin(n, count, chunk + 1), chunk);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex_);
+      if (!error_) error_ = std::current_exception();
+    }
+    done_.fetch_add(1, std::memory_order_acq_rel);
   }
 }
 
@@ -62,20 +81,27 @@ void ThreadPool::run(int64_t n, int count, Trampoline fn, void* ctx) {
     }
     return;
   }
-  job_ = Job{fn, ctx, n, count};
+  // Every chunk of the previous job is claimed and done: no worker can use
+  // these fields until the new generation is published.
+  fn_.store(fn, std::memory_order_relaxed);
+  ctx_.store(ctx, std::memory_order_relaxed);
+  n_.store(n, std::memory_order_relaxed);
+  count_.store(count, std::memory_order_relaxed);
+  done_.store(0, std::memory_order_relaxed);
   error_ = nullptr;
-  pending_.store(static_cast<int>(workers_.size()));
-  generation_.fetch_add(1);  // seq_cst: pairs with sleepers_ in wait_for_job
+  const uint64_t gen = generation_.load(std::memory_order_relaxed) + 1;  // only we write it
+  for (int c = 0; c < count; ++c) claimed_[c].store(gen << 1, std::memory_order_relaxed);
+  generation_.store(gen);  // seq_cst: publishes the job, pairs with sleepers_
   if (sleepers_.load() > 0) {
     std::lock_guard<std::mutex> lock(sleep_mutex_);
     wake_.notify_all();
   }
   tls_inside_pool = true;
-  run_chunk(job_, 0);
+  work_on(gen, 0);
   tls_inside_pool = false;
-  // The other chunks finish about when ours does; if a worker has lost its
-  // core (an oversubscribed machine), yield ours to it instead of spinning.
-  for (int i = 0; pending_.load(std::memory_order_acquire) != 0; ++i) {
+  // Only chunks that workers are running remain; if one of them has lost its
+  // core, yield ours to it instead of spinning.
+  for (int i = 0; done_.load(std::memory_order_acquire) != count; ++i) {
     if (i < kWaitSpins) {
       cpu_relax();
     } else {
@@ -106,10 +132,7 @@ void ThreadPool::worker_loop(int index) {
   for (;;) {
     seen = wait_for_job(seen);
     if (stop_.load()) return;
-    // Every worker acknowledges every job, so job_ is never rewritten while a
-    // worker may still read it.
-    if (index < job_.count) run_chunk(job_, index);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    work_on(seen, index);
   }
 }
 

@@ -6,11 +6,15 @@
 // single chunk (small n) runs inline without touching the workers. The split
 // depends only on (n, grain, threads()), so results are reproducible.
 //
-// Workers spin for a few tens of microseconds after a job (the next op of a
-// training step usually follows at once), then sleep on a condition
-// variable. A call made from inside a chunk, or while another thread is
-// using the pool, runs all its chunks inline on the calling thread: the pool
-// never deadlocks and concurrent callers stay correct.
+// Chunk t normally runs on thread t (the caller is thread 0), so that
+// consecutive ops over the same samples find them in the same core's cache;
+// a thread that finishes early takes chunks nobody has started, so a worker
+// that is slow to wake (an oversubscribed machine) delays nothing. Workers
+// spin for a few tens of microseconds after a job (the next op of a training
+// step usually follows at once), then sleep on a condition variable. A call
+// made from inside a chunk, or while another thread is using the pool, runs
+// all its chunks inline on the calling thread: the pool never deadlocks and
+// concurrent callers stay correct.
 #pragma once
 
 #include <algorithm>
@@ -18,6 +22,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <type_traits>
@@ -62,24 +67,28 @@ class ThreadPool {
 
  private:
   using Trampoline = void (*)(void* ctx, int64_t begin, int64_t end, int chunk);
-  struct Job {
-    Trampoline fn = nullptr;
-    void* ctx = nullptr;
-    int64_t n = 0;
-    int count = 0;
-  };
 
   void run(int64_t n, int count, Trampoline fn, void* ctx);
-  void run_chunk(const Job& job, int chunk) noexcept;
+  // Runs the chunks of job `gen` this thread can claim, its own first.
+  void work_on(uint64_t gen, int self);
+  bool claim(int chunk, uint64_t gen);
   void worker_loop(int index);
   uint64_t wait_for_job(uint64_t seen);
 
   int threads_ = 1;
   std::vector<std::thread> workers_;
   std::mutex dispatch_mutex_;  // held by the thread that owns the workers
-  Job job_;
+  // The current job. Written only while no chunk of the previous job can
+  // still be claimed; atomics because a late worker may read them while a
+  // new job is being set up (it then fails to claim anything).
+  std::atomic<Trampoline> fn_{nullptr};
+  std::atomic<void*> ctx_{nullptr};
+  std::atomic<int64_t> n_{0};
+  std::atomic<int> count_{0};
   std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};  // workers that have not finished the job
+  // claimed_[t]: 2 gen while chunk t of job gen is open, 2 gen + 1 once taken.
+  std::unique_ptr<std::atomic<uint64_t>[]> claimed_;
+  std::atomic<int> done_{0};  // chunks of the current job finished
   std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};
   std::mutex sleep_mutex_;
