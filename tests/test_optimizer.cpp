@@ -14,10 +14,7 @@ namespace {
 struct OneParam {
   Parameter p;
   std::vector<Parameter*> list;
-  OneParam(float w, float g) {
-    p.name = "w";
-    p.value = Tensor({1});
-    p.grad = Tensor({1});
+  OneParam(float w, float g) : p{std::string("w"), Tensor({1}), Tensor({1})} {
     p.value.data()[0] = w;
     p.grad.data()[0] = g;
     list = {&p};
