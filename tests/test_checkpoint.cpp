@@ -13,6 +13,9 @@
 #include <vector>
 
 #include "app/checkpoint.h"
+#if LOCKSTEP_HAVE_CUDA
+#include "nn/cuda/cuda_backend.h"
+#endif
 #include "nn/error.h"
 #include "nn/tensor.h"
 
@@ -182,7 +185,13 @@ TEST_F(CheckpointFormat, MakeCheckpointCopiesTensorsAndRestoreFillsThem) {
 }
 
 TEST_F(CheckpointFormat, DeviceTensorsRoundTripThroughTheHost) {
-  if (!LOCKSTEP_HAVE_CUDA) GTEST_SKIP() << "built without CUDA: no device tensors to test";
+#if LOCKSTEP_HAVE_CUDA
+  if (nn::cuda_device_count() == 0) {
+    GTEST_SKIP() << "no CUDA device visible: " << nn::cuda_devices_description();
+  }
+#else
+  GTEST_SKIP() << "built without CUDA: no device tensors to test";
+#endif
   nn::Tensor host({5});
   for (int i = 0; i < 5; ++i) host.data()[i] = static_cast<float>(i) + 0.25f;
   nn::Tensor device_a({5}, nn::Device::kCuda);
