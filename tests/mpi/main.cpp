@@ -47,8 +47,8 @@ int expected_ranks(int argc, char** argv, std::string& error) {
     if (arg.rfind(flag, 0) == 0) {
       char* end = nullptr;
       const long value = std::strtol(arg.c_str() + flag.size(), &end, 10);
-      if (*end != '\0' || value < 1 || value > 1 << 20) {
-        error = "bad value in " + arg + " (want a positive rank count)";
+      if (*end != '\0' || value < 2 || value > 1 << 20) {
+        error = "bad value in " + arg + " (the multi-rank tests need 2 or more ranks)";
         return -1;
       }
       expected = static_cast<int>(value);
