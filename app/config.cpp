@@ -54,6 +54,7 @@
   X(stall_warning_s)             \
   X(stall_abort_s)               \
   X(device)                      \
+  X(deterministic)               \
   X(threads)                     \
   X(eval_every)                  \
   X(checkpoint_every)            \
@@ -187,7 +188,9 @@ void add_train_options(CLI::App& cmd, TrainConfig& c) {
   add(cmd, "stall_abort_s", c.stall_abort_s,
       "abort the job when a collective waits longer than this (s, 0: never)");
 
-  add(cmd, "device", c.device, "cpu | cuda | auto");
+  add(cmd, "device", c.device, "cpu | cuda | auto (cuda when a GPU is visible)");
+  add_bool(cmd, "deterministic", c.deterministic,
+           "cuda: only deterministic cuDNN convolution algorithms");
   add(cmd, "threads", c.threads, "compute threads per rank (0: cores / ranks on the node)");
   add(cmd, "eval_every", c.eval_every, "evaluate every N epochs (0: never)");
 

@@ -73,6 +73,7 @@ struct TrainConfig {
 
   // --- execution
   std::string device = "cpu";  // cpu | cuda | auto
+  bool deterministic = false;  // cuda: only deterministic cuDNN convolution algorithms
   int64_t threads = 0;         // compute threads per rank (0: cores / ranks per node)
   int64_t eval_every = 1;      // evaluate every N epochs (0: never)
 

@@ -9,6 +9,7 @@
 
 #include "app/checkpoint.h"
 #include "app/data_setup.h"
+#include "app/device.h"
 #include "data/batch_loader.h"
 #include "data/catalog.h"
 #include "data/sampler.h"
@@ -93,9 +94,6 @@ int compute_threads(const TrainConfig& config, const distributed::Communicator& 
 Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
     : config_(std::move(config)), comm_(comm) {
   validate(config_);
-  if (config_.device == "cuda") {
-    fail_input("config key device is \"cuda\" but this build has no CUDA backend; use cpu");
-  }
   const bool root = comm_.rank() == 0;
   // An empty run_dir (evaluation of a checkpoint) writes no files.
   const bool files = !config_.run_dir.empty();
@@ -115,7 +113,8 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
   normalization_ = train_normalization(config_);
   augmentation_ = train_augmentation(config_);
 
-  backend_ = nn::make_cpu_backend(threads_);
+  backend_ = make_backend(config_, comm_, threads_);
+  stager_ = std::make_unique<BatchStager>(backend_->device());
   model_ =
       nn::build_model(config_.model, config_.layers, {train_.channels, train_.height, train_.width},
                       train_.num_classes, config_.loss);
@@ -241,8 +240,8 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
                              .sample_ids = batch.sample_ids.data()};
       {
         distributed::TimelineSpan span(timeline_.get(), "forward", "compute");
-        model_->forward(*backend_, batch.images, ctx);
-        totals.add(model_->loss(*backend_, batch.labels.data(),
+        model_->forward(*backend_, stager_->images(batch), ctx);
+        totals.add(model_->loss(*backend_, stager_->labels(batch),
                                 1.0f / static_cast<float>(k * batch.size()), true));
       }
       distributed::TimelineSpan span(timeline_.get(), "backward", "compute");
@@ -300,8 +299,8 @@ EvalResult Trainer::evaluate() {
   data::Batch batch;
   Totals totals;
   while (loader.next(batch)) {
-    model_->forward(*backend_, batch.images, {});
-    totals.add(model_->loss(*backend_, batch.labels.data(), 0.0f, false));
+    model_->forward(*backend_, stager_->images(batch), {});
+    totals.add(model_->loss(*backend_, stager_->labels(batch), 0.0f, false));
   }
   comm_.set_stall_label("evaluation metrics");
   totals.reduce(comm_);

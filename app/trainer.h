@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "app/config.h"
+#include "app/device.h"
 #include "app/report.h"
 #include "data/dataset.h"
 #include "data/transform.h"
@@ -62,6 +63,7 @@ class Trainer {
   data::Normalization normalization_;
   data::Augmentation augmentation_;
   std::unique_ptr<nn::Backend> backend_;
+  std::unique_ptr<BatchStager> stager_;
   std::unique_ptr<nn::Model> model_;
   std::unique_ptr<nn::Optimizer> optimizer_;
   std::unique_ptr<distributed::Timeline> timeline_;

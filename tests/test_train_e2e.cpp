@@ -186,3 +186,34 @@ TEST(TrainE2E, CommandLineOverridesTheConfigFile) {
 
 }  // namespace
 }  // namespace lockstep
+
+namespace lockstep {
+namespace {
+
+// Without a visible GPU, asking for one is a clear error, never a silent
+// fall-back to the CPU; auto picks the CPU.
+TEST(TrainE2E, DeviceCudaWithoutAGpuIsAClearError) {
+  REQUIRE_FASHION_MNIST();
+  const auto info = testing::run_lockstep("info");
+  if (info.output.find("cuda:0") != std::string::npos) {
+    GTEST_SKIP() << "a GPU is visible: this test covers machines without one";
+  }
+  testing::ScratchDir dir;
+  auto r = testing::run_lockstep(
+      "train --device cuda --epochs 1 --train-subset 64 --test-subset 32"
+      " --run-dir " +
+      dir.path());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_TRUE(r.output.find("GPU(s) are visible") != std::string::npos ||
+              r.output.find("built without CUDA") != std::string::npos)
+      << r.output;
+  r = testing::run_lockstep(
+      "train --device auto --epochs 1 --train-subset 64 --test-subset 32"
+      " --progress plain --run-dir " +
+      dir.path());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("on cpu"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace lockstep

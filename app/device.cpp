@@ -1,0 +1,68 @@
+#include "app/device.h"
+
+#include <cstring>
+
+#include "nn/error.h"
+#if LOCKSTEP_HAVE_CUDA
+#include "nn/cuda/cuda_backend.h"
+#endif
+
+namespace lockstep::app {
+namespace {
+
+int visible_gpus() {
+#if LOCKSTEP_HAVE_CUDA
+  return nn::cuda_device_count();
+#else
+  return 0;
+#endif
+}
+
+}  // namespace
+
+std::unique_ptr<nn::Backend> make_backend(const TrainConfig& config,
+                                          const distributed::Communicator& comm, int threads) {
+  const int gpus = visible_gpus();
+  const bool cuda = config.device == "cuda" || (config.device == "auto" && gpus > 0);
+  if (!cuda) return nn::make_cpu_backend(threads);
+  if (!LOCKSTEP_HAVE_CUDA) {
+    fail_input(
+        "config key device is \"cuda\" but this lockstep was built without CUDA "
+        "(see `lockstep info`); use device = \"cpu\"");
+  }
+  if (comm.local_rank() >= gpus) {
+    fail_input("config key device is \"", config.device, "\": rank ", comm.rank(),
+               " is local rank ", comm.local_rank(), " of ", comm.local_size(), " on ",
+               comm.host_name(), " but only ", gpus,
+               " GPU(s) are visible there; start at most one rank per GPU");
+  }
+#if LOCKSTEP_HAVE_CUDA
+  return nn::make_cuda_backend(comm.local_rank(), config.deterministic);
+#else
+  return nullptr;
+#endif
+}
+
+const nn::Tensor& BatchStager::images(const data::Batch& batch) {
+  if (device_ == nn::Device::kCpu) return batch.images;
+  if (images_.device() != device_) images_ = nn::Tensor({0}, device_);
+  images_.resize(batch.images.shape());
+  images_.copy_from(batch.images);
+  return images_;
+}
+
+const int32_t* BatchStager::labels(const data::Batch& batch) {
+  if (device_ == nn::Device::kCpu) return batch.labels.data();
+  // Tensors hold 4-byte floats; the labels travel as their int32 bit patterns
+  // and the kernels read them back as int32.
+  static_assert(sizeof(float) == sizeof(int32_t));
+  const nn::Shape shape{batch.size()};
+  labels_host_.resize(shape);
+  std::memcpy(labels_host_.data(), batch.labels.data(), batch.labels.size() * sizeof(int32_t));
+  if (labels_.device() != device_) labels_ = nn::Tensor({0}, device_);
+  labels_.resize(shape);
+  labels_.copy_from(labels_host_);
+  return reinterpret_cast<const int32_t*>(labels_.data());
+}
+
+}  // namespace lockstep::app
