@@ -342,7 +342,11 @@ std::string options_markdown(CLI::App& cmd) {
     if (key.empty() || key == "help" || key == "config") continue;
     std::string def = opt->get_default_str();
     if (def.empty()) def = "\"\"";
-    out << "| `" << key << "` | `" << def << "` | " << opt->get_description() << " |\n";
+    std::string help = opt->get_description();
+    for (size_t at = help.find('|'); at != std::string::npos; at = help.find('|', at + 2)) {
+      help.replace(at, 1, "\\|");  // a literal | inside a markdown table cell
+    }
+    out << "| `" << key << "` | `" << def << "` | " << help << " |\n";
   }
   return out.str();
 }

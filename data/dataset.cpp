@@ -1,5 +1,7 @@
 #include "data/dataset.h"
 
+#include <utility>
+
 #include <cstring>
 
 #include "nn/counter_rng.h"
@@ -26,12 +28,18 @@ void Dataset::validate() const {
   }
 }
 
-Dataset Dataset::head(int64_t n) const {
-  if (n <= 0 || n >= size()) return *this;
-  Dataset out = *this;
-  out.labels.resize(static_cast<size_t>(n));
-  out.images.resize(static_cast<size_t>(n * image_bytes()));
-  return out;
+Dataset Dataset::head(int64_t n) const& {
+  return Dataset(*this).head(n);
+}
+
+Dataset Dataset::head(int64_t n) && {
+  if (n > 0 && n < size()) {
+    labels.resize(static_cast<size_t>(n));
+    images.resize(static_cast<size_t>(n * image_bytes()));
+    labels.shrink_to_fit();
+    images.shrink_to_fit();
+  }
+  return std::move(*this);
 }
 
 namespace {

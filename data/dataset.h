@@ -24,7 +24,9 @@ struct Dataset {
   // Throws InputError naming `source` when sizes or labels are inconsistent.
   void validate() const;
   // The first n samples (or all when n <= 0 or n >= size()).
-  Dataset head(int64_t n) const;
+  Dataset head(int64_t n) const&;
+  // The same, reusing this dataset's storage (no copy of the pixels).
+  Dataset head(int64_t n) &&;
   // A hash of shape, classes, labels and pixels (not of name or source), so
   // ranks can check at start-up that they read the same data.
   uint64_t fingerprint() const;
