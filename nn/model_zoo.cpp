@@ -94,39 +94,12 @@ class Args {
  public:
   Args(const LayerSpec& spec, const std::string& text) : args_(spec.args), text_(text) {}
   int64_t integer(const std::string& key, int64_t fallback, bool required = false) {
-    auto it = args_.find(key);
-    if (it == args_.end()) {
-      if (required) fail_input("layer \"", text_, "\": missing required argument ", key, "=");
-      return fallback;
-    }
-    size_t used = 0;
-    int64_t v = 0;
-    try {
-      v = std::stoll(it->second, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != it->second.size()) {
-      fail_input("layer \"", text_, "\": ", key, "=", it->second, " is not an integer");
-    }
-    args_.erase(it);
-    return v;
+    return take<int64_t>(key, fallback, required, "an integer",
+                         [](const std::string& v, size_t* used) { return std::stoll(v, used); });
   }
   float real(const std::string& key, float fallback) {
-    auto it = args_.find(key);
-    if (it == args_.end()) return fallback;
-    size_t used = 0;
-    float v = 0;
-    try {
-      v = std::stof(it->second, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != it->second.size()) {
-      fail_input("layer \"", text_, "\": ", key, "=", it->second, " is not a number");
-    }
-    args_.erase(it);
-    return v;
+    return take<float>(key, fallback, false, "a number",
+                       [](const std::string& v, size_t* used) { return std::stof(v, used); });
   }
   void done() const {
     if (!args_.empty()) {
@@ -135,6 +108,28 @@ class Args {
   }
 
  private:
+  // Parses and removes key; the whole value must parse.
+  template <typename T, typename Parse>
+  T take(const std::string& key, T fallback, bool required, const char* what, Parse parse) {
+    auto it = args_.find(key);
+    if (it == args_.end()) {
+      if (required) fail_input("layer \"", text_, "\": missing required argument ", key, "=");
+      return fallback;
+    }
+    size_t used = 0;
+    T v{};
+    try {
+      v = parse(it->second, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != it->second.size()) {
+      fail_input("layer \"", text_, "\": ", key, "=", it->second, " is not ", what);
+    }
+    args_.erase(it);
+    return v;
+  }
+
   std::map<std::string, std::string> args_;
   std::string text_;
 };
