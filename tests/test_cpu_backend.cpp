@@ -145,7 +145,10 @@ INSTANTIATE_TEST_SUITE_P(
                           geometry(2, 3, 9, 7, 5, 2, 3, 2, 0),      // non-square kernel
                           geometry(3, 2, 4, 4, 3, 3, 3, 1, 2),      // padding > kernel / 2
                           geometry(2, 4, 6, 6, 3, 1, 1, 1, 0),      // 1x1
-                          geometry(3, 1, 28, 28, 10, 5, 5, 1, 0),   // MNIST conv1
+                          geometry(3, 1, 28, 28, 10, 5, 5, 1, 0),   // MNIST conv1 (wide)
+                          geometry(2, 3, 20, 19, 4, 3, 3, 1, 1),    // wide, odd width, pad 1
+                          geometry(2, 2, 18, 22, 3, 3, 5, 1, 2),    // wide, non-square, pad 2
+                          geometry(2, 48, 18, 18, 64, 3, 3, 1, 1),  // wide, large weights
                           geometry(5, 10, 12, 12, 20, 5, 5, 1, 0),  // MNIST conv2
                           geometry(7, 8, 4, 4, 16, 3, 3, 1, 1),     // small P*Q: grouped samples
                           geometry(3, 64, 6, 6, 64, 3, 3, 1, 1),    // large weights, stride 1

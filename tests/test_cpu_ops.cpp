@@ -372,10 +372,11 @@ void expect_close_relative(const Tensor& a, const Tensor& b, const char* what) {
 TEST(CpuThreads, ConvolutionAgreesWithOneAndTwoThreads) {
   auto one = make_cpu_backend(1);
   auto two = make_cpu_backend(2);
-  // The wide algorithm (MNIST conv2), im2col with grouped samples, and
-  // im2col with stride 2.
-  const int64_t shapes[3][6] = {
-      {10, 12, 20, 5, 1, 0}, {8, 4, 16, 3, 1, 1}, {3, 32, 8, 3, 2, 1}};  // C H=W K R s pad
+  // The wide algorithm (MNIST conv1), im2col (MNIST conv2), im2col with
+  // grouped samples, and im2col with stride 2. Columns: C, H = W, K, R = S,
+  // stride, pad.
+  const int64_t shapes[4][6] = {
+      {1, 28, 10, 5, 1, 0}, {10, 12, 20, 5, 1, 0}, {8, 4, 16, 3, 1, 1}, {3, 32, 8, 3, 2, 1}};
   for (const auto& sh : shapes) {
     Conv2dGeometry g;
     g.batch = 64, g.in_channels = sh[0], g.in_h = g.in_w = sh[1], g.out_channels = sh[2];

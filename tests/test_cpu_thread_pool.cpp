@@ -19,7 +19,7 @@ TEST(CpuThreadPool, EveryIndexRunsOnceInContiguousChunks) {
   EXPECT_EQ(pool.threads(), 3);
   for (int64_t n : {1, 2, 3, 7, 1000, 100003}) {
     std::vector<std::atomic<int>> hits(n);
-    std::vector<std::atomic<int>> chunk_seen(3);
+    std::vector<std::atomic<int>> chunk_seen(pool.max_chunks());
     pool.parallel_for(n, 1, [&](int64_t b, int64_t e, int chunk) {
       EXPECT_LT(b, e);
       EXPECT_EQ(b, ThreadPool::chunk_begin(n, pool.chunks(n, 1), chunk));
@@ -35,7 +35,8 @@ TEST(CpuThreadPool, SmallWorkRunsInlineOnTheCaller) {
   ThreadPool pool(2);
   EXPECT_EQ(pool.chunks(100, 1000), 1);
   EXPECT_EQ(pool.chunks(2000, 1000), 2);
-  EXPECT_EQ(pool.chunks(1000000, 1000), 2);
+  EXPECT_EQ(pool.chunks(1000000, 1000), 2 * ThreadPool::kChunksPerThread);
+  EXPECT_EQ(ThreadPool(1).chunks(1000000, 1000), 1);
   const auto caller = std::this_thread::get_id();
   int calls = 0;
   pool.parallel_for(100, 1000, [&](int64_t b, int64_t e, int chunk) {
@@ -109,10 +110,10 @@ TEST(CpuThreadPool, NestedAndConcurrentCallsComplete) {
 TEST(CpuThreadPool, ManyQuickJobsInARow) {
   ThreadPool pool(2);
   int64_t checksum = 0;
-  std::vector<int64_t> part(2);
+  std::vector<int64_t> part(pool.max_chunks());
   for (int round = 0; round < 2000; ++round) {
     pool.parallel_for(64, 1, [&](int64_t b, int64_t e, int chunk) { part[chunk] = e - b; });
-    checksum += part[0] + part[1];
+    for (int64_t p : part) checksum += p;
   }
   EXPECT_EQ(checksum, 2000 * 64);
 }

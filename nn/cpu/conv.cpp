@@ -1,6 +1,7 @@
 // Convolution ops of the CPU backend: each picks one of two algorithms,
-//   wide   (conv_wide.cpp):   stride 1, when few output columns are wasted;
-//   im2col (conv_im2col.cpp): everything else,
+//   wide   (conv_wide.cpp):   stride 1, outputs wider than 16 columns, when
+//                             few output columns are wasted (MNIST conv1);
+//   im2col (conv_im2col.cpp): everything else (MNIST conv2, AlexNet-CIFAR),
 // both parallel over samples. The weight gradient is summed per chunk of
 // samples into private partials, then reduced in chunk order.
 #include <algorithm>

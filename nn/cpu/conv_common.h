@@ -42,7 +42,8 @@ void im2col_filter_chunk(const Conv2dGeometry& g, const float* x, const float* d
                          int64_t n1, float* dw, float* db);
 
 // --- "wide" GEMM over shifted rows of the padded input (stride 1): conv_wide.cpp
-// True when the wide algorithm applies and wastes little work on g.
+// True when the wide algorithm applies (stride 1), suits g (outputs wider
+// than 16 columns) and wastes little work on it.
 bool wide_applies(const Conv2dGeometry& g);
 void wide_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x, const float* w,
                   const float* b, float* y);

@@ -120,7 +120,9 @@ void gather_shifted(const float* rows, const int64_t* shifts, int64_t count, int
 }  // namespace
 
 bool wide_applies(const Conv2dGeometry& g) {
-  if (g.stride != 1) return false;
+  // Narrow outputs go to im2col, whose fixed-width row copies are cheaper
+  // than the wasted columns here.
+  if (g.stride != 1 || g.out_w() <= 16) return false;
   const int64_t wp = g.in_w + 2 * g.pad, pq = g.out_h() * g.out_w();
   const int64_t lr = ((g.out_h() - 1) * wp + g.out_w() + kLanes - 1) / kLanes * kLanes;
   return 2 * lr <= 3 * pq;  // at most 50% wasted columns

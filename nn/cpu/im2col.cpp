@@ -1,76 +1,150 @@
+// im2col / col2im through a zero-padded copy of the sample: with the padding
+// in memory, column-matrix row (c, r, s) is, for each output row p, the Q
+// elements xp[c, p*stride + r, s + q*stride] (q < Q) with no bounds checks.
+// For stride 1 those are Q contiguous floats, copied with a move whose
+// width is fixed at compile time for Q <= 16 (small planes would otherwise
+// pay a call or a loop per handful of floats).
 #include "nn/cpu/im2col.h"
 
 #include <algorithm>
+#include <cstring>
+#include <utility>
 
+#include "nn/cpu/scratch.h"
 #include "nn/cpu/simd.h"
 
 namespace lockstep::nn::cpu {
 namespace {
 
-// Output columns q whose input column q*stride + offset lies in [0, width).
-struct ValidRange {
-  int64_t begin = 0, end = 0;
+struct Padded {
+  int64_t hp, wp, area;
+  explicit Padded(const Conv2dGeometry& g)
+      : hp(g.in_h + 2 * g.pad), wp(g.in_w + 2 * g.pad), area(hp * wp) {}
 };
 
-ValidRange valid_range(int64_t offset, int64_t stride, int64_t width, int64_t count) {
-  // smallest q with q*stride + offset >= 0, and one past the largest with < width
-  int64_t begin = offset >= 0 ? 0 : (-offset + stride - 1) / stride;
-  int64_t end = width - offset <= 0 ? 0 : (width - offset - 1) / stride + 1;
-  begin = std::min(begin, count);
-  end = std::clamp(end, begin, count);
-  return {begin, end};
+// xp: (C, Hp, Wp) <- x: (C, H, W) with zero padding
+void pad_input(const Conv2dGeometry& g, const Padded& pd, const float* x, float* xp) {
+  zero_short(xp, g.in_channels * pd.area);
+  for (int64_t c = 0; c < g.in_channels; ++c) {
+    for (int64_t h = 0; h < g.in_h; ++h) {
+      copy_short(x + (c * g.in_h + h) * g.in_w, xp + c * pd.area + (h + g.pad) * pd.wp + g.pad,
+                 g.in_w);
+    }
+  }
 }
+
+// dst[p*Q + q] = src[p*src_stride + q] for p < rows, q < Q (Q fixed).
+template <int Q>
+void copy_rows(const float* src, int64_t src_stride, float* dst, int64_t rows) {
+  for (int64_t p = 0; p < rows; ++p)
+    std::memcpy(dst + p * Q, src + p * src_stride, sizeof(float) * Q);
+}
+
+// dst[p*dst_stride + q] += src[p*Q + q] for p < rows, q < Q (Q fixed).
+template <int Q>
+void add_rows(const float* src, float* dst, int64_t dst_stride, int64_t rows) {
+  for (int64_t p = 0; p < rows; ++p) {
+    float* d = dst + p * dst_stride;
+    for (int q = 0; q < Q; ++q) d[q] += src[p * Q + q];
+  }
+}
+
+using CopyRows = void (*)(const float*, int64_t, float*, int64_t);
+using AddRows = void (*)(const float*, float*, int64_t, int64_t);
+
+template <int... Qs>
+CopyRows pick_copy(int64_t q, std::integer_sequence<int, Qs...>) {
+  CopyRows f = nullptr;
+  ((q == Qs + 1 ? (f = copy_rows<Qs + 1>, 0) : 0), ...);
+  return f;
+}
+template <int... Qs>
+AddRows pick_add(int64_t q, std::integer_sequence<int, Qs...>) {
+  AddRows f = nullptr;
+  ((q == Qs + 1 ? (f = add_rows<Qs + 1>, 0) : 0), ...);
+  return f;
+}
+
+// Output rows p of one column-matrix row, read from the padded plane at
+// `src` (element (p, q) at src[p * row_step + q * stride]).
+struct RowMover {
+  int64_t P, Q, stride, row_step;
+  CopyRows copy = nullptr;  // fixed-width kernels for stride 1, Q <= 16
+  AddRows add = nullptr;
+
+  RowMover(const Conv2dGeometry& g, const Padded& pd)
+      : P(g.out_h()), Q(g.out_w()), stride(g.stride), row_step(g.stride * pd.wp) {
+    if (stride == 1) {
+      copy = pick_copy(Q, std::make_integer_sequence<int, 16>{});
+      add = pick_add(Q, std::make_integer_sequence<int, 16>{});
+    }
+  }
+  void gather(const float* src, float* dst) const {
+    if (copy) return copy(src, row_step, dst, P);
+    for (int64_t p = 0; p < P; ++p) {
+      if (stride == 1) {
+        copy_short(src + p * row_step, dst + p * Q, Q);
+      } else {
+        for (int64_t q = 0; q < Q; ++q) dst[p * Q + q] = src[p * row_step + q * stride];
+      }
+    }
+  }
+  void scatter_add(const float* src, float* dst) const {
+    if (add) return add(src, dst, row_step, P);
+    for (int64_t p = 0; p < P; ++p) {
+      if (stride == 1) {
+        add_short(src + p * Q, dst + p * row_step, Q);
+      } else {
+        for (int64_t q = 0; q < Q; ++q) dst[p * row_step + q * stride] += src[p * Q + q];
+      }
+    }
+  }
+};
 
 }  // namespace
 
 void im2col(const Conv2dGeometry& g, const float* x, float* col, int64_t ld) {
-  const int64_t P = g.out_h(), Q = g.out_w(), st = g.stride;
+  const Padded pd(g);
+  const float* xp = x;
+  if (g.pad > 0) {
+    float* buffer = scratch(ScratchSlot::kPadded, static_cast<size_t>(g.in_channels * pd.area));
+    pad_input(g, pd, x, buffer);
+    xp = buffer;
+  }
+  const RowMover mover(g, pd);
   for (int64_t c = 0; c < g.in_channels; ++c) {
-    const float* plane = x + c * g.in_h * g.in_w;
     for (int64_t r = 0; r < g.kernel_h; ++r) {
-      const ValidRange rows = valid_range(r - g.pad, st, g.in_h, P);
       for (int64_t s = 0; s < g.kernel_w; ++s) {
-        float* dst = col + ((c * g.kernel_h + r) * g.kernel_w + s) * ld;
-        const ValidRange cols = valid_range(s - g.pad, st, g.in_w, Q);
-        zero_short(dst, rows.begin * Q);
-        for (int64_t p = rows.begin; p < rows.end; ++p) {
-          float* d = dst + p * Q;
-          const float* src = plane + (p * st + r - g.pad) * g.in_w;  // input row
-          const int64_t w0 = cols.begin * st + s - g.pad;  // input column of q = cols.begin
-          zero_short(d, cols.begin);
-          if (st == 1) {
-            copy_short(src + w0, d + cols.begin, cols.end - cols.begin);
-          } else {
-            for (int64_t q = cols.begin; q < cols.end; ++q) d[q] = src[w0 + (q - cols.begin) * st];
-          }
-          zero_short(d + cols.end, Q - cols.end);
-        }
-        zero_short(dst + rows.end * Q, (P - rows.end) * Q);
+        const int64_t row = (c * g.kernel_h + r) * g.kernel_w + s;
+        mover.gather(xp + c * pd.area + r * pd.wp + s, col + row * ld);
       }
     }
   }
 }
 
 void col2im(const Conv2dGeometry& g, const float* col, int64_t ld, float* dx) {
-  const int64_t P = g.out_h(), Q = g.out_w(), st = g.stride;
-  std::fill(dx, dx + g.in_channels * g.in_h * g.in_w, 0.0f);
+  const Padded pd(g);
+  float* dxp = dx;
+  if (g.pad > 0) {
+    dxp = scratch(ScratchSlot::kPadded, static_cast<size_t>(g.in_channels * pd.area));
+  }
+  zero_short(dxp, g.in_channels * pd.area);
+  const RowMover mover(g, pd);
+  // Kernel column s outermost: consecutive additions then touch different
+  // rows (partly overlapping ones would stall store-to-load forwarding).
   for (int64_t c = 0; c < g.in_channels; ++c) {
-    float* plane = dx + c * g.in_h * g.in_w;
-    for (int64_t r = 0; r < g.kernel_h; ++r) {
-      const ValidRange rows = valid_range(r - g.pad, st, g.in_h, P);
-      for (int64_t s = 0; s < g.kernel_w; ++s) {
-        const float* src = col + ((c * g.kernel_h + r) * g.kernel_w + s) * ld;
-        const ValidRange cols = valid_range(s - g.pad, st, g.in_w, Q);
-        for (int64_t p = rows.begin; p < rows.end; ++p) {
-          const float* sp = src + p * Q;
-          float* d = plane + (p * st + r - g.pad) * g.in_w;  // input row
-          const int64_t w0 = cols.begin * st + s - g.pad;
-          if (st == 1) {
-            add_short(sp + cols.begin, d + w0, cols.end - cols.begin);
-          } else {
-            for (int64_t q = cols.begin; q < cols.end; ++q) d[w0 + (q - cols.begin) * st] += sp[q];
-          }
-        }
+    for (int64_t s = 0; s < g.kernel_w; ++s) {
+      for (int64_t r = 0; r < g.kernel_h; ++r) {
+        const int64_t row = (c * g.kernel_h + r) * g.kernel_w + s;
+        mover.scatter_add(col + row * ld, dxp + c * pd.area + r * pd.wp + s);
+      }
+    }
+  }
+  if (g.pad > 0) {
+    for (int64_t c = 0; c < g.in_channels; ++c) {
+      for (int64_t h = 0; h < g.in_h; ++h) {
+        copy_short(dxp + c * pd.area + (h + g.pad) * pd.wp + g.pad, dx + (c * g.in_h + h) * g.in_w,
+                   g.in_w);
       }
     }
   }

@@ -1,4 +1,5 @@
-// im2col / col2im for one sample of a 2-D convolution (zero padding).
+// im2col / col2im for one sample of a 2-D convolution (zero padding). Both
+// use the calling thread's ScratchSlot::kPadded buffer when pad > 0.
 //
 // The column matrix has C*R*S rows, one per (channel, kernel row, kernel
 // column), and P*Q columns, one per output position:

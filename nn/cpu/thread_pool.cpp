@@ -13,8 +13,10 @@ namespace {
 // parallel_for calls then run inline.
 thread_local bool tls_inside_pool = false;
 
-// How long an idle worker polls for the next job before it sleeps.
-constexpr auto kSpin = std::chrono::microseconds(50);
+// How long an idle worker polls for the next job before it sleeps, and how
+// many of its polls are plain spins before it starts yielding its core.
+constexpr auto kSpin = std::chrono::microseconds(100);
+constexpr int kPolls = 200;
 // Polls of the dispatching thread before it starts yielding its core.
 constexpr int kWaitSpins = 2000;
 
@@ -29,8 +31,8 @@ inline void cpu_relax() {
 ThreadPool::ThreadPool(int threads) {
   if (threads <= 0) threads = static_cast<int>(std::thread::hardware_concurrency());
   threads_ = threads > 0 ? threads : 1;
-  claimed_ = std::make_unique<std::atomic<uint64_t>[]>(static_cast<size_t>(threads_));
-  for (int t = 0; t < threads_; ++t) claimed_[t].store(0);
+  claimed_ = std::make_unique<std::atomic<uint64_t>[]>(static_cast<size_t>(max_chunks()));
+  for (int c = 0; c < max_chunks(); ++c) claimed_[c].store(0);
   workers_.reserve(threads_ - 1);
   for (int i = 1; i < threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
@@ -52,7 +54,18 @@ ThreadPool::~ThreadPool() {
 // own.
 bool ThreadPool::claim(int chunk, uint64_t gen) {
   uint64_t open = gen << 1;
+  if (claimed_[chunk].load(std::memory_order_relaxed) != open) return false;  // no locked op
   return claimed_[chunk].compare_exchange_strong(open, open | 1, std::memory_order_acq_rel);
+}
+
+void ThreadPool::run_chunk(Trampoline fn, void* ctx, int64_t n, int count, int chunk) noexcept {
+  try {
+    fn(ctx, chunk_begin(n, count, chunk), chunk_begin(n, count, chunk + 1), chunk);
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(error_mutex_);
+    if (!error_) error_ = std::current_exception();
+  }
+  done_.fetch_add(1, std::memory_order_acq_rel);
 }
 
 void ThreadPool::work_on(uint64_t gen, int self) {
@@ -60,16 +73,15 @@ void ThreadPool::work_on(uint64_t gen, int self) {
   void* const ctx = ctx_.load(std::memory_order_relaxed);
   const int64_t n = n_.load(std::memory_order_relaxed);
   const int count = count_.load(std::memory_order_relaxed);
-  for (int i = 0; i < count; ++i) {
-    const int chunk = (self + i) % count;  // own chunk first, then the others
-    if (!claim(chunk, gen)) continue;
-    try {
-      fn(ctx, chunk_begin(n, count, chunk), chunk_begin(n, count, chunk + 1), chunk);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(error_mutex_);
-      if (!error_) error_ = std::current_exception();
-    }
-    done_.fetch_add(1, std::memory_order_acq_rel);
+  // Own share first (the self-th of threads_ equal runs of chunks), then
+  // unstarted chunks of the others, from the far end.
+  const int first = static_cast<int>(chunk_begin(count, threads_, self));
+  const int last = static_cast<int>(chunk_begin(count, threads_, self + 1));
+  for (int c = first; c < last; ++c) {
+    if (claim(c, gen)) run_chunk(fn, ctx, n, count, c);
+  }
+  for (int c = count - 1; c >= 0; --c) {
+    if (claim(c, gen)) run_chunk(fn, ctx, n, count, c);
   }
 }
 
@@ -112,12 +124,19 @@ void ThreadPool::run(int64_t n, int count, Trampoline fn, void* ctx) {
 }
 
 uint64_t ThreadPool::wait_for_job(uint64_t seen) {
+  // Poll briefly, then poll yielding the core (free when nothing else wants
+  // it; when our own dispatching thread shares this core on a busy machine,
+  // it runs instead of waiting behind us), then sleep.
   const auto deadline = std::chrono::steady_clock::now() + kSpin;
   for (int i = 1;; ++i) {
     const uint64_t g = generation_.load(std::memory_order_acquire);
     if (g != seen) return g;
-    if (i % 64 == 0 && std::chrono::steady_clock::now() > deadline) break;
-    cpu_relax();
+    if (i < kPolls) {
+      cpu_relax();
+    } else {
+      if (std::chrono::steady_clock::now() > deadline) break;
+      std::this_thread::yield();
+    }
   }
   std::unique_lock<std::mutex> lock(sleep_mutex_);
   sleepers_.fetch_add(1);  // seq_cst: the dispatcher either sees us or we see it

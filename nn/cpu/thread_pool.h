@@ -1,15 +1,16 @@
 // ThreadPool: a fixed set of worker threads behind a blocking parallel_for.
 //
 // parallel_for(n, grain, fn) splits [0, n) into chunks(n, grain) contiguous
-// ranges of at least `grain` items (at most one per thread) and calls
-// fn(begin, end, chunk) for each; chunk 0 runs on the calling thread. A
-// single chunk (small n) runs inline without touching the workers. The split
-// depends only on (n, grain, threads()), so results are reproducible.
+// ranges of at least `grain` items (up to kChunksPerThread per thread) and
+// calls fn(begin, end, chunk) for each. A single chunk (small n) runs inline
+// without touching the workers. The split depends only on (n, grain,
+// threads()), so results are reproducible whichever thread runs a chunk.
 //
-// Chunk t normally runs on thread t (the caller is thread 0), so that
-// consecutive ops over the same samples find them in the same core's cache;
-// a thread that finishes early takes chunks nobody has started, so a worker
-// that is slow to wake (an oversubscribed machine) delays nothing. Workers
+// Thread t (the caller is thread 0) first runs its own share of the chunks,
+// the t-th of threads() equal runs, so that consecutive ops over the same
+// samples find them in the same core's cache; then it takes chunks nobody
+// has started, from the far end. A worker that is slow to wake or loses its
+// core (an oversubscribed machine) thus holds up at most one chunk. Workers
 // spin for a few tens of microseconds after a job (the next op of a training
 // step usually follows at once), then sleep on a condition variable. A call
 // made from inside a chunk, or while another thread is using the pool, runs
@@ -40,12 +41,15 @@ class ThreadPool {
 
   int threads() const { return threads_; }
 
-  // Number of chunks parallel_for(n, grain, ...) uses: 1..threads().
+  static constexpr int kChunksPerThread = 4;
+
+  // Number of chunks parallel_for(n, grain, ...) uses: 1..max_chunks().
   int chunks(int64_t n, int64_t grain) const {
     const int64_t by_grain = n / (grain > 0 ? grain : 1);
     if (by_grain <= 1) return 1;
-    return by_grain < threads_ ? static_cast<int>(by_grain) : threads_;
+    return by_grain < max_chunks() ? static_cast<int>(by_grain) : max_chunks();
   }
+  int max_chunks() const { return threads_ == 1 ? 1 : threads_ * kChunksPerThread; }
 
   // Start of chunk `chunk` of `count` over [0, n).
   static int64_t chunk_begin(int64_t n, int count, int chunk) {
@@ -71,6 +75,7 @@ class ThreadPool {
   void run(int64_t n, int count, Trampoline fn, void* ctx);
   // Runs the chunks of job `gen` this thread can claim, its own first.
   void work_on(uint64_t gen, int self);
+  void run_chunk(Trampoline fn, void* ctx, int64_t n, int count, int chunk) noexcept;
   bool claim(int chunk, uint64_t gen);
   void worker_loop(int index);
   uint64_t wait_for_job(uint64_t seen);
