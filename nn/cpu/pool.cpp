@@ -59,13 +59,8 @@ void maxpool2d_forward(ThreadPool& pool, const Pool2dGeometry& g, const float* x
   const int64_t hw = g.in_h * g.in_w, pq = g.out_h() * g.out_w();
   const bool two = g.kernel == 2 && g.stride == 2;
   pool.parallel_for(g.batch * g.channels, plane_grain(g), [&](int64_t i0, int64_t i1, int) {
-    for (int64_t i = i0; i < i1; ++i) {
-      if (two) {
-        maxpool2x2_forward_plane(g, x + i * hw, y + i * pq);
-      } else {
-        forward_plane(g, x + i * hw, y + i * pq);
-      }
-    }
+    if (two) return maxpool2x2_forward(g, x, y, i0, i1);
+    for (int64_t i = i0; i < i1; ++i) forward_plane(g, x + i * hw, y + i * pq);
   });
 }
 
@@ -75,13 +70,8 @@ void maxpool2d_backward(ThreadPool& pool, const Pool2dGeometry& g, const float* 
   const int64_t hw = g.in_h * g.in_w, pq = g.out_h() * g.out_w();
   const bool two = g.kernel == 2 && g.stride == 2;
   pool.parallel_for(g.batch * g.channels, plane_grain(g), [&](int64_t i0, int64_t i1, int) {
-    for (int64_t i = i0; i < i1; ++i) {
-      if (two) {
-        maxpool2x2_backward_plane(g, x + i * hw, dy + i * pq, dx + i * hw);
-      } else {
-        backward_plane(g, x + i * hw, dy + i * pq, dx + i * hw);
-      }
-    }
+    if (two) return maxpool2x2_backward(g, x, dy, dx, i0, i1);
+    for (int64_t i = i0; i < i1; ++i) backward_plane(g, x + i * hw, dy + i * pq, dx + i * hw);
   });
 }
 

@@ -1,11 +1,13 @@
 // 2x2, stride-2 max pooling, vectorised over windows.
 //
-// The windows of a strip of row pairs are laid out flat: the top rows of the
-// pairs, cut to their 2Q used columns, are copied one after another into
-// `top`, the bottom rows into `bottom`. Window w of the strip (row-major)
-// then has candidates a = top[2w], b = top[2w+1], c = bottom[2w],
-// d = bottom[2w+1]: sixteen windows are two vector loads per row,
-// deinterleaved, whatever Q is. Outputs y and dy are flat in the same order.
+// Row pair r of a range of planes is input rows 2p, 2p+1 of plane r / P
+// (p = r % P); its Q windows produce outputs r*Q .. r*Q + Q - 1, so the
+// outputs of consecutive row pairs, across planes too, are contiguous. A
+// strip of row pairs is laid out flat: the top rows, cut to their 2Q used
+// columns, one after another in `top`, the bottom rows in `bottom`. Window w
+// of the strip then has candidates a = top[2w], b = top[2w+1], c =
+// bottom[2w], d = bottom[2w+1]: sixteen windows are two vector loads per
+// row, deinterleaved, whatever Q is.
 #include "nn/cpu/pool_2x2.h"
 
 #include <algorithm>
@@ -19,7 +21,7 @@ namespace {
 using v16i = int32_t __attribute__((vector_size(64)));
 
 // Windows per strip: the strip's rows stay in L1.
-constexpr int64_t kStripWindows = 256;
+constexpr int64_t kStripWindows = 512;
 
 inline v16i takes_over16(v16 v, v16 best) {
   return (v > best) | (v != v);
@@ -31,55 +33,68 @@ inline v16 even(v16 lo, v16 hi) {
 inline v16 odd(v16 lo, v16 hi) {
   return __builtin_shufflevector(lo, hi, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
 }
+inline v16 interleave_low(v16 a, v16 b) {
+  return __builtin_shufflevector(a, b, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+}
+inline v16 interleave_high(v16 a, v16 b) {
+  return __builtin_shufflevector(a, b, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15,
+                                 31);
+}
 
+// Row pairs [r0, r0 + rows) of the planes, flattened.
 struct Strip {
-  int64_t rows = 0, width = 0;  // row pairs; 2Q used columns per row
-  float *top = nullptr, *bottom = nullptr;
+  const Pool2dGeometry& g;
+  int64_t r0, rows, width;  // width: the 2Q used columns of a row
+  float *top, *bottom;      // (rows * width) each, zero-padded to whole vector groups
+  int64_t* offsets;         // (rows): offset of the top input row of each pair
+
   int64_t windows() const { return rows * width / 2; }
+  int64_t padded() const { return (windows() + 15) / 16 * 32; }
+  void load(const float* x) {
+    const int64_t P = g.out_h(), hw = g.in_h * g.in_w;
+    int64_t plane = r0 / P, p = r0 % P;  // stepped below without dividing
+    for (int64_t i = 0; i < rows; ++i) {
+      offsets[i] = plane * hw + 2 * p * g.in_w;
+      if (++p == P) p = 0, ++plane;
+      const float* r = x + offsets[i];
+      copy_short(r, top + i * width, width);
+      copy_short(r + g.in_w, bottom + i * width, width);
+    }
+    zero_short(top + rows * width, padded() - rows * width);
+    zero_short(bottom + rows * width, padded() - rows * width);
+  }
 };
 
-// Copies row pairs [p0, p0 + rows) of x into the strip, zero-padded to whole
-// groups of 16 windows.
-void load_strip(const Pool2dGeometry& g, const float* x, int64_t p0, Strip& s) {
-  for (int64_t i = 0; i < s.rows; ++i) {
-    const float* r0 = x + 2 * (p0 + i) * g.in_w;
-    copy_short(r0, s.top + i * s.width, s.width);
-    copy_short(r0 + g.in_w, s.bottom + i * s.width, s.width);
-  }
-  const int64_t used = s.rows * s.width, padded = (s.windows() + 15) / 16 * 32;
-  zero_short(s.top + used, padded - used);
-  zero_short(s.bottom + used, padded - used);
-}
-
-Strip make_strip(const Pool2dGeometry& g, int64_t rows, float* buffer) {
-  Strip s;
-  s.rows = rows;
-  s.width = 2 * g.out_w();
-  const int64_t padded = (s.rows * s.width / 2 + 15) / 16 * 32;
-  s.top = buffer;
-  s.bottom = buffer + padded;
-  return s;
-}
-
+// Row pairs per strip: a whole plane when it has enough windows to fill the
+// vectors (measured faster), else as many planes as fit kStripWindows.
 int64_t strip_rows(const Pool2dGeometry& g) {
-  return std::clamp<int64_t>(kStripWindows / std::max<int64_t>(1, g.out_w()), 1, g.out_h());
+  const int64_t P = g.out_h(), Q = g.out_w();
+  if (P * Q >= 128) return std::min(P, std::max<int64_t>(1, kStripWindows / Q));
+  return std::max<int64_t>(1, kStripWindows / Q / P * P);
 }
 
-// Scratch for a strip and its gradient rows.
-float* strip_buffer(const Pool2dGeometry& g) {
-  const int64_t padded = (strip_rows(g) * g.out_w() + 15) / 16 * 32;
-  return scratch(ScratchSlot::kGather, static_cast<size_t>(4 * padded));
+// Calls f(strip) for the row pairs of planes [first, last), strip by strip.
+template <typename F>
+void for_each_strip(const Pool2dGeometry& g, const float* x, int64_t first, int64_t last, F&& f) {
+  const int64_t per_strip = strip_rows(g), end = last * g.out_h();
+  // Four row buffers; the extra 32 floats keep them from sitting a multiple
+  // of 4 KiB apart, where loads from one and stores to another would alias.
+  const int64_t capacity = (per_strip * g.out_w() + 15) / 16 * 32 + 32;
+  float* buffer = scratch(ScratchSlot::kGather, static_cast<size_t>(4 * capacity));
+  int64_t offsets[kStripWindows];  // per_strip <= kStripWindows
+  for (int64_t r = first * g.out_h(); r < end; r += per_strip) {
+    Strip s{g, r, std::min(per_strip, end - r), 2 * g.out_w(), buffer, buffer + capacity, offsets};
+    s.load(x);
+    f(s, buffer + 2 * capacity, capacity);  // two gradient row buffers
+  }
 }
 
 }  // namespace
 
-void maxpool2x2_forward_plane(const Pool2dGeometry& g, const float* x, float* y) {
-  const int64_t P = g.out_h(), Q = g.out_w(), rows = strip_rows(g);
-  float* buffer = strip_buffer(g);
-  for (int64_t p0 = 0; p0 < P; p0 += rows) {
-    Strip s = make_strip(g, std::min(rows, P - p0), buffer);
-    load_strip(g, x, p0, s);
-    float* out = y + p0 * Q;
+void maxpool2x2_forward(const Pool2dGeometry& g, const float* x, float* y, int64_t first,
+                        int64_t last) {
+  for_each_strip(g, x, first, last, [&](const Strip& s, float*, int64_t) {
+    float* out = y + s.r0 * g.out_w();
     for (int64_t w = 0; w < s.windows(); w += 16) {
       const v16 t0 = load16(s.top + 2 * w), t1 = load16(s.top + 2 * w + 16);
       const v16 b0 = load16(s.bottom + 2 * w), b1 = load16(s.bottom + 2 * w + 16);
@@ -96,20 +111,16 @@ void maxpool2x2_forward_plane(const Pool2dGeometry& g, const float* x, float* y)
         copy_short(tmp, out + w, s.windows() - w);
       }
     }
-  }
+  });
 }
 
-void maxpool2x2_backward_plane(const Pool2dGeometry& g, const float* x, const float* dy,
-                               float* dx) {
-  const int64_t P = g.out_h(), Q = g.out_w(), W = g.in_w, rows = strip_rows(g);
-  float* buffer = strip_buffer(g);
-  for (int64_t p0 = 0; p0 < P; p0 += rows) {
-    Strip s = make_strip(g, std::min(rows, P - p0), buffer);
-    load_strip(g, x, p0, s);
-    const int64_t padded = (s.windows() + 15) / 16 * 32;
-    float* dtop = s.bottom + padded;
-    float* dbottom = dtop + padded;
-    const float* grad = dy + p0 * Q;
+void maxpool2x2_backward(const Pool2dGeometry& g, const float* x, const float* dy, float* dx,
+                         int64_t first, int64_t last) {
+  const int64_t W = g.in_w;
+  for_each_strip(g, x, first, last, [&](const Strip& s, float* grads, int64_t capacity) {
+    float* dtop = grads;
+    float* dbottom = grads + capacity;
+    const float* grad = dy + s.r0 * g.out_w();
     for (int64_t w = 0; w < s.windows(); w += 16) {
       const v16 t0 = load16(s.top + 2 * w), t1 = load16(s.top + 2 * w + 16);
       const v16 b0 = load16(s.bottom + 2 * w), b1 = load16(s.bottom + 2 * w + 16);
@@ -124,23 +135,22 @@ void maxpool2x2_backward_plane(const Pool2dGeometry& g, const float* x, const fl
       const v16 gv = load16(gtmp), zero = {};
       const v16 ga = (tb | tc | td) ? zero : gv, gb = (tb & ~(tc | td)) ? gv : zero;
       const v16 gc = (tc & ~td) ? gv : zero, gd = td ? gv : zero;
-      store16(dtop + 2 * w, __builtin_shufflevector(ga, gb, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5,
-                                                    21, 6, 22, 7, 23));
-      store16(dtop + 2 * w + 16, __builtin_shufflevector(ga, gb, 8, 24, 9, 25, 10, 26, 11, 27, 12,
-                                                         28, 13, 29, 14, 30, 15, 31));
-      store16(dbottom + 2 * w, __builtin_shufflevector(gc, gd, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5,
-                                                       21, 6, 22, 7, 23));
-      store16(dbottom + 2 * w + 16, __builtin_shufflevector(gc, gd, 8, 24, 9, 25, 10, 26, 11, 27,
-                                                            12, 28, 13, 29, 14, 30, 15, 31));
+      store16(dtop + 2 * w, interleave_low(ga, gb));
+      store16(dtop + 2 * w + 16, interleave_high(ga, gb));
+      store16(dbottom + 2 * w, interleave_low(gc, gd));
+      store16(dbottom + 2 * w + 16, interleave_high(gc, gd));
     }
     for (int64_t i = 0; i < s.rows; ++i) {
-      float* d0 = dx + 2 * (p0 + i) * W;
+      float* d0 = dx + s.offsets[i];
       copy_short(dtop + i * s.width, d0, s.width);
       copy_short(dbottom + i * s.width, d0 + W, s.width);
       if (W > s.width) d0[W - 1] = d0[2 * W - 1] = 0.0f;  // odd width: column in no window
     }
+  });
+  const int64_t P = g.out_h();
+  if (g.in_h > 2 * P) {  // odd height: the last row of each plane is in no window
+    for (int64_t i = first; i < last; ++i) zero_short(dx + (i * g.in_h + 2 * P) * W, W);
   }
-  zero_short(dx + 2 * P * W, (g.in_h - 2 * P) * W);  // odd height: row in no window
 }
 
 }  // namespace lockstep::nn::cpu

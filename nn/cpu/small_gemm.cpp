@@ -2,40 +2,12 @@
 
 #include <algorithm>
 
+#include "nn/cpu/gemm_tile.h"
 #include "nn/cpu/scratch.h"
 #include "nn/cpu/simd.h"
 
 namespace lockstep::nn::cpu {
 namespace {
-
-// --- C = A * B: MR rows x NV vectors of C held in registers ----------------
-// a: (MR, k) strided, b: (k, 16 * NV), c: (MR, 16 * NV) rows ldc.
-template <int MR, int NV>
-void nn_tile(int64_t k, StridedMatrix a, RowMatrix b, float* c, int64_t ldc, const float* bias,
-             bool accumulate) {
-  v16 acc[MR][NV];
-  for (int i = 0; i < MR; ++i) {
-    for (int v = 0; v < NV; ++v) {
-      acc[i][v] = accumulate ? load16(c + i * ldc + v * kLanes) : v16{};
-      if (bias) acc[i][v] += bias[i];
-    }
-  }
-  for (int64_t p = 0; p < k; ++p) {
-    v16 bv[NV];
-    const float* bp = b.row(p);
-    for (int v = 0; v < NV; ++v) bv[v] = load16(bp + v * kLanes);
-    const float* ap = a.data + p * a.col_stride;
-    for (int i = 0; i < MR; ++i) {
-      const float x = ap[i * a.row_stride];
-      for (int v = 0; v < NV; ++v) acc[i][v] += x * bv[v];
-    }
-  }
-  for (int i = 0; i < MR; ++i) {
-    for (int v = 0; v < NV; ++v) store16(c + i * ldc + v * kLanes, acc[i][v]);
-  }
-}
-
-constexpr int kRowTile = 6;
 
 // Calls tile(first_row, rows) over m rows cut into ceil(m / max_rows) tiles
 // whose sizes differ by at most one (10 rows: 5 + 5, not 6 + 4).
@@ -55,30 +27,11 @@ void balanced_tiles(int64_t m, int max_rows, F&& tile) {
 template <int NV>
 void nn_block(int64_t m, int64_t k, StridedMatrix a, RowMatrix b, float* c, int64_t ldc,
               const float* bias, bool accumulate) {
-  balanced_tiles(m, kRowTile, [&](int64_t i, int rows) {
+  balanced_tiles(m, kMaxTileRows, [&](int64_t i, int rows) {
     const StridedMatrix ai{a.data + i * a.row_stride, a.row_stride, a.col_stride};
     float* ci = c + i * ldc;
     const float* bi = bias ? bias + i : nullptr;
-    switch (rows) {
-      case 6:
-        nn_tile<6, NV>(k, ai, b, ci, ldc, bi, accumulate);
-        break;
-      case 5:
-        nn_tile<5, NV>(k, ai, b, ci, ldc, bi, accumulate);
-        break;
-      case 4:
-        nn_tile<4, NV>(k, ai, b, ci, ldc, bi, accumulate);
-        break;
-      case 3:
-        nn_tile<3, NV>(k, ai, b, ci, ldc, bi, accumulate);
-        break;
-      case 2:
-        nn_tile<2, NV>(k, ai, b, ci, ldc, bi, accumulate);
-        break;
-      default:
-        nn_tile<1, NV>(k, ai, b, ci, ldc, bi, accumulate);
-        break;
-    }
+    nn_tile_rows<NV>(rows, k, ai, b, ci, ldc, bi, accumulate);
   });
 }
 
