@@ -9,6 +9,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "nn/backend.h"
@@ -406,14 +407,19 @@ TEST(CpuThreads, ConvolutionAgreesWithOneAndTwoThreads) {
 TEST(CpuThreads, GemmAgreesWithOneAndTwoThreads) {
   auto one = make_cpu_backend(1);
   auto two = make_cpu_backend(2);
-  const int64_t m = 128, n = 300, k = 200;  // large enough to be split
-  const Tensor a = random_tensor({m * k}, 18), b = random_tensor({k * n}, 19);
-  for (int combo = 0; combo < 4; ++combo) {
-    const bool ta = combo & 1, tb = combo & 2;
-    Tensor c1({m, n}), c2({m, n});
-    one->gemm(ta, tb, m, n, k, 1.0f, a.data(), b.data(), 0.0f, c1.data());
-    two->gemm(ta, tb, m, n, k, 1.0f, a.data(), b.data(), 0.0f, c2.data());
-    expect_close_relative(c1, c2, ta ? (tb ? "c (At Bt)" : "c (At B)") : (tb ? "c (A Bt)" : "c"));
+  // Large enough to be split: an Eigen-sized product and a small-kernel one.
+  for (const auto& [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{128, 300, 200},
+                                std::tuple<int64_t, int64_t, int64_t>{64, 320, 50}}) {
+    const Tensor a = random_tensor({m * k}, 18), b = random_tensor({k * n}, 19);
+    for (int combo = 0; combo < 4; ++combo) {
+      const bool ta = combo & 1, tb = combo & 2;
+      Tensor c1({m, n}), c2({m, n});
+      one->gemm(ta, tb, m, n, k, 1.0f, a.data(), b.data(), 0.0f, c1.data());
+      two->gemm(ta, tb, m, n, k, 1.0f, a.data(), b.data(), 0.0f, c2.data());
+      SCOPED_TRACE(::testing::Message()
+                   << m << "x" << n << "x" << k << " ta " << ta << " tb " << tb);
+      expect_close_relative(c1, c2, "c");
+    }
   }
 }
 

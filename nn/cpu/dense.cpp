@@ -1,11 +1,15 @@
-// Dense-layer ops on the CPU: GEMM through Eigen on row-major maps (Eigen
-// itself single-threaded), split into blocks of rows or columns of C across
-// the pool when the product is large; the bias helpers.
+// Dense-layer ops on the CPU. GEMM: small products (the linear layers of
+// small nets) through the register-tile kernels of small_gemm.h, which need
+// no packing, so splitting C across threads duplicates no work; large ones
+// through Eigen on row-major maps (single-threaded, cache-blocked). Either is
+// split into blocks of rows or columns of C across the pool when the product
+// is large enough. Plus the bias helpers.
 #include <algorithm>
 
 #include "nn/cpu/eigen.h"
 #include "nn/cpu/kernels.h"
 #include "nn/cpu/simd.h"
+#include "nn/cpu/small_gemm.h"
 
 namespace lockstep::nn::cpu {
 namespace {
@@ -15,6 +19,8 @@ namespace {
 constexpr int64_t kParallelGemmWork = int64_t{1} << 18;
 // The smallest block of rows (or columns) of C given to one thread.
 constexpr int64_t kMinBlock = 16;
+// Products up to this many multiply-adds use the unpacked kernels.
+constexpr int64_t kSmallGemmWork = int64_t{1} << 22;
 
 template <typename Lhs, typename Rhs>
 void product_into(const Lhs& lhs, const Rhs& rhs, float alpha, float beta, MatrixView c) {
@@ -44,6 +50,25 @@ void gemm_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, 
   if (ta && tb) product_into(av.transpose(), bv.transpose(), alpha, beta, cv);
 }
 
+// The same block through small_gemm.h; alpha = 1, beta 0 or 1, not both
+// operands transposed.
+void small_gemm_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
+                      const float* b, float beta, float* c, int64_t r0, int64_t r1, int64_t c0,
+                      int64_t c1) {
+  const int64_t rows = r1 - r0, cols = c1 - c0;
+  float* cb = c + r0 * n + c0;
+  if (tb) {  // C += A * B^T as dot products of rows; A not transposed
+    if (beta == 0.0f) {
+      for (int64_t i = 0; i < rows; ++i) std::fill_n(cb + i * n, cols, 0.0f);
+    }
+    gemm_nt_acc(rows, cols, a + r0 * k, k, RowMatrix{b + c0 * k, k}, Segments{1, k, 0, 0}, cb, n);
+    return;
+  }
+  // C = A * B (+ C): A's elements are broadcast, so A^T is just other strides
+  const StridedMatrix av = ta ? StridedMatrix{a + r0, 1, m} : StridedMatrix{a + r0 * k, k, 1};
+  gemm_nn(rows, cols, k, av, RowMatrix{b + c0, n}, cb, n, nullptr, beta != 0.0f);
+}
+
 }  // namespace
 
 // C(m, n) = alpha * op(A)(m, k) * op(B)(k, n) + beta * C, all row-major
@@ -61,11 +86,15 @@ void gemm(ThreadPool& pool, bool trans_a, bool trans_b, int64_t m, int64_t n, in
   const bool by_rows = m >= n;
   const int64_t extent = by_rows ? m : n;
   const int64_t grain = m * n * k < kParallelGemmWork ? extent : kMinBlock;
+  const bool small = m * n * k <= kSmallGemmWork && alpha == 1.0f &&
+                     (beta == 0.0f || beta == 1.0f) && !(trans_a && trans_b);
   pool.parallel_for(extent, grain, [&](int64_t e0, int64_t e1, int) {
-    if (by_rows) {
-      gemm_block(trans_a, trans_b, m, n, k, alpha, a, b, beta, c, e0, e1, 0, n);
+    const int64_t r0 = by_rows ? e0 : 0, r1 = by_rows ? e1 : m;
+    const int64_t c0 = by_rows ? 0 : e0, c1 = by_rows ? n : e1;
+    if (small) {
+      small_gemm_block(trans_a, trans_b, m, n, k, a, b, beta, c, r0, r1, c0, c1);
     } else {
-      gemm_block(trans_a, trans_b, m, n, k, alpha, a, b, beta, c, 0, m, e0, e1);
+      gemm_block(trans_a, trans_b, m, n, k, alpha, a, b, beta, c, r0, r1, c0, c1);
     }
   });
 }
