@@ -14,6 +14,10 @@
 namespace lockstep::nn::cpu {
 namespace {
 
+// Weight gradients larger than this (floats) get one partial sum per thread
+// instead of one per chunk.
+constexpr int64_t kManyPartialsWeights = int64_t{1} << 16;
+
 // out[e] = sum over chunks t of partials[t * stride + e] for e < count.
 void reduce_partials(ThreadPool& pool, const float* partials, int chunks, int64_t stride,
                      int64_t count, float* out) {
@@ -76,9 +80,21 @@ void conv2d_backward_filter(ThreadPool& pool, const Conv2dGeometry& g, const flo
   const conv::FilterChunk chunk_fn = conv::wide_applies(g) && wsize <= conv::kSmallWeights
                                          ? conv::wide_filter_chunk
                                          : conv::im2col_filter_chunk;
-  const int chunks = pool.chunks(g.batch, 1);
+  // Every chunk zeroes and fills a private copy of dw, then the copies are
+  // summed: with large weights that traffic dominates, so they get only one
+  // chunk per thread.
+  const int64_t grain =
+      wsize > kManyPartialsWeights ? (g.batch + pool.threads() - 1) / pool.threads() : 1;
+  const int chunks = pool.chunks(g.batch, grain);
+  if (chunks == 1) {  // one thread: accumulate in place
+    float* dbt = db ? db : scratch(ScratchSlot::kPartials, static_cast<size_t>(K));
+    std::fill(dw, dw + wsize, 0.0f);
+    std::fill(dbt, dbt + K, 0.0f);
+    chunk_fn(g, x, dy, 0, g.batch, dw, dbt);
+    return;
+  }
   float* partials = scratch(ScratchSlot::kPartials, static_cast<size_t>(chunks * stride));
-  pool.parallel_for(g.batch, 1, [&](int64_t n0, int64_t n1, int t) {
+  pool.parallel_for(g.batch, grain, [&](int64_t n0, int64_t n1, int t) {
     float* dwt = partials + t * stride;
     std::fill(dwt, dwt + stride, 0.0f);
     chunk_fn(g, x, dy, n0, n1, dwt, dwt + wsize);
