@@ -16,13 +16,16 @@
 namespace lockstep::nn::cpu::conv {
 namespace {
 
-// Column buffers of a group stay below this many floats (1 MiB: in L2).
-constexpr int64_t kColumnBudget = int64_t{1} << 18;
+// Column buffers of a group stay below this many floats (4 MiB), and below
+// 16 MiB for the Eigen weight gradient, where every group costs a pass over
+// the whole (large) gradient.
+constexpr int64_t kColumnBudget = int64_t{1} << 20;
+constexpr int64_t kEigenColumnBudget = int64_t{1} << 22;
 
 // Samples per GEMM: at least min_columns output columns, within the budget.
-int64_t group_size(const Dims& d, int64_t min_columns) {
+int64_t group_size(const Dims& d, int64_t min_columns, int64_t budget = kColumnBudget) {
   const int64_t want = (min_columns + d.pq - 1) / d.pq;
-  const int64_t cap = std::max<int64_t>(1, kColumnBudget / std::max<int64_t>(1, d.crs * d.pq));
+  const int64_t cap = std::max<int64_t>(1, budget / std::max<int64_t>(1, d.crs * d.pq));
   return std::clamp<int64_t>(want, 1, cap);
 }
 
@@ -46,13 +49,20 @@ void scatter_samples(const float* src, int64_t gs, int64_t k, const Dims& d, flo
   }
 }
 
+// Output columns per GEMM in forward and backward-data: a full register
+// tile's width, or with large weights several, so that each block of w is
+// used by several column blocks while it is in cache.
+int64_t gemm_columns(const Conv2dGeometry& g, const Dims& d) {
+  return g.out_channels * d.crs <= kSmallWeights ? 64 : 256;
+}
+
 }  // namespace
 
 // x: (N, C, H, W), w: (K, C, R, S), b: (K) or null -> y: (N, K, P, Q)
 void im2col_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x, const float* w,
                     const float* b, float* y) {
   const Dims d(g);
-  const int64_t K = g.out_channels, G = group_size(d, 64);
+  const int64_t K = g.out_channels, G = group_size(d, gemm_columns(g, d));
   const StridedMatrix weights{w, d.crs, 1};
   pool.parallel_for(g.batch, 1, [&](int64_t n0, int64_t n1, int) {
     float* col = scratch(ScratchSlot::kColumns, static_cast<size_t>(d.crs * G * d.pq));
@@ -74,7 +84,7 @@ void im2col_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x, c
 void im2col_backward_data(ThreadPool& pool, const Conv2dGeometry& g, const float* w,
                           const float* dy, float* dx) {
   const Dims d(g);
-  const int64_t K = g.out_channels, G = group_size(d, 64);
+  const int64_t K = g.out_channels, G = group_size(d, gemm_columns(g, d));
   const StridedMatrix weights_t{w, 1, d.crs};  // (CRS, K) view of w
   pool.parallel_for(g.batch, 1, [&](int64_t n0, int64_t n1, int) {
     float* col = scratch(ScratchSlot::kColumns, static_cast<size_t>(d.crs * G * d.pq));
@@ -96,8 +106,10 @@ void im2col_backward_data(ThreadPool& pool, const Conv2dGeometry& g, const float
 void im2col_filter_chunk(const Conv2dGeometry& g, const float* x, const float* dy, int64_t n0,
                          int64_t n1, float* dw, float* db) {
   const Dims d(g);
-  const int64_t K = g.out_channels, G = group_size(d, 256);
+  const int64_t K = g.out_channels;
   const bool small = K * d.crs <= kSmallWeights;
+  const int64_t G =
+      small ? group_size(d, 256) : group_size(d, (n1 - n0) * d.pq, kEigenColumnBudget);
   float* col = scratch(ScratchSlot::kColumns, static_cast<size_t>(d.crs * G * d.pq));
   float* in = small ? nullptr : scratch(ScratchSlot::kGather, static_cast<size_t>(K * G * d.pq));
   for (int64_t n = n0; n < n1; n += G) {

@@ -110,11 +110,24 @@ void nt_rows(int64_t m, const float* a, int64_t lda, RowMatrix b, const Segments
   });
 }
 
+// Depth of the inner-dimension blocks of gemm_nn.
+constexpr int64_t kDepthBlock = 256;
+
 }  // namespace
 
 void gemm_nn(int64_t m, int64_t n, int64_t k, StridedMatrix a, RowMatrix b, float* c, int64_t ldc,
              const float* bias, bool accumulate) {
   if (m <= 0 || n <= 0) return;
+  if (k > kDepthBlock) {
+    // Blocks of the inner dimension: each (m, kDepthBlock) block of A stays
+    // in cache while every column block of C uses it.
+    for (int64_t p0 = 0; p0 < k; p0 += kDepthBlock) {
+      const StridedMatrix ap{a.data + p0 * a.col_stride, a.row_stride, a.col_stride};
+      gemm_nn(m, n, std::min(kDepthBlock, k - p0), ap, b.rows_from(p0), c, ldc,
+              p0 == 0 ? bias : nullptr, p0 == 0 ? accumulate : true);
+    }
+    return;
+  }
   int64_t j = 0;
   for (; j + 4 * kLanes <= n; j += 4 * kLanes) {
     nn_block<4>(m, k, a, b.shifted(j), c + j, ldc, bias, accumulate);
