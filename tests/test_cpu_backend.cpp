@@ -154,6 +154,7 @@ INSTANTIATE_TEST_SUITE_P(
                           geometry(3, 64, 6, 6, 64, 3, 3, 1, 1),    // large weights, stride 1
                           geometry(2, 32, 9, 9, 64, 3, 3, 2, 1),    // large weights, stride 2
                           geometry(3, 64, 5, 5, 128, 3, 3, 1, 1),   // weights > 64K floats
+                          geometry(2, 48, 5, 5, 300, 3, 3, 1, 1),   // blocked GEMMs (K, CRS > 256)
                           geometry(2, 3, 32, 32, 8, 3, 3, 2, 1)),   // AlexNet-CIFAR conv1 shape
         ::testing::Values(1, 2)));
 

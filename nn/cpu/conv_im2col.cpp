@@ -11,6 +11,7 @@
 #include "nn/cpu/eigen.h"
 #include "nn/cpu/im2col.h"
 #include "nn/cpu/scratch.h"
+#include "nn/cpu/simd.h"
 #include "nn/cpu/small_gemm.h"
 
 namespace lockstep::nn::cpu::conv {
@@ -34,7 +35,7 @@ void gather_samples(const float* src, int64_t gs, int64_t k, const Dims& d, floa
   const int64_t ld = gs * d.pq;
   for (int64_t i = 0; i < gs; ++i) {
     for (int64_t r = 0; r < k; ++r) {
-      std::copy_n(src + i * d.kpq + r * d.pq, d.pq, dst + r * ld + i * d.pq);
+      copy_short(src + i * d.kpq + r * d.pq, dst + r * ld + i * d.pq, d.pq);
     }
   }
 }
@@ -44,7 +45,7 @@ void scatter_samples(const float* src, int64_t gs, int64_t k, const Dims& d, flo
   const int64_t ld = gs * d.pq;
   for (int64_t i = 0; i < gs; ++i) {
     for (int64_t r = 0; r < k; ++r) {
-      std::copy_n(src + r * ld + i * d.pq, d.pq, dst + i * d.kpq + r * d.pq);
+      copy_short(src + r * ld + i * d.pq, dst + i * d.kpq + r * d.pq, d.pq);
     }
   }
 }
@@ -69,7 +70,7 @@ void im2col_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x, c
     float* out = G > 1 ? scratch(ScratchSlot::kGather, static_cast<size_t>(K * G * d.pq)) : nullptr;
     for (int64_t n = n0; n < n1; n += G) {
       const int64_t gs = std::min(G, n1 - n), ld = gs * d.pq;
-      for (int64_t i = 0; i < gs; ++i) im2col(g, x + (n + i) * d.chw, col + i * d.pq, ld);
+      im2col(g, x + n * d.chw, gs, col, ld);
       if (gs == 1) {
         gemm_nn(K, d.pq, d.crs, weights, RowMatrix{col, d.pq}, y + n * d.kpq, d.pq, b, false);
       } else {
@@ -97,7 +98,7 @@ void im2col_backward_data(ThreadPool& pool, const Conv2dGeometry& g, const float
         dyg = in;
       }
       gemm_nn(d.crs, ld, K, weights_t, RowMatrix{dyg, ld}, col, ld, nullptr, false);
-      for (int64_t i = 0; i < gs; ++i) col2im(g, col + i * d.pq, ld, dx + (n + i) * d.chw);
+      col2im(g, col, ld, gs, dx + n * d.chw);
     }
   });
 }
@@ -114,7 +115,7 @@ void im2col_filter_chunk(const Conv2dGeometry& g, const float* x, const float* d
   float* in = small ? nullptr : scratch(ScratchSlot::kGather, static_cast<size_t>(K * G * d.pq));
   for (int64_t n = n0; n < n1; n += G) {
     const int64_t gs = std::min(G, n1 - n), ld = gs * d.pq;
-    for (int64_t i = 0; i < gs; ++i) im2col(g, x + (n + i) * d.chw, col + i * d.pq, ld);
+    im2col(g, x + n * d.chw, gs, col, ld);
     const float* dyg = dy + n * d.kpq;
     if (small) {
       gemm_nt_acc(K, d.crs, dyg, d.pq, RowMatrix{col, ld}, Segments{gs, d.pq, d.kpq, d.pq}, dw,
@@ -124,9 +125,10 @@ void im2col_filter_chunk(const Conv2dGeometry& g, const float* x, const float* d
       MatrixView(dw, K, d.crs, OuterStride(d.crs)).noalias() +=
           ConstMatrixView(in, K, ld, OuterStride(ld)) *
           ConstMatrixView(col, d.crs, ld, OuterStride(ld)).transpose();
+      for (int64_t k = 0; k < K; ++k) db[k] += sum_floats(in + k * ld, ld);
     }
   }
-  accumulate_bias_grad(g, dy, n0, n1, db);
+  if (small) accumulate_bias_grad(g, dy, n0, n1, db);
 }
 
 }  // namespace lockstep::nn::cpu::conv

@@ -103,48 +103,59 @@ struct RowMover {
 
 }  // namespace
 
-void im2col(const Conv2dGeometry& g, const float* x, float* col, int64_t ld) {
+// Rows (c, r, s) outermost and samples innermost: each row of the (large)
+// column matrix is written from start to end, not 16 floats at a time in
+// every row per sample.
+void im2col(const Conv2dGeometry& g, const float* x, int64_t count, float* col, int64_t ld) {
   const Padded pd(g);
+  const int64_t chw = g.in_channels * g.in_h * g.in_w, plane = g.in_channels * pd.area;
+  const int64_t pq = g.out_h() * g.out_w();
   const float* xp = x;
   if (g.pad > 0) {
-    float* buffer = scratch(ScratchSlot::kPadded, static_cast<size_t>(g.in_channels * pd.area));
-    pad_input(g, pd, x, buffer);
+    float* buffer = scratch(ScratchSlot::kPadded, static_cast<size_t>(count * plane));
+    for (int64_t i = 0; i < count; ++i) pad_input(g, pd, x + i * chw, buffer + i * plane);
     xp = buffer;
   }
+  const int64_t stride = g.pad > 0 ? plane : chw;  // between samples of xp
   const RowMover mover(g, pd);
   for (int64_t c = 0; c < g.in_channels; ++c) {
     for (int64_t r = 0; r < g.kernel_h; ++r) {
       for (int64_t s = 0; s < g.kernel_w; ++s) {
-        const int64_t row = (c * g.kernel_h + r) * g.kernel_w + s;
-        mover.gather(xp + c * pd.area + r * pd.wp + s, col + row * ld);
+        float* dst = col + ((c * g.kernel_h + r) * g.kernel_w + s) * ld;
+        const float* src = xp + c * pd.area + r * pd.wp + s;
+        for (int64_t i = 0; i < count; ++i) mover.gather(src + i * stride, dst + i * pq);
       }
     }
   }
 }
 
-void col2im(const Conv2dGeometry& g, const float* col, int64_t ld, float* dx) {
+void col2im(const Conv2dGeometry& g, const float* col, int64_t ld, int64_t count, float* dx) {
   const Padded pd(g);
+  const int64_t chw = g.in_channels * g.in_h * g.in_w, plane = g.in_channels * pd.area;
+  const int64_t pq = g.out_h() * g.out_w();
   float* dxp = dx;
-  if (g.pad > 0) {
-    dxp = scratch(ScratchSlot::kPadded, static_cast<size_t>(g.in_channels * pd.area));
-  }
-  zero_short(dxp, g.in_channels * pd.area);
+  if (g.pad > 0) dxp = scratch(ScratchSlot::kPadded, static_cast<size_t>(count * plane));
+  const int64_t stride = g.pad > 0 ? plane : chw;
+  zero_short(dxp, count * stride);
   const RowMover mover(g, pd);
-  // Kernel column s outermost: consecutive additions then touch different
-  // rows (partly overlapping ones would stall store-to-load forwarding).
+  // Kernel column s before r: consecutive additions into one sample then
+  // touch different rows (partly overlapping ones would stall store-to-load
+  // forwarding).
   for (int64_t c = 0; c < g.in_channels; ++c) {
     for (int64_t s = 0; s < g.kernel_w; ++s) {
       for (int64_t r = 0; r < g.kernel_h; ++r) {
-        const int64_t row = (c * g.kernel_h + r) * g.kernel_w + s;
-        mover.scatter_add(col + row * ld, dxp + c * pd.area + r * pd.wp + s);
+        const float* src = col + ((c * g.kernel_h + r) * g.kernel_w + s) * ld;
+        float* dst = dxp + c * pd.area + r * pd.wp + s;
+        for (int64_t i = 0; i < count; ++i) mover.scatter_add(src + i * pq, dst + i * stride);
       }
     }
   }
-  if (g.pad > 0) {
+  if (g.pad == 0) return;
+  for (int64_t i = 0; i < count; ++i) {
     for (int64_t c = 0; c < g.in_channels; ++c) {
       for (int64_t h = 0; h < g.in_h; ++h) {
-        copy_short(dxp + c * pd.area + (h + g.pad) * pd.wp + g.pad, dx + (c * g.in_h + h) * g.in_w,
-                   g.in_w);
+        copy_short(dxp + i * plane + c * pd.area + (h + g.pad) * pd.wp + g.pad,
+                   dx + i * chw + (c * g.in_h + h) * g.in_w, g.in_w);
       }
     }
   }

@@ -1,5 +1,6 @@
-// im2col / col2im for one sample of a 2-D convolution (zero padding). Both
-// use the calling thread's ScratchSlot::kPadded buffer when pad > 0.
+// im2col / col2im for a group of samples of a 2-D convolution (zero
+// padding). Both use the calling thread's ScratchSlot::kPadded buffer when
+// pad > 0.
 //
 // The column matrix has C*R*S rows, one per (channel, kernel row, kernel
 // column), and P*Q columns, one per output position:
@@ -14,11 +15,12 @@
 
 namespace lockstep::nn::cpu {
 
-// x: (C, H, W) -> col: (C*R*S, P*Q) with row stride ld
-void im2col(const Conv2dGeometry& g, const float* x, float* col, int64_t ld);
+// x: (count, C, H, W) -> col: (C*R*S, count*P*Q) with row stride ld, sample
+// i's P*Q columns at column i*P*Q (ld >= count*P*Q).
+void im2col(const Conv2dGeometry& g, const float* x, int64_t count, float* col, int64_t ld);
 
-// col: (C*R*S, P*Q) with row stride ld -> dx: (C, H, W), overwritten with the
-// sum of every column entry that reads each pixel (the adjoint of im2col).
-void col2im(const Conv2dGeometry& g, const float* col, int64_t ld, float* dx);
+// col: as above -> dx: (count, C, H, W), overwritten with the sum of every
+// column entry that reads each pixel (the adjoint of im2col).
+void col2im(const Conv2dGeometry& g, const float* col, int64_t ld, int64_t count, float* dx);
 
 }  // namespace lockstep::nn::cpu

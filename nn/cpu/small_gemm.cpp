@@ -110,14 +110,25 @@ void nt_rows(int64_t m, const float* a, int64_t lda, RowMatrix b, const Segments
   });
 }
 
-// Depth of the inner-dimension blocks of gemm_nn.
+// Depth of the inner-dimension blocks of gemm_nn, and rows of its row blocks.
 constexpr int64_t kDepthBlock = 256;
+constexpr int64_t kRowBlock = 384;
 
 }  // namespace
 
 void gemm_nn(int64_t m, int64_t n, int64_t k, StridedMatrix a, RowMatrix b, float* c, int64_t ldc,
              const float* bias, bool accumulate) {
   if (m <= 0 || n <= 0) return;
+  if (m > kRowBlock && k > kDepthBlock) {
+    // Blocks of rows too, so that the (kRowBlock, kDepthBlock) blocks of A
+    // below stay in L2.
+    for (int64_t i0 = 0; i0 < m; i0 += kRowBlock) {
+      const StridedMatrix ai{a.data + i0 * a.row_stride, a.row_stride, a.col_stride};
+      gemm_nn(std::min(kRowBlock, m - i0), n, k, ai, b, c + i0 * ldc, ldc,
+              bias ? bias + i0 : nullptr, accumulate);
+    }
+    return;
+  }
   if (k > kDepthBlock) {
     // Blocks of the inner dimension: each (m, kDepthBlock) block of A stays
     // in cache while every column block of C uses it.
