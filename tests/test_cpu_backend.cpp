@@ -304,17 +304,16 @@ TEST_P(CpuGemm, AllTransposeCombinationsMatchNaive) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(CpuShapes, CpuGemm,
-                         ::testing::Combine(::testing::Values(GemmCase{5, 7, 3, 0.7f, 0.3f},
-                                                              GemmCase{5, 7, 3, 1.0f, 0.0f},
-                                                              GemmCase{64, 50, 320, 1.0f, 0.0f},
-                                                              GemmCase{33, 70, 45, 1.0f, 1.0f},
-                                                              GemmCase{20, 300, 100, 1.0f, 0.0f},
-                                                              GemmCase{30, 40, 600, 1.0f, 1.0f},
-                                                              GemmCase{37, 129, 65, -0.5f, 1.0f},
-                                                              GemmCase{160, 96, 160, 1.0f, 0.5f},
-                                                              GemmCase{24, 400, 300, 2.0f, 0.0f}),
-                                            ::testing::Values(1, 2)));
+INSTANTIATE_TEST_SUITE_P(
+    CpuShapes, CpuGemm,
+    ::testing::Combine(
+        ::testing::Values(GemmCase{5, 7, 3, 0.7f, 0.3f}, GemmCase{5, 7, 3, 1.0f, 0.0f},
+                          GemmCase{64, 50, 320, 1.0f, 0.0f}, GemmCase{33, 70, 45, 1.0f, 1.0f},
+                          GemmCase{20, 300, 100, 1.0f, 0.0f}, GemmCase{30, 40, 600, 1.0f, 1.0f},
+                          GemmCase{130, 170, 200, 1.0f, 1.0f}, GemmCase{128, 300, 120, 1.0f, 0.0f},
+                          GemmCase{37, 129, 65, -0.5f, 1.0f}, GemmCase{160, 96, 160, 1.0f, 0.5f},
+                          GemmCase{24, 400, 300, 2.0f, 0.0f}),
+        ::testing::Values(1, 2)));
 
 TEST(CpuGemm, ZeroInnerDimensionScalesC) {
   auto backend = make_cpu_backend(2);

@@ -1,13 +1,18 @@
-// Dense-layer ops on the CPU. GEMM: small products (the linear layers of
-// small nets) through the register-tile kernels of small_gemm.h, which need
-// no packing, so splitting C across threads duplicates no work; large ones
-// through Eigen on row-major maps (single-threaded, cache-blocked). Either is
-// split into blocks of rows or columns of C across the pool when the product
-// is large enough. Plus the bias helpers.
+// Dense-layer ops on the CPU. GEMM goes through the register-tile kernels of
+// small_gemm.h, which need no packing, so splitting C across threads
+// duplicates no work:
+//   C = A B, C = A^T B:  gemm_nn (B's rows stream, A's elements broadcast);
+//   C = A B^T, small:    gemm_nt_acc (dot products of rows);
+//   C = A B^T, large:    C^T = B A^T through gemm_nn, with A and C^T
+//                        transposed in memory (cheap next to the product).
+// Other alpha/beta and A^T B^T go through Eigen on row-major maps. Products
+// are split into blocks of rows or columns of C across the pool when large
+// enough. Plus the bias helpers.
 #include <algorithm>
 
 #include "nn/cpu/eigen.h"
 #include "nn/cpu/kernels.h"
+#include "nn/cpu/scratch.h"
 #include "nn/cpu/simd.h"
 #include "nn/cpu/small_gemm.h"
 
@@ -19,7 +24,7 @@ namespace {
 constexpr int64_t kParallelGemmWork = int64_t{1} << 18;
 // The smallest block of rows (or columns) of C given to one thread.
 constexpr int64_t kMinBlock = 16;
-// Products up to this many multiply-adds use the unpacked kernels.
+// A B^T up to this many multiply-adds uses the dot-product kernel.
 constexpr int64_t kSmallGemmWork = int64_t{1} << 22;
 
 template <typename Lhs, typename Rhs>
@@ -69,6 +74,37 @@ void small_gemm_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const f
   gemm_nn(rows, cols, k, av, RowMatrix{b + c0, n}, cb, n, nullptr, beta != 0.0f);
 }
 
+// dst(cols, rows) (+)= src(rows, cols)^T, rows lds and ldd apart, in 16 x 16
+// blocks so that both sides stay in cache.
+void transpose(const float* src, int64_t rows, int64_t cols, int64_t lds, float* dst, int64_t ldd,
+               bool accumulate) {
+  for (int64_t i0 = 0; i0 < rows; i0 += kLanes) {
+    for (int64_t j0 = 0; j0 < cols; j0 += kLanes) {
+      const int64_t i1 = std::min(rows, i0 + kLanes), j1 = std::min(cols, j0 + kLanes);
+      for (int64_t j = j0; j < j1; ++j) {
+        for (int64_t i = i0; i < i1; ++i) {
+          const float v = src[i * lds + j];
+          dst[j * ldd + i] = accumulate ? dst[j * ldd + i] + v : v;
+        }
+      }
+    }
+  }
+}
+
+// C(m, n) (+)= A(m, k) B(n, k)^T for large products, as C^T = B A^T with
+// gemm_nn, split over columns of C.
+void gemm_nt_by_transposes(ThreadPool& pool, int64_t m, int64_t n, int64_t k, const float* a,
+                           const float* b, float beta, float* c) {
+  float* at = scratch(ScratchSlot::kPartials, static_cast<size_t>(k * m));  // A^T (k, m)
+  transpose(a, m, k, k, at, m, false);
+  pool.parallel_for(n, kMinBlock, [&](int64_t c0, int64_t c1, int) {
+    float* ct = scratch(ScratchSlot::kGather, static_cast<size_t>((c1 - c0) * m));  // C^T rows
+    gemm_nn(c1 - c0, m, k, StridedMatrix{b + c0 * k, k, 1}, RowMatrix{at, m}, ct, m, nullptr,
+            false);
+    transpose(ct, c1 - c0, m, m, c + c0, n, beta != 0.0f);
+  });
+}
+
 }  // namespace
 
 // C(m, n) = alpha * op(A)(m, k) * op(B)(k, n) + beta * C, all row-major
@@ -83,15 +119,17 @@ void gemm(ThreadPool& pool, bool trans_a, bool trans_b, int64_t m, int64_t n, in
       cv *= beta;
     return;
   }
+  const bool ours = alpha == 1.0f && (beta == 0.0f || beta == 1.0f) && !(trans_a && trans_b);
+  if (ours && trans_b && m * n * k > kSmallGemmWork) {
+    return gemm_nt_by_transposes(pool, m, n, k, a, b, beta, c);
+  }
   const bool by_rows = m >= n;
   const int64_t extent = by_rows ? m : n;
   const int64_t grain = m * n * k < kParallelGemmWork ? extent : kMinBlock;
-  const bool small = m * n * k <= kSmallGemmWork && alpha == 1.0f &&
-                     (beta == 0.0f || beta == 1.0f) && !(trans_a && trans_b);
   pool.parallel_for(extent, grain, [&](int64_t e0, int64_t e1, int) {
     const int64_t r0 = by_rows ? e0 : 0, r1 = by_rows ? e1 : m;
     const int64_t c0 = by_rows ? 0 : e0, c1 = by_rows ? n : e1;
-    if (small) {
+    if (ours) {
       small_gemm_block(trans_a, trans_b, m, n, k, a, b, beta, c, r0, r1, c0, c1);
     } else {
       gemm_block(trans_a, trans_b, m, n, k, alpha, a, b, beta, c, r0, r1, c0, c1);
