@@ -21,12 +21,9 @@ constexpr int64_t kManyPartialsWeights = int64_t{1} << 16;
 // out[e] = sum over chunks t of partials[t * stride + e] for e < count.
 void reduce_partials(ThreadPool& pool, const float* partials, int chunks, int64_t stride,
                      int64_t count, float* out) {
-  pool.parallel_for(count, 1 << 14, [&](int64_t e0, int64_t e1, int) {
+  pool.parallel_for(count, 1 << 14, [=](int64_t e0, int64_t e1, int) {
     std::copy(partials + e0, partials + e1, out + e0);
-    for (int t = 1; t < chunks; ++t) {
-      const float* p = partials + t * stride;
-      for (int64_t e = e0; e < e1; ++e) out[e] += p[e];
-    }
+    for (int t = 1; t < chunks; ++t) add_short(partials + t * stride + e0, out + e0, e1 - e0);
   });
 }
 

@@ -140,11 +140,8 @@ void gemm(ThreadPool& pool, bool trans_a, bool trans_b, int64_t m, int64_t n, in
 // y(rows, cols) += bias(cols) on every row
 void add_row_bias(ThreadPool& pool, int64_t rows, int64_t cols, const float* bias, float* y) {
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 15) / std::max<int64_t>(1, cols));
-  pool.parallel_for(rows, grain, [&](int64_t r0, int64_t r1, int) {
-    for (int64_t r = r0; r < r1; ++r) {
-      float* row = y + r * cols;
-      for (int64_t j = 0; j < cols; ++j) row[j] += bias[j];
-    }
+  pool.parallel_for(rows, grain, [=](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) add_short(bias, y + r * cols, cols);
   });
 }
 
@@ -152,12 +149,9 @@ void add_row_bias(ThreadPool& pool, int64_t rows, int64_t cols, const float* bia
 // thread in row order, so the result does not depend on the thread count.
 void sum_rows(ThreadPool& pool, int64_t rows, int64_t cols, const float* dy, float* db) {
   const int64_t grain = std::max<int64_t>(kLanes, (int64_t{1} << 15) / std::max<int64_t>(1, rows));
-  pool.parallel_for(cols, grain, [&](int64_t j0, int64_t j1, int) {
+  pool.parallel_for(cols, grain, [=](int64_t j0, int64_t j1, int) {
     std::fill(db + j0, db + j1, 0.0f);
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* row = dy + r * cols;
-      for (int64_t j = j0; j < j1; ++j) db[j] += row[j];
-    }
+    for (int64_t r = 0; r < rows; ++r) add_short(dy + r * cols + j0, db + j0, j1 - j0);
   });
 }
 

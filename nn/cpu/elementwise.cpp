@@ -1,6 +1,8 @@
 // Element-wise ops on the CPU: activation, dropout and the small vector
-// helpers. Plain loops the compiler vectorises; split across the pool only
-// when an array is large enough to repay waking a worker.
+// helpers. Plain loops the compiler vectorises, each in a function of its
+// own taking plain pointers (inside a chunk lambda that captures by
+// reference, GCC reloads the pointers and gives up vectorising); split across
+// the pool only when an array is large enough to repay waking a worker.
 #include <algorithm>
 #include <cstring>
 
@@ -18,20 +20,48 @@ int64_t dropout_grain(const DropoutGeometry& g) {
   return std::max<int64_t>(1, kElementGrain / std::max<int64_t>(1, g.spatial));
 }
 
+void relu_range(const float* x, float* y, int64_t b, int64_t e) {
+  for (int64_t i = b; i < e; ++i) y[i] = x[i] < 0.0f ? 0.0f : x[i];
+}
+
+void relu_grad_range(const float* y, const float* dy, float* dx, int64_t b, int64_t e) {
+  for (int64_t i = b; i < e; ++i) {
+    const float g = dy[i];  // loaded unconditionally: a select, not a branch
+    dx[i] = y[i] > 0.0f ? g : 0.0f;
+  }
+}
+
+// y(rows, S) = x(rows, S) * mask(rows) for rows [b, e)
+void mask_range(const float* x, const float* mask, int64_t S, float* y, int64_t b, int64_t e) {
+  if (S == 1) {
+    for (int64_t i = b; i < e; ++i) y[i] = x[i] * mask[i];
+    return;
+  }
+  for (int64_t i = b; i < e; ++i) {
+    const float m = mask[i];
+    for (int64_t s = 0; s < S; ++s) y[i * S + s] = x[i * S + s] * m;
+  }
+}
+
+void scale_range(float alpha, float* x, int64_t b, int64_t e) {
+  for (int64_t i = b; i < e; ++i) x[i] *= alpha;
+}
+
+void axpy_range(float alpha, const float* x, float* y, int64_t b, int64_t e) {
+  for (int64_t i = b; i < e; ++i) y[i] += alpha * x[i];
+}
+
 }  // namespace
 
 // x, y: (n); y = max(x, 0) (NaN stays NaN, as in PyTorch)
 void relu_forward(ThreadPool& pool, int64_t n, const float* x, float* y) {
-  pool.parallel_for(n, kElementGrain, [&](int64_t b, int64_t e, int) {
-    for (int64_t i = b; i < e; ++i) y[i] = x[i] < 0.0f ? 0.0f : x[i];
-  });
+  pool.parallel_for(n, kElementGrain, [=](int64_t b, int64_t e, int) { relu_range(x, y, b, e); });
 }
 
 // y, dy, dx: (n); dx = dy where y > 0, else 0
 void relu_backward(ThreadPool& pool, int64_t n, const float* y, const float* dy, float* dx) {
-  pool.parallel_for(n, kElementGrain, [&](int64_t b, int64_t e, int) {
-    for (int64_t i = b; i < e; ++i) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
-  });
+  pool.parallel_for(n, kElementGrain,
+                    [=](int64_t b, int64_t e, int) { relu_grad_range(y, dy, dx, b, e); });
 }
 
 // x, y: (N, C, S); mask: (N, C). mask[n, c] = 1/(1-p) when
@@ -51,13 +81,7 @@ void dropout_forward(ThreadPool& pool, const DropoutGeometry& g, const int64_t* 
       }
       i += c1 - c0;
     }
-    if (S == 1) {
-      for (int64_t i = b; i < e; ++i) y[i] = x[i] * mask[i];
-    } else {
-      for (int64_t i = b; i < e; ++i) {
-        for (int64_t s = 0; s < S; ++s) y[i * S + s] = x[i * S + s] * mask[i];
-      }
-    }
+    mask_range(x, mask, S, y, b, e);
   });
 }
 
@@ -65,12 +89,8 @@ void dropout_forward(ThreadPool& pool, const DropoutGeometry& g, const int64_t* 
 void dropout_backward(ThreadPool& pool, const DropoutGeometry& g, const float* mask,
                       const float* dy, float* dx) {
   const int64_t S = g.spatial;
-  pool.parallel_for(g.batch * g.channels, dropout_grain(g), [&](int64_t b, int64_t e, int) {
-    for (int64_t i = b; i < e; ++i) {
-      const float m = mask[i];
-      for (int64_t s = 0; s < S; ++s) dx[i * S + s] = dy[i * S + s] * m;
-    }
-  });
+  pool.parallel_for(g.batch * g.channels, dropout_grain(g),
+                    [=](int64_t b, int64_t e, int) { mask_range(dy, mask, S, dx, b, e); });
 }
 
 void fill(ThreadPool& pool, int64_t n, float value, float* x) {
@@ -79,16 +99,14 @@ void fill(ThreadPool& pool, int64_t n, float value, float* x) {
 }
 
 void scale(ThreadPool& pool, int64_t n, float alpha, float* x) {
-  pool.parallel_for(n, kElementGrain, [&](int64_t b, int64_t e, int) {
-    for (int64_t i = b; i < e; ++i) x[i] *= alpha;
-  });
+  pool.parallel_for(n, kElementGrain,
+                    [=](int64_t b, int64_t e, int) { scale_range(alpha, x, b, e); });
 }
 
 // y += alpha * x
 void axpy(ThreadPool& pool, int64_t n, float alpha, const float* x, float* y) {
-  pool.parallel_for(n, kElementGrain, [&](int64_t b, int64_t e, int) {
-    for (int64_t i = b; i < e; ++i) y[i] += alpha * x[i];
-  });
+  pool.parallel_for(n, kElementGrain,
+                    [=](int64_t b, int64_t e, int) { axpy_range(alpha, x, y, b, e); });
 }
 
 void copy(ThreadPool& pool, int64_t n, const float* src, float* dst) {
