@@ -123,12 +123,15 @@ void gemm(ThreadPool& pool, bool trans_a, bool trans_b, int64_t m, int64_t n, in
   if (ours && trans_b && m * n * k > kSmallGemmWork) {
     return gemm_nt_by_transposes(pool, m, n, k, a, b, beta, c);
   }
+  // Split rows, or columns in whole vectors (a block of C whose width is not
+  // a multiple of 16 costs the kernels a padded tail).
   const bool by_rows = m >= n;
-  const int64_t extent = by_rows ? m : n;
-  const int64_t grain = m * n * k < kParallelGemmWork ? extent : kMinBlock;
+  const int64_t unit = by_rows ? 1 : kLanes;
+  const int64_t extent = by_rows ? m : (n + kLanes - 1) / kLanes;
+  const int64_t grain = m * n * k < kParallelGemmWork ? extent : (kMinBlock + unit - 1) / unit;
   pool.parallel_for(extent, grain, [&](int64_t e0, int64_t e1, int) {
     const int64_t r0 = by_rows ? e0 : 0, r1 = by_rows ? e1 : m;
-    const int64_t c0 = by_rows ? 0 : e0, c1 = by_rows ? n : e1;
+    const int64_t c0 = by_rows ? 0 : e0 * unit, c1 = by_rows ? n : std::min(n, e1 * unit);
     if (ours) {
       small_gemm_block(trans_a, trans_b, m, n, k, a, b, beta, c, r0, r1, c0, c1);
     } else {
