@@ -1,8 +1,10 @@
-// Register-blocked, single-threaded GEMM kernels for the shapes of
-// convolutions: a small weight matrix against a wide matrix of image
-// columns. They read their operands in place (no packing, unlike Eigen, whose
-// packing costs more than the product at these sizes); callers parallelise
-// over samples.
+// Register-blocked, single-threaded GEMM kernels, first written for the
+// shapes of convolutions (a small weight matrix against a wide matrix of
+// image columns), also used for the dense layers. They read their operands
+// in place, without packing (Eigen's packing costs more than the product at
+// small sizes, and is repeated by every thread that splits a product);
+// gemm_nn blocks large products by rows and inner dimension to stay in
+// cache. Callers parallelise, over samples or blocks of C.
 #pragma once
 
 #include <cstdint>
