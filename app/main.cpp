@@ -11,6 +11,7 @@
 #include "app/config.h"
 #include "app/data_show.h"
 #include "app/predict.h"
+#include "app/timeline_report.h"
 #include "app/trainer.h"
 #include "distributed/failure.h"
 #include "distributed/mpi_communicator.h"
@@ -126,6 +127,12 @@ int main(int argc, char** argv) {
   auto* export_cmd =
       data_cmd->add_subcommand("export", "write a dataset as an image folder of PNGs");
   lockstep::app::add_export_options(*export_cmd, export_args);
+  auto* timeline_cmd = app.add_subcommand("timeline", "read Chrome traces written by --timeline");
+  timeline_cmd->require_subcommand(1);
+  lockstep::app::TimelineSummaryArgs timeline_args;
+  auto* summary_cmd = timeline_cmd->add_subcommand(
+      "summary", "per rank and step: backward, allreduce, hidden and exposed communication");
+  lockstep::app::add_timeline_summary_options(*summary_cmd, timeline_args);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -147,6 +154,8 @@ int main(int argc, char** argv) {
     if (*bench_cmd) return bench(bench_args, *comm);
     // Single-process tools: rank 0 does the work, other ranks have none.
     if (*predict_cmd) return comm->rank() == 0 ? lockstep::app::run_predict(predict_args) : 0;
+    if (*summary_cmd)
+      return comm->rank() == 0 ? lockstep::app::run_timeline_summary(timeline_args) : 0;
     if (*export_cmd) return comm->rank() == 0 ? lockstep::app::run_data_export(export_args) : 0;
     if (*show_cmd) {
       if (!show_args.config.config_file.empty())

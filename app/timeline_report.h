@@ -1,0 +1,74 @@
+// `lockstep timeline summary TRACE.json`: how much of the gradient
+// communication a run hid behind backward, read from a Chrome trace written
+// by `--timeline` (distributed/timeline.h; merged or one rank's file).
+//
+// Steps: on each rank (pid), step s is the time after the end of "synchronize"
+// s-1 up to the end of "synchronize" s; a span belongs to the step its start
+// falls in (spans after the last synchronize are ignored). Per step:
+//
+//   backward  = sum of "backward" spans (main thread)
+//   allreduce = sum of "allreduce" category spans (any thread)
+//   hidden    = the part of the allreduce spans that overlaps a backward span
+//   exposed   = the "synchronize" span: the caller waiting for communication
+//   handoff   = for each bucket, its allreduce start minus the later of its
+//               last "pack" end and the previous communication span's end
+//               (thread wake-up), plus synchronize's end minus the last
+//               communication span's end (waking the caller)
+//   late      = this rank's last backward end minus the earliest rank's in
+//               the same step: how long the other ranks waited for it
+//   hidden fraction = hidden / allreduce
+//
+//   | backward ........................ | synchronize |
+//            | ar 0 |   | ar 1 |           | ar 2 |     comm thread
+//            <-hidden->                     exposed
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace CLI {
+class App;
+}
+
+namespace lockstep::app {
+
+// Microseconds, one step of one rank.
+struct StepTimes {
+  double backward = 0.0;
+  double allreduce = 0.0;
+  double hidden = 0.0;
+  double exposed = 0.0;
+  double handoff = 0.0;
+  double late = 0.0;
+  double backward_end = 0.0;  // timestamp of the step's last backward end (-1: none)
+  int allreduces = 0;
+};
+
+struct RankSteps {
+  int rank = 0;
+  std::vector<StepTimes> steps;
+};
+
+// The per-rank, per-step figures of a trace's events (JSON array of Chrome
+// trace events), ranks in increasing order.
+std::vector<RankSteps> summarize_timeline(const nlohmann::json& events);
+
+struct TimelineSummaryArgs {
+  std::string trace;
+  int64_t skip = 1;       // leading steps per rank left out of the totals (warm-up)
+  bool per_step = false;  // also print one line per rank and step
+};
+
+// The report: per rank (and all ranks) the mean per step of each figure
+// and the hidden fraction, plus a "timeline {...}" JSON line per rank.
+std::string format_timeline_summary(const std::vector<RankSteps>& ranks,
+                                    const TimelineSummaryArgs& args);
+
+void add_timeline_summary_options(CLI::App& cmd, TimelineSummaryArgs& args);
+// Reads args.trace and prints the report. Throws InputError naming the file.
+int run_timeline_summary(const TimelineSummaryArgs& args);
+
+}  // namespace lockstep::app

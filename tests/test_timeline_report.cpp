@@ -1,0 +1,129 @@
+// `lockstep timeline summary`: a two-rank trace with known spans (one rank
+// overlapping on the communication thread, one reducing in synchronize)
+// gives exact backward, allreduce, hidden, exposed, hand-off and lateness
+// figures; the command prints them.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "app/timeline_report.h"
+#include "support/run_command.h"
+
+namespace lockstep::app {
+namespace {
+
+// Times below are in units of kUnit microseconds (so that means print exactly).
+constexpr double kUnit = 10.0;
+
+nlohmann::json span(const std::string& name, const std::string& cat, int pid, int tid, double ts,
+                    double end) {
+  return {
+      {"name", name}, {"cat", cat}, {"ph", "X"}, {"ts", kUnit * ts}, {"dur", kUnit * (end - ts)},
+      {"pid", pid},   {"tid", tid}};
+}
+
+// Rank 0 overlaps (allreduce on tid 1), rank 1 reduces inside synchronize.
+nlohmann::json two_rank_trace() {
+  nlohmann::json e = nlohmann::json::array();
+  e.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"tid", 0}});
+  // Rank 0, step 0.
+  e.push_back(span("forward", "compute", 0, 0, -50, 0));
+  e.push_back(span("backward", "compute", 0, 0, 0, 100));
+  e.push_back(span("pack bucket 0", "pack", 0, 0, 10, 12));
+  e.push_back(span("allreduce bucket 0", "allreduce", 0, 1, 20, 50));  // wake-up 8
+  e.push_back(span("unpack bucket 0", "unpack", 0, 1, 50, 52));
+  e.push_back(span("pack bucket 1", "pack", 0, 0, 90, 95));
+  e.push_back(span("allreduce bucket 1", "allreduce", 0, 1, 96, 130));  // wake-up 1, hidden 4
+  e.push_back(span("unpack bucket 1", "unpack", 0, 1, 130, 132));
+  e.push_back(span("synchronize", "communication wait", 0, 0, 100, 135));  // wake-up 3
+  // Rank 0, step 1.
+  e.push_back(span("backward", "compute", 0, 0, 200, 300));
+  e.push_back(span("pack bucket 0", "pack", 0, 0, 250, 251));
+  e.push_back(span("allreduce bucket 0", "allreduce", 0, 1, 260, 280));  // wake-up 9
+  e.push_back(span("unpack bucket 0", "unpack", 0, 1, 280, 281));
+  e.push_back(span("pack bucket 1", "pack", 0, 0, 295, 296));
+  e.push_back(span("allreduce bucket 1", "allreduce", 0, 1, 300, 308));  // wake-up 4
+  e.push_back(span("unpack bucket 1", "unpack", 0, 1, 308, 309));
+  e.push_back(span("synchronize", "communication wait", 0, 0, 300, 310));  // wake-up 1
+  // After the last synchronize: not a step.
+  e.push_back(span("evaluation", "evaluation", 0, 0, 400, 500));
+  // Rank 1: backward ends 10 us later than rank 0's in step 0, 10 us earlier in step 1.
+  e.push_back(span("backward", "compute", 1, 0, 0, 110));
+  e.push_back(span("synchronize", "communication wait", 1, 0, 110, 135));
+  e.push_back(span("allreduce bucket 0", "allreduce", 1, 0, 112, 130));
+  e.push_back(span("backward", "compute", 1, 0, 200, 290));
+  e.push_back(span("synchronize", "communication wait", 1, 0, 290, 310));
+  e.push_back(span("allreduce bucket 0", "allreduce", 1, 0, 291, 309));
+  return e;
+}
+
+TEST(TimelineReport, KnownSpansGiveExactFigures) {
+  const auto ranks = summarize_timeline(two_rank_trace());
+  ASSERT_EQ(ranks.size(), 2u);
+  ASSERT_EQ(ranks[0].steps.size(), 2u);
+  ASSERT_EQ(ranks[1].steps.size(), 2u);
+  const StepTimes& a = ranks[0].steps[0];
+  EXPECT_DOUBLE_EQ(a.backward, 100.0 * kUnit);
+  EXPECT_DOUBLE_EQ(a.allreduce, 64.0 * kUnit);
+  EXPECT_DOUBLE_EQ(a.hidden, 34.0 * kUnit);
+  EXPECT_DOUBLE_EQ(a.exposed, 35.0 * kUnit);
+  EXPECT_DOUBLE_EQ(a.handoff, 12.0 * kUnit);
+  EXPECT_DOUBLE_EQ(a.late, 0.0 * kUnit);
+  EXPECT_EQ(a.allreduces, 2);
+  const StepTimes& b = ranks[0].steps[1];
+  EXPECT_DOUBLE_EQ(b.allreduce, 28.0 * kUnit);
+  EXPECT_DOUBLE_EQ(b.hidden, 20.0 * kUnit);
+  EXPECT_DOUBLE_EQ(b.exposed, 10.0 * kUnit);
+  EXPECT_DOUBLE_EQ(b.handoff, 14.0 * kUnit);
+  EXPECT_DOUBLE_EQ(b.late, 10.0 * kUnit);
+  // Rank 1 reduces on its main thread: nothing hidden, no hand-off.
+  const StepTimes& c = ranks[1].steps[0];
+  EXPECT_DOUBLE_EQ(c.backward, 110.0 * kUnit);
+  EXPECT_DOUBLE_EQ(c.allreduce, 18.0 * kUnit);
+  EXPECT_DOUBLE_EQ(c.hidden, 0.0 * kUnit);
+  EXPECT_DOUBLE_EQ(c.exposed, 25.0 * kUnit);
+  EXPECT_DOUBLE_EQ(c.handoff, 0.0 * kUnit);
+  EXPECT_DOUBLE_EQ(c.late, 10.0 * kUnit);
+  EXPECT_DOUBLE_EQ(ranks[1].steps[1].late, 0.0 * kUnit);
+}
+
+TEST(TimelineReport, SummaryShowsMeansAndHiddenFraction) {
+  TimelineSummaryArgs args;
+  args.trace = "t.json";
+  args.skip = 0;
+  const std::string text = format_timeline_summary(summarize_timeline(two_rank_trace()), args);
+  // Rank 0, in units: backward 100, allreduce (64 + 28) / 2 = 46, hidden 27,
+  // exposed 22.5, hand-off 13, late 5; 54 / 92 hidden.
+  EXPECT_NE(text.find("0           2     1.000     0.460     0.270     0.225     0.130     0.050"
+                      "     58.7%"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\"hidden_fraction\":0.5869"), std::string::npos) << text;
+  args.skip = 1;
+  const std::string skipped = format_timeline_summary(summarize_timeline(two_rank_trace()), args);
+  EXPECT_NE(skipped.find("0           1     1.000     0.280     0.200     0.100     0.140     0.100"
+                         "     71.4%"),
+            std::string::npos)
+      << skipped;
+}
+
+TEST(TimelineReport, CommandReadsTraceFile) {
+  const auto file = std::filesystem::temp_directory_path() /
+                    ("lockstep_timeline_report_" + std::to_string(getpid()) + ".json");
+  std::ofstream(file) << two_rank_trace().dump();
+  const auto r = testing::run_lockstep("timeline summary --skip 0 --per-step " + file.string());
+  std::filesystem::remove(file);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("2 rank(s)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("1:1"), std::string::npos) << r.output;  // per-step row
+  EXPECT_NE(r.output.find("timeline {\"allreduce_ms\""), std::string::npos) << r.output;
+  const auto missing = testing::run_lockstep("timeline summary /nonexistent/trace.json");
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.output.find("/nonexistent/trace.json"), std::string::npos) << missing.output;
+}
+
+}  // namespace
+}  // namespace lockstep::app
