@@ -2,12 +2,19 @@
 // data (no dataset needed), for a set of thread counts. One forward, loss,
 // backward and optimizer step per iteration, exactly as the trainer runs
 // them (through the DistributedOptimizer on the given communicator).
+//
+// `lockstep bench --allreduce`: the DistributedOptimizer's whole gradient
+// reduction of one step (pack every gradient into the fusion buckets in
+// announce order, allreduce each bucket, unpack into Parameter::grad) against
+// one Communicator::allreduce of the same bytes, alternating the two, several
+// repetitions; each repetition's time is the slowest rank's.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "distributed/communicator.h"
+#include "distributed/timeline.h"
 
 namespace lockstep::app {
 
@@ -24,11 +31,46 @@ struct BenchResult {
   int64_t steps = 0;
 };
 
-// Runs one case for at least min_seconds (after warmup steps).
-BenchResult run_bench(const BenchCase& bench, distributed::Communicator& comm, double min_seconds);
+// Runs one case for at least min_seconds (after warmup steps). With a
+// timeline, the timed steps record "forward", "backward" and "optimizer
+// step" spans as the trainer does (and the optimizer's own spans).
+BenchResult run_bench(const BenchCase& bench, distributed::Communicator& comm, double min_seconds,
+                      distributed::Timeline* timeline = nullptr);
 
 // The default suite: mnist_net at batch 64 and alexnet_cifar at batch 128,
 // each with 1 and 2 threads.
 std::vector<BenchCase> default_bench_cases();
+
+struct AllreduceBenchCase {
+  std::string model;  // its parameter list is what is reduced
+  double first_bucket_mb = 1.0;
+  double bucket_cap_mb = 25.0;  // 0: one bucket per parameter
+  bool overlap = true;          // buckets reduced on the communication thread
+  int repeats = 10;             // timed repetitions of each variant
+};
+
+struct AllreduceBenchResult {
+  AllreduceBenchCase bench;
+  int64_t bytes = 0;  // gradient bytes per step
+  size_t buckets = 0;
+  // Per repetition, seconds (slowest rank), and their medians.
+  std::vector<double> fused, plain;
+  double fused_median = 0.0, plain_median = 0.0;
+  // Where the fused time goes, seconds per repetition (this rank's means, from
+  // DistributedOptimizerStats): packing on the calling thread, inside the
+  // allreduce calls, unpacking into Parameter::grad, and the caller's wait in
+  // synchronize().
+  double pack = 0.0, allreduce = 0.0, unpack = 0.0, exposed = 0.0;
+  // Algorithm bandwidth: bytes / median time, GB/s.
+  double fused_gbps() const { return bytes / fused_median / 1e9; }
+  double plain_gbps() const { return bytes / plain_median / 1e9; }
+};
+
+// Collective. Two warm-up rounds, then `repeats` rounds of (fused, plain).
+AllreduceBenchResult run_allreduce_bench(const AllreduceBenchCase& bench,
+                                         distributed::Communicator& comm);
+
+// One line for people, then "bench {...}" with every repetition's times (ms).
+std::string format_allreduce_result(const AllreduceBenchResult& r, int ranks);
 
 }  // namespace lockstep::app

@@ -57,16 +57,42 @@ struct BenchArgs {
   std::vector<int> threads{1, 2};
   int64_t batch = 0;
   double seconds = 3.0;
+  std::string timeline;  // Chrome trace of the timed steps ("": none)
+  bool allreduce = false;
+  std::vector<double> bucket_caps{25.0};
+  double first_bucket_mb = 1.0;
+  int repeats = 10;
+  bool no_overlap = false;
+  double stall_warning_s = 60.0;  // as train's default; 0: blocking MPI calls
 };
+
+// The fused gradient reduction against one plain allreduce of the same bytes.
+int bench_allreduce(const BenchArgs& args, lockstep::distributed::Communicator& comm) {
+  for (const std::string& model : args.models) {
+    for (double cap : args.bucket_caps) {
+      const auto r = lockstep::app::run_allreduce_bench(
+          {model, args.first_bucket_mb, cap, !args.no_overlap, args.repeats}, comm);
+      if (comm.rank() == 0) std::cout << lockstep::app::format_allreduce_result(r, comm.size());
+      std::cout.flush();
+    }
+  }
+  return 0;
+}
 
 // One line per case: model, batch, ranks, threads, images/second (also as
 // JSON lines for scripts: "bench {...}").
 int bench(const BenchArgs& args, lockstep::distributed::Communicator& comm) {
+  lockstep::distributed::StallPolicy stall;
+  stall.warning_seconds = args.stall_warning_s;
+  comm.set_stall_policy(stall);
+  if (args.allreduce) return bench_allreduce(args, comm);
+  std::unique_ptr<lockstep::distributed::Timeline> timeline;
+  if (!args.timeline.empty()) timeline = lockstep::distributed::make_timeline(args.timeline, comm);
   for (const std::string& model : args.models) {
     for (int threads : args.threads) {
       lockstep::app::BenchCase c{model, args.batch, threads};
       if (c.batch == 0) c.batch = model == "mnist_net" ? 64 : 128;
-      const auto r = lockstep::app::run_bench(c, comm, args.seconds);
+      const auto r = lockstep::app::run_bench(c, comm, args.seconds, timeline.get());
       if (comm.rank() != 0) continue;
       std::printf("%-14s batch %4lld x %d rank%s  %d thread%s  %10.1f img/s  %8.3f ms/step\n",
                   model.c_str(), static_cast<long long>(c.batch), comm.size(),
@@ -80,6 +106,7 @@ int bench(const BenchArgs& args, lockstep::distributed::Communicator& comm) {
       std::fflush(stdout);
     }
   }
+  if (timeline) lockstep::distributed::finish_timeline(*timeline, comm);
   return 0;
 }
 
@@ -114,6 +141,27 @@ int main(int argc, char** argv) {
                         "batch per rank (0: 64 for mnist_net, 128 for alexnet_cifar)");
   bench_cmd->add_option("--seconds", bench_args.seconds, "minimum timed seconds per case")
       ->capture_default_str();
+  bench_cmd->add_option("--timeline", bench_args.timeline, "Chrome trace of the timed steps");
+  bench_cmd->add_flag("--allreduce", bench_args.allreduce,
+                      "time the fused gradient reduction against one plain allreduce");
+  bench_cmd
+      ->add_option("--bucket-cap-mb,--bucket_cap_mb", bench_args.bucket_caps,
+                   "--allreduce: bucket caps, MiB (0: one bucket per parameter)")
+      ->capture_default_str();
+  bench_cmd
+      ->add_option("--first-bucket-mb,--first_bucket_mb", bench_args.first_bucket_mb,
+                   "--allreduce: first bucket's limit, MiB")
+      ->capture_default_str();
+  bench_cmd->add_option("--repeats", bench_args.repeats, "--allreduce: timed repetitions")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  bench_cmd->add_flag("--no-overlap,--no_overlap", bench_args.no_overlap,
+                      "--allreduce: reduce every bucket on the calling thread");
+  bench_cmd
+      ->add_option("--stall-warning-s,--stall_warning_s", bench_args.stall_warning_s,
+                   "as train's key; 0 makes collectives plain blocking MPI calls (not polled)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   lockstep::app::PredictArgs predict_args;
   auto* predict_cmd = app.add_subcommand("predict", "classify image files with a checkpoint");
   lockstep::app::add_predict_options(*predict_cmd, predict_args);
