@@ -19,7 +19,7 @@
 #include "nn/backend.h"
 #include "nn/cuda/cuda_backend.h"
 #include "nn/tensor.h"
-#include "support/gradient_check.h"
+#include "support/backend_checks.h"
 
 namespace lockstep::nn::cuda_test {
 
@@ -30,11 +30,7 @@ struct Tolerance {
 };
 constexpr Tolerance kExact{};
 
-inline Tensor random_tensor(const Shape& shape, uint64_t seed) {
-  Tensor t(shape);
-  testing::fill_random(t, seed);
-  return t;
-}
+using testing::random_tensor;
 
 inline Tensor to_device(const Tensor& host) {
   Tensor t(host.shape(), Device::kCuda);

@@ -4,48 +4,21 @@
 // products, Eigen for other alpha and beta).
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <limits>
 #include <memory>
 #include <ostream>
-#include <vector>
+#include <tuple>
 
 #include "nn/backend.h"
 #include "nn/tensor.h"
-#include "support/gradient_check.h"
+#include "support/backend_checks.h"
 
 namespace lockstep::nn {
 namespace {
 
-using testing::fill_random;
-
-// A reference result: values and, per element, the sum of |terms|, which
-// bounds the rounding error of any summation order.
-struct Reference {
-  std::vector<double> value, magnitude;
-  explicit Reference(int64_t n) : value(n, 0.0), magnitude(n, 0.0) {}
-  void add(int64_t i, double term) {
-    value[i] += term;
-    magnitude[i] += std::abs(term);
-  }
-};
-
-void expect_close(const Reference& ref, const float* got, const char* what) {
-  int failures = 0;
-  for (size_t i = 0; i < ref.value.size() && failures < 5; ++i) {
-    const double tol = 2e-5 * ref.magnitude[i] + 1e-6;
-    if (!(std::abs(got[i] - ref.value[i]) <= tol)) {
-      ADD_FAILURE() << what << "[" << i << "] = " << got[i] << ", reference " << ref.value[i];
-      ++failures;
-    }
-  }
-}
-
-Tensor random_tensor(const Shape& shape, uint64_t seed) {
-  Tensor t(shape);
-  fill_random(t, seed);
-  return t;
-}
+using testing::expect_close;
+using testing::random_tensor;
+using testing::Reference;
 
 // --- GEMM --------------------------------------------------------------------
 

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <memory>
 #include <string>
@@ -14,23 +13,14 @@
 #include "nn/counter_rng.h"
 #include "nn/error.h"
 #include "nn/tensor.h"
-#include "support/gradient_check.h"
+#include "support/backend_checks.h"
 
 namespace lockstep::nn {
 namespace {
 
-using testing::fill_random;
-
-Tensor random_tensor(const Shape& shape, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
-  Tensor t(shape);
-  fill_random(t, seed, lo, hi);
-  return t;
-}
-
-bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  return a.numel() == b.numel() &&
-         std::memcmp(a.data(), b.data(), static_cast<size_t>(a.numel()) * sizeof(float)) == 0;
-}
+using testing::bitwise_equal;
+using testing::dropout_geometry;
+using testing::random_tensor;
 
 // --- relu and small vector helpers -----------------------------------------
 
@@ -92,12 +82,6 @@ TEST(CpuElementwise, RowBiasAndColumnSums) {
 }
 
 // --- dropout -----------------------------------------------------------------
-
-DropoutGeometry dropout_geometry(int64_t n, int64_t c, int64_t s, float p, uint64_t stream) {
-  DropoutGeometry g;
-  g.batch = n, g.channels = c, g.spatial = s, g.p = p, g.seed = 42, g.stream = stream;
-  return g;
-}
 
 TEST(CpuDropout, MaskFollowsTheCounterGeneratorAndBroadcastsOverChannels) {
   auto backend = make_cpu_backend(2);

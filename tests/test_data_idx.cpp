@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include "data/catalog.h"
 #include "data/idx.h"
@@ -18,6 +20,15 @@ using testing::throws_input_error;
 using testing::write_idx;
 using testing::write_idx_images;
 using testing::write_idx_labels;
+
+// Passes when read_idx of the folder's images and labels files throws an
+// InputError naming every one of parts (throws_input_error).
+::testing::AssertionResult read_idx_fails(const ScratchDir& dir, const std::string& images,
+                                          const std::string& labels,
+                                          const std::vector<std::string>& parts) {
+  return throws_input_error(
+      [&] { read_idx(dir.file(images), dir.file(labels), mnist_class_names()); }, parts);
+}
 
 class IdxFormats : public ::testing::TestWithParam<bool> {};
 
@@ -54,8 +65,7 @@ TEST(IdxErrors, MissingFile) {
   ScratchDir dir;
   write_idx_labels(dir.file("lab"), {1});
   EXPECT_TRUE(
-      throws_input_error([&] { read_idx(dir.file("nope"), dir.file("lab"), mnist_class_names()); },
-                         {dir.file("nope"), "cannot open", "No such file"}));
+      read_idx_fails(dir, "nope", "lab", {dir.file("nope"), "cannot open", "No such file"}));
 }
 
 TEST(IdxErrors, TruncatedImagesRawAndGzip) {
@@ -64,8 +74,8 @@ TEST(IdxErrors, TruncatedImagesRawAndGzip) {
     // The header promises 3 images of 2x2 (12 pixels); 10 follow.
     write_idx_images(dir.file("img"), 3, 2, 2, std::vector<uint8_t>(10, 9), gzip);
     write_idx_labels(dir.file("lab"), {1, 2, 3}, gzip);
-    EXPECT_TRUE(throws_input_error(
-        [&] { read_idx(dir.file("img"), dir.file("lab"), mnist_class_names()); },
+    EXPECT_TRUE(read_idx_fails(
+        dir, "img", "lab",
         {dir.file("img"), "truncated", "3 images of 2x2", "28 bytes", "holds 26 bytes"}))
         << "gzip=" << gzip;
   }
@@ -78,18 +88,15 @@ TEST(IdxErrors, CutGzipStream) {
   write_idx_labels(dir.file("lab.gz"), data.labels, true);
   std::filesystem::resize_file(dir.file("img.gz"),
                                std::filesystem::file_size(dir.file("img.gz")) / 2);
-  EXPECT_TRUE(throws_input_error(
-      [&] { read_idx(dir.file("img.gz"), dir.file("lab.gz"), mnist_class_names()); },
-      {dir.file("img.gz"), "gzip"}));
+  EXPECT_TRUE(read_idx_fails(dir, "img.gz", "lab.gz", {dir.file("img.gz"), "gzip"}));
 }
 
 TEST(IdxErrors, TruncatedLabels) {
   ScratchDir dir;
   write_idx_images(dir.file("img"), 3, 1, 1, {1, 2, 3});
   write_idx(dir.file("lab"), 0x00000801, {3}, {1, 2});
-  EXPECT_TRUE(
-      throws_input_error([&] { read_idx(dir.file("img"), dir.file("lab"), mnist_class_names()); },
-                         {dir.file("lab"), "truncated", "3 labels", "11 bytes", "holds 10 bytes"}));
+  EXPECT_TRUE(read_idx_fails(
+      dir, "img", "lab", {dir.file("lab"), "truncated", "3 labels", "11 bytes", "holds 10 bytes"}));
 }
 
 TEST(IdxErrors, TruncatedHeader) {
@@ -97,8 +104,7 @@ TEST(IdxErrors, TruncatedHeader) {
   testing::write_bytes(dir.file("img"), {0, 0, 8, 3, 0, 0});
   write_idx_labels(dir.file("lab"), {1});
   EXPECT_TRUE(
-      throws_input_error([&] { read_idx(dir.file("img"), dir.file("lab"), mnist_class_names()); },
-                         {dir.file("img"), "truncated", "6 bytes", "needs 16"}));
+      read_idx_fails(dir, "img", "lab", {dir.file("img"), "truncated", "6 bytes", "needs 16"}));
 }
 
 TEST(IdxErrors, WrongMagicSaysFoundAndExpected) {
@@ -106,35 +112,30 @@ TEST(IdxErrors, WrongMagicSaysFoundAndExpected) {
   write_idx_images(dir.file("img"), 1, 1, 1, {1});
   write_idx_labels(dir.file("lab"), {1});
   // Swapped files: each magic is the other's.
-  EXPECT_TRUE(throws_input_error(
-      [&] { read_idx(dir.file("lab"), dir.file("img"), mnist_class_names()); },
+  EXPECT_TRUE(read_idx_fails(
+      dir, "lab", "img",
       {dir.file("lab"), "wrong magic 0x00000801", "expected 0x00000803", "swapped"}));
   write_idx(dir.file("junk"), 0x12345678, {1}, {1});
-  EXPECT_TRUE(
-      throws_input_error([&] { read_idx(dir.file("img"), dir.file("junk"), mnist_class_names()); },
-                         {dir.file("junk"), "wrong magic 0x12345678", "expected 0x00000801"}));
+  EXPECT_TRUE(read_idx_fails(dir, "img", "junk",
+                             {dir.file("junk"), "wrong magic 0x12345678", "expected 0x00000801"}));
 }
 
 TEST(IdxErrors, CountMismatchNamesBothFiles) {
   ScratchDir dir;
   write_idx_images(dir.file("img"), 3, 1, 1, {1, 2, 3});
   write_idx_labels(dir.file("lab"), {1, 2});
-  EXPECT_TRUE(
-      throws_input_error([&] { read_idx(dir.file("img"), dir.file("lab"), mnist_class_names()); },
-                         {dir.file("img"), "3 images", dir.file("lab"), "2 labels"}));
+  EXPECT_TRUE(read_idx_fails(dir, "img", "lab",
+                             {dir.file("img"), "3 images", dir.file("lab"), "2 labels"}));
 }
 
 TEST(IdxErrors, ZeroDimensions) {
   ScratchDir dir;
   write_idx_labels(dir.file("lab"), {1});
   write_idx_images(dir.file("img"), 1, 0, 28, {});
-  EXPECT_TRUE(
-      throws_input_error([&] { read_idx(dir.file("img"), dir.file("lab"), mnist_class_names()); },
-                         {dir.file("img"), "1 images of 0x28", "must all be positive"}));
+  EXPECT_TRUE(read_idx_fails(dir, "img", "lab",
+                             {dir.file("img"), "1 images of 0x28", "must all be positive"}));
   write_idx_images(dir.file("img0"), 0, 28, 28, {});
-  EXPECT_TRUE(
-      throws_input_error([&] { read_idx(dir.file("img0"), dir.file("lab"), mnist_class_names()); },
-                         {dir.file("img0"), "0 images of 28x28"}));
+  EXPECT_TRUE(read_idx_fails(dir, "img0", "lab", {dir.file("img0"), "0 images of 28x28"}));
 }
 
 TEST(IdxErrors, LabelOutOfRange) {
@@ -142,8 +143,7 @@ TEST(IdxErrors, LabelOutOfRange) {
   write_idx_images(dir.file("img"), 3, 1, 1, {1, 2, 3});
   write_idx_labels(dir.file("lab"), {1, 10, 2});
   EXPECT_TRUE(
-      throws_input_error([&] { read_idx(dir.file("img"), dir.file("lab"), mnist_class_names()); },
-                         {dir.file("lab"), "label 10 of sample 1", "[0, 10)"}));
+      read_idx_fails(dir, "img", "lab", {dir.file("lab"), "label 10 of sample 1", "[0, 10)"}));
 }
 
 TEST(IdxErrors, TrailingBytes) {
@@ -151,8 +151,7 @@ TEST(IdxErrors, TrailingBytes) {
   write_idx_images(dir.file("img"), 1, 1, 2, {1, 2, 3});
   write_idx_labels(dir.file("lab"), {1});
   EXPECT_TRUE(
-      throws_input_error([&] { read_idx(dir.file("img"), dir.file("lab"), mnist_class_names()); },
-                         {dir.file("img"), "1 unexpected bytes", "found 19"}));
+      read_idx_fails(dir, "img", "lab", {dir.file("img"), "1 unexpected bytes", "found 19"}));
 }
 
 TEST(IdxMnistDir, LoadsBothSplitsRawAndGzip) {

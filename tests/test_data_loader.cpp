@@ -29,6 +29,13 @@ Dataset synthetic_dataset(int64_t n, int64_t c, int64_t h, int64_t w) {
   return ds;
 }
 
+// 0, 1, ..., n - 1.
+std::vector<int64_t> first_indices(int64_t n) {
+  std::vector<int64_t> indices(static_cast<size_t>(n));
+  std::iota(indices.begin(), indices.end(), 0);
+  return indices;
+}
+
 TEST(LoaderBatches, CoverIndicesInOrderWithValuesAndPartialLastBatch) {
   const Dataset ds = synthetic_dataset(50, 1, 6, 5);
   const std::vector<int64_t> indices = {7, 3, 49, 0, 0, 12, 25, 8, 30, 41, 2};
@@ -62,8 +69,7 @@ TEST(LoaderBatches, CoverIndicesInOrderWithValuesAndPartialLastBatch) {
 
 TEST(LoaderBatches, DropLastBatchAndResumeMidEpoch) {
   const Dataset ds = synthetic_dataset(20, 1, 2, 2);
-  std::vector<int64_t> indices(20);
-  std::iota(indices.begin(), indices.end(), 0);
+  const std::vector<int64_t> indices = first_indices(20);
   BatchLoaderOptions options;
   options.batch_size = 6;
   options.drop_last_batch = true;
@@ -124,8 +130,7 @@ TEST(LoaderErrors, WorkerExceptionIsRethrownByNext) {
 
 TEST(LoaderLifetime, EarlyDestructionDoesNotHang) {
   const Dataset ds = synthetic_dataset(200, 1, 28, 28);
-  std::vector<int64_t> indices(200);
-  std::iota(indices.begin(), indices.end(), 0);
+  const std::vector<int64_t> indices = first_indices(200);
   BatchLoaderOptions options;
   options.batch_size = 3;
   for (int stop_after = 0; stop_after < 4; ++stop_after) {

@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <initializer_list>
 #include <string>
 #include <thread>
 #include <vector>
@@ -105,8 +106,17 @@ JobResult run_checked(int ranks, const std::string& mode) {
   return result;
 }
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
+// Runs the job (run_checked) and expects it to end non-zero with each of
+// `parts` somewhere in its output.
+JobResult expect_job_fails(int ranks, const std::string& mode,
+                           std::initializer_list<std::string> parts) {
+  JobResult job = run_checked(ranks, mode);
+  EXPECT_NE(job.exit_code, 0) << job.output;
+  for (const std::string& part : parts) {
+    EXPECT_NE(job.output.find(part), std::string::npos) << "expected \"" << part << "\" in:\n"
+                                                        << job.output;
+  }
+  return job;
 }
 
 TEST(FailureEndToEnd, HealthyJobSucceeds) {
@@ -115,65 +125,43 @@ TEST(FailureEndToEnd, HealthyJobSucceeds) {
 }
 
 TEST(FailureEndToEnd, ExceptionOnOneRankEndsTheJob) {
-  const JobResult job = run_checked(2, "throw");
-  EXPECT_NE(job.exit_code, 0) << job.output;
-  EXPECT_TRUE(contains(job.output, "lockstep: rank 1: helper: bad value in rank 1's input\n"))
-      << job.output;
+  expect_job_fails(2, "throw", {"lockstep: rank 1: helper: bad value in rank 1's input\n"});
 }
 
 TEST(FailureEndToEnd, SigkillOnOneRankEndsTheJob) {
-  const JobResult job = run_checked(2, "sigkill");
-  EXPECT_NE(job.exit_code, 0) << job.output;
+  expect_job_fails(2, "sigkill", {});
 }
 
 TEST(FailureEndToEnd, SigtermOnOneRankEndsTheJob) {
-  const JobResult job = run_checked(2, "sigterm");
-  EXPECT_NE(job.exit_code, 0) << job.output;
-  EXPECT_TRUE(contains(job.output, "lockstep: rank 1: terminated (SIGTERM); ending the job\n"))
-      << job.output;
+  expect_job_fails(2, "sigterm", {"lockstep: rank 1: terminated (SIGTERM); ending the job\n"});
 }
 
 TEST(FailureEndToEnd, SegfaultOnOneRankEndsTheJob) {
-  const JobResult job = run_checked(2, "segv");
-  EXPECT_NE(job.exit_code, 0) << job.output;
-  EXPECT_TRUE(contains(job.output,
-                       "lockstep: rank 1: crashed: invalid memory access (SIGSEGV); ending the "
-                       "job\n"))
-      << job.output;
+  expect_job_fails(
+      2, "segv", {"lockstep: rank 1: crashed: invalid memory access (SIGSEGV); ending the job\n"});
 }
 
 TEST(FailureEndToEnd, UncaughtExceptionOnOneRankEndsTheJob) {
-  const JobResult job = run_checked(2, "terminate");
-  EXPECT_NE(job.exit_code, 0) << job.output;
-  EXPECT_TRUE(contains(job.output,
-                       "lockstep: rank 1: uncaught exception: helper: escaped from a thread; "
-                       "ending the job\n"))
-      << job.output;
+  expect_job_fails(2, "terminate",
+                   {"lockstep: rank 1: uncaught exception: helper: escaped from a thread; "
+                    "ending the job\n"});
 }
 
 TEST(FailureEndToEnd, ErrorLeavingTheMpiScopeEndsTheJob) {
-  const JobResult job = run_checked(2, "unwind");
-  EXPECT_NE(job.exit_code, 0) << job.output;
-  EXPECT_TRUE(contains(job.output, "lockstep: rank 1: an error left MPI's scope; ending the job\n"))
-      << job.output;
+  expect_job_fails(2, "unwind", {"lockstep: rank 1: an error left MPI's scope; ending the job\n"});
 }
 
 TEST(FailureEndToEnd, FingerprintMismatchStopsEveryRankWithOneMessage) {
-  const JobResult job = run_checked(3, "mismatch");
-  EXPECT_NE(job.exit_code, 0) << job.output;
-  EXPECT_TRUE(contains(job.output,
-                       ": ranks disagree on config.batch_size: ranks 0, 2 have 64, rank 1 has 32 "
-                       "(start every rank with the same config and data)\n"))
-      << job.output;
+  expect_job_fails(3, "mismatch",
+                   {": ranks disagree on config.batch_size: ranks 0, 2 have 64, rank 1 has 32 "
+                    "(start every rank with the same config and data)\n"});
 }
 
 TEST(FailureEndToEnd, StalledCollectiveIsReportedThenTheJobEnds) {
-  const JobResult job = run_checked(3, "stall");
-  EXPECT_NE(job.exit_code, 0) << job.output;
-  EXPECT_TRUE(contains(job.output, "lockstep: rank 0: stall: allreduce #1 [step 3 bucket 1]"))
-      << job.output;
-  EXPECT_TRUE(contains(job.output, "missing ranks: 1")) << job.output;
-  EXPECT_TRUE(contains(job.output, "ending the job (stall abort limit reached)")) << job.output;
+  const JobResult job =
+      expect_job_fails(3, "stall",
+                       {"lockstep: rank 0: stall: allreduce #1 [step 3 bucket 1]",
+                        "missing ranks: 1", "ending the job (stall abort limit reached)"});
   EXPECT_LT(job.seconds, 15.0) << job.output;
 }
 

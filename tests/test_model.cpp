@@ -41,43 +41,41 @@ TEST(ModelZoo, AlexnetCifarIsTheReferenceNetwork) {
   EXPECT_EQ(m->parameters()[10]->value.shape(), (Shape{4096, 1024}));
 }
 
+// build_model's InputError message for these arguments, or "no error".
+std::string build_error(const std::string& name, const std::vector<std::string>& layers,
+                        const Shape& image_shape) {
+  try {
+    build_model(name, layers, image_shape, 10);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
 TEST(ModelZoo, RefusesMismatchedDataAndBadSpecs) {
-  auto message = [](auto&& fn) {
-    try {
-      fn();
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
+  struct BadSpec {
+    std::string name;
+    std::vector<std::string> layers;
+    Shape image_shape;
+    std::string message_part;
   };
-  EXPECT_NE(message([] {
-              build_model("mnist_net", {}, {3, 32, 32}, 10);
-            }).find("reference network for (1, 28, 28) images, but the dataset has (3, 32, 32)"),
-            std::string::npos);
-  EXPECT_NE(message([] {
-              build_model("resnet", {}, {1, 28, 28}, 10);
-            }).find("unknown model"),
-            std::string::npos);
-  EXPECT_NE(message([] {
-              build_model("custom", {"conv2d out=4 kernal=3"}, {1, 8, 8}, 10);
-            }).find("missing required argument kernel"),
-            std::string::npos);
-  EXPECT_NE(message([] {
-              build_model("custom", {"conv2d out=4 kernel=3 strid=2"}, {1, 8, 8}, 10);
-            }).find("unknown argument strid"),
-            std::string::npos);
-  EXPECT_NE(message([] {
-              build_model("custom", {"conv2d out=2 kernel=3", "linear out=10"}, {1, 8, 8}, 10);
-            }).find("add a flatten layer"),
-            std::string::npos);
-  EXPECT_NE(message([] {
-              build_model("custom", {"flatten", "linear out=5"}, {1, 8, 8}, 10);
-            }).find("10 classes"),
-            std::string::npos);
-  EXPECT_NE(message([] {
-              build_model("custom", {"flatten", "lineer out=10"}, {1, 8, 8}, 10);
-            }).find("unknown layer type \"lineer\""),
-            std::string::npos);
+  const std::vector<BadSpec> cases = {
+      {"mnist_net",
+       {},
+       {3, 32, 32},
+       "reference network for (1, 28, 28) images, but the dataset has (3, 32, 32)"},
+      {"resnet", {}, {1, 28, 28}, "unknown model"},
+      {"custom", {"conv2d out=4 kernal=3"}, {1, 8, 8}, "missing required argument kernel"},
+      {"custom", {"conv2d out=4 kernel=3 strid=2"}, {1, 8, 8}, "unknown argument strid"},
+      {"custom", {"conv2d out=2 kernel=3", "linear out=10"}, {1, 8, 8}, "add a flatten layer"},
+      {"custom", {"flatten", "linear out=5"}, {1, 8, 8}, "10 classes"},
+      {"custom", {"flatten", "lineer out=10"}, {1, 8, 8}, "unknown layer type \"lineer\""},
+  };
+  for (const BadSpec& c : cases) {
+    const std::string message = build_error(c.name, c.layers, c.image_shape);
+    EXPECT_NE(message.find(c.message_part), std::string::npos)
+        << c.name << " " << ::testing::PrintToString(c.layers) << ": " << message;
+  }
 }
 
 const std::vector<std::string> kTiny = {"conv2d out=3 kernel=3 pad=1",

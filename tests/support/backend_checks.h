@@ -1,0 +1,39 @@
+// Helpers of the backend tests (test_cpu_*.cpp; the CUDA helpers reuse
+// random_tensor): random host tensors, comparisons against references
+// written in the tests, and dropout geometries.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "nn/backend.h"
+#include "nn/tensor.h"
+
+namespace lockstep::testing {
+
+// A tensor of `shape` filled with U(lo, hi) from a fixed seed (fill_random).
+nn::Tensor random_tensor(const nn::Shape& shape, uint64_t seed, float lo = -1.0f, float hi = 1.0f);
+
+// Same element count and the same bytes.
+bool bitwise_equal(const nn::Tensor& a, const nn::Tensor& b);
+
+// A reference result: values and, per element, the sum of |terms|, which
+// bounds the rounding error of any summation order.
+struct Reference {
+  std::vector<double> value, magnitude;
+  explicit Reference(int64_t n) : value(n, 0.0), magnitude(n, 0.0) {}
+  void add(int64_t i, double term) {
+    value[i] += term;
+    magnitude[i] += std::abs(term);
+  }
+};
+
+// got[i] within 2e-5 * magnitude[i] + 1e-6 of value[i] for every i; reports
+// the first five failures, naming `what` and the index.
+void expect_close(const Reference& ref, const float* got, const char* what);
+
+// Dropout over (n, c, s) with drop probability p, seed 42 and `stream`.
+nn::DropoutGeometry dropout_geometry(int64_t n, int64_t c, int64_t s, float p, uint64_t stream);
+
+}  // namespace lockstep::testing
