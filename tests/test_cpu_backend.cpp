@@ -6,6 +6,8 @@
 #include <limits>
 #include <memory>
 #include <ostream>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "nn/backend.h"
@@ -20,6 +22,14 @@ using testing::expect_close;
 using testing::fill_random;
 using testing::random_tensor;
 using testing::Reference;
+
+// A (geometry case, threads) parameter's test name:
+// "n3_c2_7x5_out3_k3x3_s1_p1_threads2", "n2_c3_8x8_k2_s2_threads1".
+template <typename Case>
+std::string case_name(const ::testing::TestParamInfo<std::tuple<Case, int>>& case_info) {
+  return testing::geometry_name(std::get<0>(case_info.param).g) + "_threads" +
+         std::to_string(std::get<1>(case_info.param));
+}
 
 // --- convolution --------------------------------------------------------------
 
@@ -56,11 +66,7 @@ struct ConvSetup {
 
 struct ConvCase {
   Conv2dGeometry g;
-  friend void PrintTo(const ConvCase& c, std::ostream* os) {
-    *os << "N" << c.g.batch << " C" << c.g.in_channels << " " << c.g.in_h << "x" << c.g.in_w << " K"
-        << c.g.out_channels << " k" << c.g.kernel_h << "x" << c.g.kernel_w << " s" << c.g.stride
-        << " p" << c.g.pad;
-  }
+  friend void PrintTo(const ConvCase& c, std::ostream* os) { PrintTo(c.g, os); }
 };
 
 ConvCase geometry(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t kh, int64_t kw,
@@ -132,16 +138,14 @@ INSTANTIATE_TEST_SUITE_P(
                           geometry(3, 64, 5, 5, 128, 3, 3, 1, 1),   // weights > 64K floats
                           geometry(2, 48, 5, 5, 300, 3, 3, 1, 1),   // blocked GEMMs (K, CRS > 256)
                           geometry(2, 3, 32, 32, 8, 3, 3, 2, 1)),   // AlexNet-CIFAR conv1 shape
-        ::testing::Values(1, 2)));
+        ::testing::Values(1, 2)),
+    case_name<ConvCase>);
 
 // --- max pooling --------------------------------------------------------------
 
 struct PoolCase {
   Pool2dGeometry g;
-  friend void PrintTo(const PoolCase& c, std::ostream* os) {
-    *os << "N" << c.g.batch << " C" << c.g.channels << " " << c.g.in_h << "x" << c.g.in_w << " k"
-        << c.g.kernel << " s" << c.g.stride;
-  }
+  friend void PrintTo(const PoolCase& c, std::ostream* os) { PrintTo(c.g, os); }
 };
 
 PoolCase pool_geometry(int64_t n, int64_t c, int64_t h, int64_t w, int64_t kernel, int64_t stride) {
@@ -198,7 +202,8 @@ INSTANTIATE_TEST_SUITE_P(CpuGeometries, CpuMaxPool,
                                                               pool_geometry(1, 2, 7, 7, 3, 3),
                                                               pool_geometry(64, 10, 24, 24, 2, 2),
                                                               pool_geometry(1, 2, 41, 70, 2, 2)),
-                                            ::testing::Values(1, 2)));
+                                            ::testing::Values(1, 2)),
+                         case_name<PoolCase>);
 
 TEST(CpuMaxPool, GradientGoesToFirstMaximumOfATiedWindow) {
   auto backend = make_cpu_backend(1);

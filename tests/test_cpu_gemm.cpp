@@ -7,6 +7,8 @@
 #include <limits>
 #include <memory>
 #include <ostream>
+#include <sstream>
+#include <string>
 #include <tuple>
 
 #include "nn/backend.h"
@@ -30,7 +32,25 @@ struct GemmCase {
   }
 };
 
+// 0.7f -> "0p7", -0.5f -> "m0p5": a number in a test name.
+std::string scalar_name(float v) {
+  std::ostringstream text;
+  text << v;
+  std::string name;
+  for (char ch : text.str()) name += ch == '.' ? 'p' : ch == '-' ? 'm' : ch;
+  return name;
+}
+
 class CpuGemm : public ::testing::TestWithParam<std::tuple<GemmCase, int>> {};
+
+// "5x7x3_alpha0p7_beta0p3_threads1": m x n x k, alpha, beta, threads.
+std::string gemm_case_name(const ::testing::TestParamInfo<CpuGemm::ParamType>& case_info) {
+  const auto& [gc, threads] = case_info.param;
+  std::ostringstream name;
+  name << gc.m << "x" << gc.n << "x" << gc.k << "_alpha" << scalar_name(gc.alpha) << "_beta"
+       << scalar_name(gc.beta) << "_threads" << threads;
+  return name.str();
+}
 
 TEST_P(CpuGemm, AllTransposeCombinationsMatchNaive) {
   const auto& [gc, threads] = GetParam();
@@ -69,7 +89,8 @@ INSTANTIATE_TEST_SUITE_P(
                           GemmCase{130, 170, 200, 1.0f, 1.0f}, GemmCase{128, 300, 120, 1.0f, 0.0f},
                           GemmCase{37, 129, 65, -0.5f, 1.0f}, GemmCase{160, 96, 160, 1.0f, 0.5f},
                           GemmCase{24, 400, 300, 2.0f, 0.0f}),
-        ::testing::Values(1, 2)));
+        ::testing::Values(1, 2)),
+    gemm_case_name);
 
 TEST(CpuGemm, ZeroInnerDimensionScalesC) {
   auto backend = make_cpu_backend(2);

@@ -137,7 +137,8 @@ INSTANTIATE_TEST_SUITE_P(
                       conv(3, 3, 7, 9, 5, 3, 3, 2, 1),      // odd sizes, stride 2, pad 1
                       conv(1, 2, 6, 5, 3, 3, 2, 1, 1),      // rectangular kernel
                       conv(2, 4, 5, 5, 3, 5, 5, 1, 0),      // kernel = image: 1x1 output
-                      conv(5, 3, 11, 10, 7, 1, 1, 3, 0)));  // 1x1 kernel, stride 3
+                      conv(5, 3, 11, 10, 7, 1, 1, 3, 0)),   // 1x1 kernel, stride 3
+    [](const auto& case_info) { return testing::geometry_name(case_info.param); });
 
 // deterministic = false (algorithms measured with cudnnFind), and one backend
 // going back and forth between shapes (a smaller last batch, then the next
@@ -211,9 +212,12 @@ INSTANTIATE_TEST_SUITE_P(CudaShapes, CudaPoolTest,
                                            pool(8, 20, 8, 8, 2, 2),    // mnist_net pool2
                                            pool(4, 64, 16, 16, 2, 2),  // alexnet_cifar pools
                                            pool(4, 192, 8, 8, 2, 2), pool(4, 256, 4, 4, 2, 2),
-                                           pool(3, 2, 7, 5, 2, 2),    // odd sizes
-                                           pool(2, 3, 9, 9, 3, 2),    // overlapping windows
-                                           pool(2, 2, 6, 7, 3, 1)));  // stride 1
+                                           pool(3, 2, 7, 5, 2, 2),   // odd sizes
+                                           pool(2, 3, 9, 9, 3, 2),   // overlapping windows
+                                           pool(2, 2, 6, 7, 3, 1)),  // stride 1
+                         [](const auto& case_info) {
+                           return testing::geometry_name(case_info.param);
+                         });
 
 // --- activation and dropout ------------------------------------------------------------
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <ostream>
 #include <random>
 
 #include "nn/error.h"
@@ -13,6 +14,7 @@
 #include "nn/layers/dropout.h"
 #include "nn/layers/linear.h"
 #include "nn/layers/max_pool2d.h"
+#include "support/backend_checks.h"
 #include "support/gradient_check.h"
 
 namespace lockstep::nn {
@@ -24,6 +26,8 @@ using testing::GradCheckOptions;
 
 struct ConvCase {
   int64_t n, c, h, w, k, kernel, stride, pad;
+  Conv2dGeometry geometry() const { return {n, c, h, w, k, kernel, kernel, stride, pad}; }
+  friend void PrintTo(const ConvCase& p, std::ostream* os) { PrintTo(p.geometry(), os); }
 };
 
 class LayerConvGradient : public ::testing::TestWithParam<ConvCase> {};
@@ -38,11 +42,11 @@ TEST_P(LayerConvGradient, MatchesCentralDifferences) {
   check_layer_gradients(conv, x, {});
 }
 
-INSTANTIATE_TEST_SUITE_P(Geometries, LayerConvGradient,
-                         ::testing::Values(ConvCase{2, 1, 6, 6, 2, 3, 1, 0},
-                                           ConvCase{1, 3, 7, 5, 4, 3, 2, 1},
-                                           ConvCase{3, 2, 5, 5, 3, 5, 1, 2},
-                                           ConvCase{2, 2, 8, 9, 2, 3, 2, 0}));
+INSTANTIATE_TEST_SUITE_P(
+    Geometries, LayerConvGradient,
+    ::testing::Values(ConvCase{2, 1, 6, 6, 2, 3, 1, 0}, ConvCase{1, 3, 7, 5, 4, 3, 2, 1},
+                      ConvCase{3, 2, 5, 5, 3, 5, 1, 2}, ConvCase{2, 2, 8, 9, 2, 3, 2, 0}),
+    [](const auto& case_info) { return testing::geometry_name(case_info.param.geometry()); });
 
 TEST(LayerLinear, GradientAndShape) {
   Linear fc(7, 5);

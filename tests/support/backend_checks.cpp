@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <sstream>
+#include <string>
 
 #include "support/gradient_check.h"
 
@@ -37,4 +39,33 @@ nn::DropoutGeometry dropout_geometry(int64_t n, int64_t c, int64_t s, float p, u
   return g;
 }
 
+// Built with a stream: GCC 12 at -O3 warns falsely (-Wrestrict) on
+// "literal" + std::string chains.
+std::string geometry_name(const nn::Conv2dGeometry& g) {
+  std::ostringstream name;
+  name << "n" << g.batch << "_c" << g.in_channels << "_" << g.in_h << "x" << g.in_w << "_out"
+       << g.out_channels << "_k" << g.kernel_h << "x" << g.kernel_w << "_s" << g.stride << "_p"
+       << g.pad;
+  return name.str();
+}
+
+std::string geometry_name(const nn::Pool2dGeometry& g) {
+  std::ostringstream name;
+  name << "n" << g.batch << "_c" << g.channels << "_" << g.in_h << "x" << g.in_w << "_k" << g.kernel
+       << "_s" << g.stride;
+  return name.str();
+}
+
 }  // namespace lockstep::testing
+
+namespace lockstep::nn {
+
+void PrintTo(const Conv2dGeometry& g, std::ostream* os) {
+  *os << testing::geometry_name(g);
+}
+
+void PrintTo(const Pool2dGeometry& g, std::ostream* os) {
+  *os << testing::geometry_name(g);
+}
+
+}  // namespace lockstep::nn

@@ -1,10 +1,13 @@
 // Helpers of the backend tests (test_cpu_*.cpp; the CUDA helpers reuse
 // random_tensor): random host tensors, comparisons against references
-// written in the tests, and dropout geometries.
+// written in the tests, dropout geometries, and names of parameterized
+// cases.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
+#include <ostream>
+#include <string>
 #include <vector>
 
 #include "nn/backend.h"
@@ -36,4 +39,19 @@ void expect_close(const Reference& ref, const float* got, const char* what);
 // Dropout over (n, c, s) with drop probability p, seed 42 and `stream`.
 nn::DropoutGeometry dropout_geometry(int64_t n, int64_t c, int64_t s, float p, uint64_t stream);
 
+// Names of parameterized cases (letters, digits and '_' only), e.g.
+// "n2_c3_7x9_out5_k3x3_s2_p1" (batch, channels, image, output channels,
+// kernel, stride, pad) and "n2_c3_7x9_k3_s2" (pooling).
+std::string geometry_name(const nn::Conv2dGeometry& g);
+std::string geometry_name(const nn::Pool2dGeometry& g);
+
 }  // namespace lockstep::testing
+
+namespace lockstep::nn {
+
+// gtest prints parameters with these (found by argument-dependent lookup),
+// as their geometry_name.
+void PrintTo(const Conv2dGeometry& g, std::ostream* os);
+void PrintTo(const Pool2dGeometry& g, std::ostream* os);
+
+}  // namespace lockstep::nn
