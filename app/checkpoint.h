@@ -20,6 +20,11 @@
 // entries back onto a model's tensors by name and refuses any difference in
 // names or shapes before it changes anything. CheckpointStore manages a run
 // directory of numbered checkpoints for `--resume auto`.
+//
+// Sources: checkpoint.cpp (Checkpoint, restore_tensors), checkpoint_write.cpp
+// (save_checkpoint), checkpoint_read.cpp (load_checkpoint),
+// checkpoint_store.cpp (CheckpointStore); checkpoint_format.h holds what
+// they share of the layout (constants, CRC-32, header checks).
 #pragma once
 
 #include <cstdint>
