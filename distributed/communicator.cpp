@@ -9,12 +9,23 @@
 
 namespace lockstep::distributed {
 
+void check_16bit(Compression format, ReduceOp op) {
+  LOCKSTEP_CHECK(format == Compression::kFp16 || format == Compression::kBf16,
+                 "allreduce_16bit needs fp16 or bf16, got ", to_string(format));
+  LOCKSTEP_CHECK(op == ReduceOp::kSum || op == ReduceOp::kAverage,
+                 "allreduce_16bit supports sum and average, got ", to_string(op));
+}
+
 std::string to_string(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kAverage: return "average";
-    case ReduceOp::kMin: return "min";
-    case ReduceOp::kMax: return "max";
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kAverage:
+      return "average";
+    case ReduceOp::kMin:
+      return "min";
+    case ReduceOp::kMax:
+      return "max";
   }
   return "?";
 }
@@ -44,6 +55,9 @@ class SingleCommunicator final : public Communicator {
   void allreduce(std::span<float>, ReduceOp) override {}
   void allreduce(std::span<double>, ReduceOp) override {}
   void allreduce(std::span<int64_t>, ReduceOp) override {}
+  void allreduce_16bit(std::span<uint16_t>, Compression format, ReduceOp op) override {
+    check_16bit(format, op);
+  }
   void broadcast(std::span<std::byte>, int root) override { check_root(root); }
   void allgather(std::span<const std::byte> in, std::span<std::byte> out) override {
     LOCKSTEP_CHECK(out.size() == in.size(), "allgather sizes ", in.size(), " and ", out.size());

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "distributed/compression.h"
 #include "distributed/stall.h"
 
 namespace lockstep::distributed {
@@ -20,6 +21,10 @@ namespace lockstep::distributed {
 enum class ReduceOp { kSum, kAverage, kMin, kMax };
 
 std::string to_string(ReduceOp op);
+
+// For implementations of allreduce_16bit: throws unless format is fp16 or
+// bf16 and op is sum or average.
+void check_16bit(Compression format, ReduceOp op);
 
 class Communicator {
  public:
@@ -39,6 +44,12 @@ class Communicator {
   virtual void allreduce(std::span<float> data, ReduceOp op) = 0;
   virtual void allreduce(std::span<double> data, ReduceOp op) = 0;
   virtual void allreduce(std::span<int64_t> data, ReduceOp op) = 0;
+  // 16-bit floating point values (`format`: fp16 or bf16 bit patterns), 2
+  // bytes each on the wire. op: sum or average (min and max throw). Each
+  // reduction step adds in fp32 and rounds back to `format`
+  // (compression.h: add_16bit); average then divides the sum by size() and
+  // rounds again. Overflow gives infinity, which every rank receives.
+  virtual void allreduce_16bit(std::span<uint16_t> data, Compression format, ReduceOp op) = 0;
   // Raw bytes from root to every rank (in place).
   virtual void broadcast(std::span<std::byte> data, int root) = 0;
   // out.size() == size() * in.size(); rank r's block lands at r * in.size().

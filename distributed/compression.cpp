@@ -1,11 +1,8 @@
 #include "distributed/compression.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
-
-#if defined(__F16C__)
-#include <immintrin.h>
-#endif
 
 #include "nn/error.h"
 
@@ -76,27 +73,6 @@ uint16_t float_to_bf16(float x) {
 
 float bf16_to_float(uint16_t b) {
   return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
-}
-
-bool round_to_16bit(std::span<float> data, Compression compression) {
-  float* x = data.data();
-  const size_t n = data.size();
-  size_t i = 0;
-  if (compression == Compression::kFp16) {
-#if defined(__F16C__)
-    for (; i + 8 <= n; i += 8) {
-      const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT);
-      _mm256_storeu_ps(x + i, _mm256_cvtph_ps(h));
-    }
-#endif
-    for (; i < n; ++i) x[i] = fp16_to_float(float_to_fp16(x[i]));
-  } else if (compression == Compression::kBf16) {
-    for (; i < n; ++i) x[i] = bf16_to_float(float_to_bf16(x[i]));
-  }
-  // One pass to check: a finite 16-bit value never exceeds FLT_MAX.
-  bool finite = true;
-  for (i = 0; i < n; ++i) finite &= std::isfinite(x[i]);
-  return finite;
 }
 
 float max_abs(std::span<const float> data) {

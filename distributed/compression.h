@@ -3,12 +3,18 @@
 // would do.
 //
 // What the distributed optimizer does with it (see distributed_optimizer.h):
-// each rank's packed gradients are rounded to 16 bits (so every contribution
-// carries exactly what a 16-bit wire would carry), summed, and the sum is
-// rounded to 16 bits again. The communicator interface offers float, double
-// and int64 allreduce only, so today the sum itself runs in fp32 on the wire:
-// the numerics (and overflow behaviour) of compression are reproduced, its
-// bandwidth saving is not.
+// each rank's packed gradients are converted to 16 bits (to_16bit), reduced
+// as 16-bit values (Communicator::allreduce_16bit: 2 bytes per value on the
+// wire, half of fp32), and converted back (from_16bit). Each reduction step
+// adds two 16-bit values in fp32 and rounds the sum back to 16 bits
+// (add_16bit), so a sum over N ranks is rounded N - 1 times, in an order
+// the MPI library (or NCCL) chooses: it can differ from "sum in fp32, then
+// round once" by up to one 16-bit rounding per step (with 2 ranks there is
+// one step and the results are equal). Every rank receives the same bits.
+//
+// The conversions use AVX-512 (fp16: vcvtph2ps/vcvtps2ph; bf16: integer
+// round-to-nearest-even) or F16C when the compiler targets them, and the
+// scalar functions below otherwise; all paths give the same bits.
 #pragma once
 
 #include <cstdint>
@@ -31,10 +37,17 @@ float fp16_to_float(uint16_t h);
 uint16_t float_to_bf16(float x);
 float bf16_to_float(uint16_t b);
 
-// Rounds every value to the given 16-bit format and back, in place.
+// out[i] = in[i] rounded to `format` (fp16 or bf16; sizes must match).
 // Returns false when any result is not finite (overflow to infinity, or a
-// non-finite input); the data are rounded either way.
-bool round_to_16bit(std::span<float> data, Compression compression);
+// non-finite input); every value is converted either way.
+bool to_16bit(std::span<const float> in, std::span<uint16_t> out, Compression format);
+// out[i] = the float value of in[i] (exact).
+void from_16bit(std::span<const uint16_t> in, std::span<float> out, Compression format);
+// One reduction step: inout[i] = round16(float(in[i]) + float(inout[i])).
+// Infinities and NaNs propagate, so an overflow anywhere reaches every rank.
+void add_16bit(std::span<const uint16_t> in, std::span<uint16_t> inout, Compression format);
+// data[i] = round16(float(data[i]) / divisor) (the average after a sum).
+void divide_16bit(std::span<uint16_t> data, float divisor, Compression format);
 
 // Largest |x| in data (NaN if any value is NaN).
 float max_abs(std::span<const float> data);

@@ -16,12 +16,6 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-int64_t mib_to_bytes(double mb, const char* key) {
-  if (!std::isfinite(mb) || mb < 0)
-    fail_input("distributed optimizer: ", key, " = ", mb, " must be >= 0");
-  return static_cast<int64_t>(mb * 1024.0 * 1024.0);
-}
-
 void validate(const DistributedOptimizerConfig& c) {
   if (c.op != ReduceOp::kAverage && c.op != ReduceOp::kSum) {
     fail_input("distributed optimizer: op ", to_string(c.op), " is not allowed (average or sum)");
@@ -40,27 +34,6 @@ void validate(const DistributedOptimizerConfig& c) {
 }
 
 }  // namespace
-
-std::vector<GradientBucket> assign_buckets(const std::vector<int64_t>& numels,
-                                           double first_bucket_mb, double bucket_cap_mb) {
-  const int64_t cap = mib_to_bytes(bucket_cap_mb, "bucket_cap_mb");
-  const int64_t first = std::min(mib_to_bytes(first_bucket_mb, "first_bucket_mb"), cap);
-  std::vector<GradientBucket> buckets;
-  GradientBucket current;
-  for (size_t i = numels.size(); i-- > 0;) {
-    const int64_t limit = buckets.empty() ? first : cap;
-    const int64_t bytes = numels[i] * static_cast<int64_t>(sizeof(float));
-    if (!current.params.empty() && (cap == 0 || current.bytes() + bytes > limit)) {
-      buckets.push_back(std::move(current));
-      current = {};
-    }
-    current.params.push_back(i);
-    current.offsets.push_back(current.numel);
-    current.numel += numels[i];
-  }
-  if (!current.params.empty()) buckets.push_back(std::move(current));
-  return buckets;
-}
 
 DistributedOptimizer::DistributedOptimizer(Communicator& comm, nn::Backend& backend,
                                            const std::vector<nn::Parameter*>& params,
@@ -96,6 +69,9 @@ DistributedOptimizer::DistributedOptimizer(Communicator& comm, nn::Backend& back
     if (!passthrough_) {
       s.buffer = nn::Tensor({buckets_[b].numel}, backend_.device());
       if (!on_host_) s.host = nn::Tensor({buckets_[b].numel}, nn::Device::kCpu);
+      if (config_.compression != Compression::kNone) {
+        s.wire.resize(static_cast<size_t>(buckets_[b].numel));
+      }
     }
     s.pack_name = "pack bucket " + std::to_string(b);
     s.allreduce_name = "allreduce bucket " + std::to_string(b);
@@ -183,124 +159,6 @@ void DistributedOptimizer::hand_off(size_t b) {
     label_step_ = inner_.steps() + 1;
   }
   work_cv_.notify_one();
-}
-
-void DistributedOptimizer::comm_loop() {
-  std::unique_lock<std::mutex> lock(mutex_);
-  for (;;) {
-    work_cv_.wait(lock, [&] {
-      return stop_ || (next_bucket_ < state_.size() && state_[next_bucket_].ready);
-    });
-    if (stop_) return;
-    const size_t b = next_bucket_;
-    lock.unlock();
-    std::exception_ptr error;
-    try {
-      reduce_bucket(b, Timeline::kCommThread);
-      if (on_host_) unpack_on_host(b);
-    } catch (...) {
-      error = std::current_exception();
-    }
-    lock.lock();
-    if (error) {
-      error_ = error;
-      next_bucket_ = state_.size();  // the rest of this step is abandoned
-    } else {
-      ++next_bucket_;
-    }
-    if (next_bucket_ == state_.size()) done_cv_.notify_all();
-  }
-}
-
-// Called on the communication thread (overlap) or in synchronize(): only
-// host memory, no backend calls.
-void DistributedOptimizer::reduce_bucket(size_t b, int tid) {
-  BucketState& s = state_[b];
-  std::span<float> data(s.host_data(), static_cast<size_t>(buckets_[b].numel));
-  if (prescale_ != 1.0f) {
-    for (float& v : data) v *= prescale_;
-  }
-  const Compression compression = config_.compression;
-  float local_max = 0.0f;
-  if (compression != Compression::kNone) {
-    local_max = max_abs(data);
-    round_to_16bit(data, compression);
-  }
-  int64_t step = 0;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    step = label_step_;
-  }
-  comm_.set_stall_label(detail::concat("step ", step, " bucket ", b));
-  const auto start = Clock::now();
-  {
-    TimelineSpan span(config_.timeline, s.allreduce_name, "allreduce", tid);
-    comm_.allreduce(data, ReduceOp::kSum);
-  }
-  const double elapsed = seconds_since(start);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stats_.allreduce_seconds += elapsed;
-    stats_.bytes_reduced += buckets_[b].bytes();
-    ++stats_.allreduces;
-  }
-  if (compression == Compression::kNone) return;
-  const float sum_max = max_abs(data);
-  if (round_to_16bit(data, compression)) return;
-  // Every rank sees the non-finite sum, so every rank throws here together.
-  const std::string format = to_string(compression);
-  float rounded_max = local_max;
-  round_to_16bit(std::span<float>(&rounded_max, 1), compression);
-  const bool local = !std::isfinite(rounded_max);
-  const float shown = local ? local_max : sum_max;
-  if (std::isnan(shown) || (compression == Compression::kBf16)) {
-    throw DistributedError(detail::concat(
-        "non-finite gradient in bucket ", b, " (", format, " compression, max |g| = ", shown,
-        local ? " on this rank" : " in the sum", "): the loss diverged; lower the learning rate"));
-  }
-  throw DistributedError(
-      detail::concat("fp16 gradient overflow in bucket ", b, " (max |g| = ", shown, " > 65504",
-                     local ? "" : detail::concat(" in the sum over ", comm_.size(), " ranks"),
-                     "): use bf16, gradient_predivide_factor, or a smaller lr"));
-}
-
-void DistributedOptimizer::unpack_on_host(size_t b) {
-  BucketState& s = state_[b];
-  const GradientBucket& bucket = buckets_[b];
-  const auto start = Clock::now();
-  TimelineSpan span(config_.timeline, s.unpack_name, "unpack",
-                    config_.overlap ? Timeline::kCommThread : Timeline::kMainThread);
-  const float* data = s.host_data();
-  for (size_t j = 0; j < bucket.params.size(); ++j) {
-    nn::Tensor& grad = params_[bucket.params[j]]->grad;
-    const float* src = data + bucket.offsets[j];
-    float* dst = grad.data();
-    const int64_t n = grad.numel();
-    if (postscale_ == 1.0f) {
-      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-    } else {
-      for (int64_t k = 0; k < n; ++k) dst[k] = src[k] * postscale_;
-    }
-  }
-  const double elapsed = seconds_since(start);
-  std::lock_guard<std::mutex> lock(mutex_);
-  stats_.unpack_seconds += elapsed;
-}
-
-void DistributedOptimizer::unpack_on_device(size_t b) {
-  BucketState& s = state_[b];
-  const GradientBucket& bucket = buckets_[b];
-  const auto start = Clock::now();
-  TimelineSpan span(config_.timeline, s.unpack_name, "unpack");
-  s.buffer.copy_from(s.host);
-  for (size_t j = 0; j < bucket.params.size(); ++j) {
-    nn::Tensor& grad = params_[bucket.params[j]]->grad;
-    backend_.copy(grad.numel(), s.buffer.data() + bucket.offsets[j], grad.data());
-    if (postscale_ != 1.0f) backend_.scale(grad.numel(), postscale_, grad.data());
-  }
-  const double elapsed = seconds_since(start);
-  std::lock_guard<std::mutex> lock(mutex_);
-  stats_.unpack_seconds += elapsed;
 }
 
 void DistributedOptimizer::synchronize() {

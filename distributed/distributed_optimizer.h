@@ -50,12 +50,19 @@
 // synchronize(); with k = 1 that lets backward run without the callback
 // (nothing then overlaps).
 //
-// Compression (fp16/bf16): see distributed/compression.h. Each contribution
-// and the sum are rounded to 16 bits; the wire still carries fp32 (the
-// communicator interface has no 16-bit allreduce), so compression reproduces
-// the numerics, not the bandwidth saving. An fp16 value that overflows (or a
-// non-finite gradient) makes synchronize() throw DistributedError on every
-// rank instead of leaving NaN weights.
+// Compression (fp16/bf16): see distributed/compression.h. After the
+// prescale, each bucket is converted to 16 bits on the host and reduced with
+// Communicator::allreduce_16bit: 2 bytes per value on the wire, half of
+// fp32. The sum is rounded to 16 bits at every reduction step, so with more
+// than 2 ranks it can differ from "sum in fp32, then round" by up to one
+// 16-bit rounding per step (the tests allow (size - 1) roundings of the
+// largest partial sum); every rank gets the same bits. The postscale runs in
+// fp32 on the 16-bit sum. An fp16 value that overflows, on any rank or in
+// the sum, or a non-finite gradient anywhere, makes the sum non-finite on
+// every rank (infinity and NaN propagate through the reduction), so
+// synchronize() throws DistributedError on every rank together instead of
+// leaving NaN weights; the message says whether this rank's own gradient
+// or the sum over ranks went out of range.
 //
 // One rank (size 1) with k = 1, no compression and no predivision: the
 // reduction is the identity, so nothing is packed or copied and no thread is
@@ -126,7 +133,7 @@ std::vector<GradientBucket> assign_buckets(const std::vector<int64_t>& numels,
 struct DistributedOptimizerStats {
   int64_t steps = 0;               // synchronize() calls that reduced
   int64_t allreduces = 0;          // bucket allreduces issued
-  int64_t bytes_reduced = 0;       // bytes handed to allreduce (fp32)
+  int64_t bytes_reduced = 0;       // bytes on the wire: 4 per value, 2 with fp16/bf16
   double exposed_seconds = 0.0;    // main thread inside synchronize(): communication not hidden
   double allreduce_seconds = 0.0;  // inside Communicator::allreduce (total communication)
   double pack_seconds = 0.0;       // packing gradients into buckets (announcing thread)
@@ -180,10 +187,11 @@ class DistributedOptimizer {
 
  private:
   struct BucketState {
-    nn::Tensor buffer;   // on the parameters' device
-    nn::Tensor host;     // host copy for non-CPU devices
-    size_t pending = 0;  // gradients of this pass not announced yet
-    bool ready = false;  // handed to the reduction (guarded by mutex_)
+    nn::Tensor buffer;           // on the parameters' device
+    nn::Tensor host;             // host copy for non-CPU devices
+    std::vector<uint16_t> wire;  // the 16-bit values reduced (compression only)
+    size_t pending = 0;          // gradients of this pass not announced yet
+    bool ready = false;          // handed to the reduction (guarded by mutex_)
     std::string pack_name, allreduce_name, unpack_name;
     float* host_data() { return host.empty() ? buffer.data() : host.data(); }
   };
@@ -191,6 +199,7 @@ class DistributedOptimizer {
   void accumulate(size_t param_index, bool first_pass);
   void hand_off(size_t bucket);
   void reduce_bucket(size_t bucket, int tid);
+  int64_t wire_bytes(size_t bucket) const;  // bytes one allreduce of it sends
   void unpack_on_host(size_t bucket);
   void unpack_on_device(size_t bucket);
   void finish_pass();

@@ -158,6 +158,31 @@ class CommHandle {
   MPI_Comm comm = MPI_COMM_NULL;
 };
 
+// Owns a user-defined reduction.
+class OpHandle {
+ public:
+  OpHandle() = default;
+  ~OpHandle() {
+    if (op != MPI_OP_NULL && !mpi_finalized()) MPI_Op_free(&op);
+  }
+  OpHandle(const OpHandle&) = delete;
+  OpHandle& operator=(const OpHandle&) = delete;
+  MPI_Op op = MPI_OP_NULL;
+};
+
+// MPI_User_function for 16-bit sums: one reduction step (add in fp32,
+// round back), applied to MPI_UINT16_T elements. It cannot fail.
+void fp16_sum(void* in, void* inout, int* length, MPI_Datatype*) {
+  const size_t n = static_cast<size_t>(*length);
+  add_16bit({static_cast<const uint16_t*>(in), n}, {static_cast<uint16_t*>(inout), n},
+            Compression::kFp16);
+}
+void bf16_sum(void* in, void* inout, int* length, MPI_Datatype*) {
+  const size_t n = static_cast<size_t>(*length);
+  add_16bit({static_cast<const uint16_t*>(in), n}, {static_cast<uint16_t*>(inout), n},
+            Compression::kBf16);
+}
+
 // Owns a committed MPI datatype.
 class TypeHandle {
  public:
@@ -189,6 +214,7 @@ class MpiCommunicator final : public Communicator {
   void allreduce(std::span<float> data, ReduceOp op) override { allreduce_typed(data, op); }
   void allreduce(std::span<double> data, ReduceOp op) override { allreduce_typed(data, op); }
   void allreduce(std::span<int64_t> data, ReduceOp op) override { allreduce_typed(data, op); }
+  void allreduce_16bit(std::span<uint16_t> data, Compression format, ReduceOp op) override;
   void broadcast(std::span<std::byte> data, int root) override;
   void allgather(std::span<const std::byte> in, std::span<std::byte> out) override;
   void barrier() override;
@@ -236,12 +262,16 @@ class MpiCommunicator final : public Communicator {
 
   template <typename T>
   void allreduce_typed(std::span<T> data, ReduceOp op);
+  // In-place allreduce of `count` elements of `bytes` each, in chunks of
+  // max_chunk_ elements.
+  void allreduce_raw(void* data, size_t count, size_t bytes, MPI_Datatype type, MPI_Op op);
   void post_wait_report(Operation operation, uint64_t sequence, double waited);
   void receive_wait_reports();
   void report_stall(Operation operation, uint64_t sequence, double waited, bool aborting);
 
-  CommHandle comm_;       // the collectives
-  CommHandle side_comm_;  // wait reports to rank 0, never matched with collectives
+  CommHandle comm_;               // the collectives
+  CommHandle side_comm_;          // wait reports to rank 0, never matched with collectives
+  OpHandle fp16_sum_, bf16_sum_;  // 16-bit sums on MPI_UINT16_T
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, node_count_ = 1;
   std::string host_name_, library_;
   size_t max_chunk_ = static_cast<size_t>(INT_MAX);
@@ -283,6 +313,9 @@ MpiCommunicator::MpiCommunicator(MPI_Comm parent, const MpiCommunicatorOptions& 
   MPI_CHECK(MPI_Get_processor_name(name, &length));
   host_name_.assign(name, static_cast<size_t>(std::max(length, 0)));
   library_ = mpi_library_version();
+  // Commutative: a + b and b + a round alike, so every rank gets the same bits.
+  MPI_CHECK(MPI_Op_create(&fp16_sum, 1, &fp16_sum_.op));
+  MPI_CHECK(MPI_Op_create(&bf16_sum, 1, &bf16_sum_.op));
   if (rank_ == 0) {
     reports_.resize(static_cast<size_t>(size_));
     for (WaitReport& r : reports_) r.rank = -1;
@@ -459,23 +492,35 @@ void MpiCommunicator::report_stall(Operation operation, uint64_t sequence, doubl
 
 template <typename T>
 void MpiCommunicator::allreduce_typed(std::span<T> data, ReduceOp op) {
-  Collective collective(*this, Operation::kAllreduce);
-  const MPI_Op mop = mpi_op(op);
-  for (size_t offset = 0; offset < data.size(); offset += max_chunk_) {
-    const int count = static_cast<int>(std::min(max_chunk_, data.size() - offset));
-    T* chunk = data.data() + offset;
-    if (collective.polled()) {
-      MPI_Request request = MPI_REQUEST_NULL;
-      MPI_CHECK(
-          MPI_Iallreduce(MPI_IN_PLACE, chunk, count, mpi_type<T>(), mop, comm_.comm, &request));
-      collective.wait(request);
-    } else {
-      MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, chunk, count, mpi_type<T>(), mop, comm_.comm));
-    }
-  }
+  allreduce_raw(data.data(), data.size(), sizeof(T), mpi_type<T>(), mpi_op(op));
   if (op == ReduceOp::kAverage && size_ > 1) {
     const T divisor = static_cast<T>(size_);
     for (T& value : data) value /= divisor;
+  }
+}
+
+void MpiCommunicator::allreduce_16bit(std::span<uint16_t> data, Compression format, ReduceOp op) {
+  check_16bit(format, op);
+  const MPI_Op sum = format == Compression::kFp16 ? fp16_sum_.op : bf16_sum_.op;
+  allreduce_raw(data.data(), data.size(), sizeof(uint16_t), MPI_UINT16_T, sum);
+  if (op == ReduceOp::kAverage && size_ > 1) {
+    divide_16bit(data, static_cast<float>(size_), format);
+  }
+}
+
+void MpiCommunicator::allreduce_raw(void* data, size_t count, size_t bytes, MPI_Datatype type,
+                                    MPI_Op op) {
+  Collective collective(*this, Operation::kAllreduce);
+  for (size_t offset = 0; offset < count; offset += max_chunk_) {
+    const int n = static_cast<int>(std::min(max_chunk_, count - offset));
+    void* chunk = static_cast<std::byte*>(data) + offset * bytes;
+    if (collective.polled()) {
+      MPI_Request request = MPI_REQUEST_NULL;
+      MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, chunk, n, type, op, comm_.comm, &request));
+      collective.wait(request);
+    } else {
+      MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, chunk, n, type, op, comm_.comm));
+    }
   }
 }
 

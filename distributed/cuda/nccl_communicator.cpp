@@ -99,6 +99,7 @@ class NcclCommunicator final : public Communicator {
   void allreduce(std::span<float> data, ReduceOp op) override;
   void allreduce(std::span<double> data, ReduceOp op) override { mpi_.allreduce(data, op); }
   void allreduce(std::span<int64_t> data, ReduceOp op) override { mpi_.allreduce(data, op); }
+  void allreduce_16bit(std::span<uint16_t> data, Compression format, ReduceOp op) override;
   void broadcast(std::span<std::byte> data, int root) override;
   void allgather(std::span<const std::byte> in, std::span<std::byte> out) override;
   void barrier() override { mpi_.barrier(); }
@@ -210,6 +211,16 @@ void NcclCommunicator::allreduce(std::span<float> data, ReduceOp op) {
   run("allreduce", [&](ncclComm_t comm, cudaStream_t stream) {
     return ncclAllReduce(data.data(), data.data(), data.size(), ncclFloat32, nccl_op(op), comm,
                          stream);
+  });
+}
+
+void NcclCommunicator::allreduce_16bit(std::span<uint16_t> data, Compression format, ReduceOp op) {
+  check_16bit(format, op);
+  if (data.empty()) return;
+  if (!on_device(data.data())) return mpi_.allreduce_16bit(data, format, op);
+  const ncclDataType_t type = format == Compression::kFp16 ? ncclHalf : ncclBfloat16;
+  run("allreduce", [&](ncclComm_t comm, cudaStream_t stream) {
+    return ncclAllReduce(data.data(), data.data(), data.size(), type, nccl_op(op), comm, stream);
   });
 }
 

@@ -9,9 +9,10 @@
 //   comm->allreduce(gradients_on_device, ReduceOp::kAverage);
 //
 // Which engine runs a collective depends on where its memory is:
-//   - float allreduce, broadcast, allgather on device memory: NCCL, on the
-//     communicator's own stream; the call returns once the result is in
-//     memory. The caller must have finished writing the input (synchronize
+//   - float and 16-bit allreduce (ncclHalf, ncclBfloat16: NCCL too rounds
+//     each reduction step to 16 bits), broadcast, allgather on device
+//     memory: NCCL, on the communicator's own stream; the call returns once
+//     the result is in memory. The caller must have finished writing the input (synchronize
 //     the stream that produced it: NCCL's stream does not wait for others);
 //   - the same on host memory, double and int64 allreduces (metrics), and
 //     barrier: the MPI communicator.

@@ -1,0 +1,170 @@
+// The reduction side of the distributed optimizer: the communication
+// thread's loop, the allreduce of one bucket (with 16-bit compression and
+// its overflow check), and writing results back into Parameter::grad.
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "distributed/distributed_optimizer.h"
+#include "nn/error.h"
+
+namespace lockstep::distributed {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Why a compressed bucket's sum is not finite. local_finite: this rank's
+// own rounded gradients were (local_max: their largest |g| before rounding);
+// sum_max: the largest |g| of the reduced bucket (inf or NaN).
+std::string overflow_message(size_t bucket, Compression compression, bool local_finite,
+                             float local_max, float sum_max, int size) {
+  const bool fp16 = compression == Compression::kFp16;
+  const char* remedy = "): use bf16, gradient_predivide_factor, or a smaller lr";
+  if (!local_finite && fp16 && std::isfinite(local_max)) {
+    return detail::concat("fp16 gradient overflow in bucket ", bucket, " (max |g| = ", local_max,
+                          " > 65504", remedy);
+  }
+  if (local_finite && fp16 && std::isinf(sum_max)) {
+    return detail::concat("fp16 gradient overflow in bucket ", bucket, " (in the sum over ", size,
+                          " ranks: a rank's gradient or the sum exceeds 65504; max |g| on this "
+                          "rank = ",
+                          local_max, remedy);
+  }
+  const std::string format = to_string(compression);
+  if (!local_finite) {
+    return detail::concat("non-finite gradient in bucket ", bucket, " (", format,
+                          " compression, max |g| = ", local_max,
+                          " on this rank): the loss diverged; lower the learning rate");
+  }
+  return detail::concat("non-finite gradient in bucket ", bucket, " (", format,
+                        " compression, in the sum over ", size, " ranks: ", sum_max,
+                        "; max |g| on this rank = ", local_max,
+                        "): the loss diverged on another rank; lower the learning rate");
+}
+
+}  // namespace
+
+void DistributedOptimizer::comm_loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    work_cv_.wait(lock, [&] {
+      return stop_ || (next_bucket_ < state_.size() && state_[next_bucket_].ready);
+    });
+    if (stop_) return;
+    const size_t b = next_bucket_;
+    lock.unlock();
+    std::exception_ptr error;
+    try {
+      reduce_bucket(b, Timeline::kCommThread);
+      if (on_host_) unpack_on_host(b);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    lock.lock();
+    if (error) {
+      error_ = error;
+      next_bucket_ = state_.size();  // the rest of this step is abandoned
+    } else {
+      ++next_bucket_;
+    }
+    if (next_bucket_ == state_.size()) done_cv_.notify_all();
+  }
+}
+
+// Called on the communication thread (overlap) or in synchronize(): only
+// host memory, no backend calls.
+void DistributedOptimizer::reduce_bucket(size_t b, int tid) {
+  BucketState& s = state_[b];
+  std::span<float> data(s.host_data(), static_cast<size_t>(buckets_[b].numel));
+  if (prescale_ != 1.0f) {
+    for (float& v : data) v *= prescale_;
+  }
+  const Compression compression = config_.compression;
+  float local_max = 0.0f;
+  bool local_finite = true;
+  if (compression != Compression::kNone) {
+    local_max = max_abs(data);
+    local_finite = to_16bit(data, s.wire, compression);
+  }
+  int64_t step = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    step = label_step_;
+  }
+  comm_.set_stall_label(detail::concat("step ", step, " bucket ", b));
+  const auto start = Clock::now();
+  {
+    TimelineSpan span(config_.timeline, s.allreduce_name, "allreduce", tid);
+    if (compression == Compression::kNone) {
+      comm_.allreduce(data, ReduceOp::kSum);
+    } else {
+      comm_.allreduce_16bit(s.wire, compression, ReduceOp::kSum);
+    }
+  }
+  const double elapsed = seconds_since(start);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.allreduce_seconds += elapsed;
+    stats_.bytes_reduced += wire_bytes(b);
+    ++stats_.allreduces;
+  }
+  if (compression == Compression::kNone) return;
+  from_16bit(s.wire, data, compression);
+  // A non-finite contribution makes the sum non-finite on every rank (inf
+  // and NaN propagate through add_16bit), so every rank throws here together.
+  const float sum_max = max_abs(data);
+  if (std::isfinite(sum_max)) return;
+  throw DistributedError(
+      overflow_message(b, compression, local_finite, local_max, sum_max, comm_.size()));
+}
+
+int64_t DistributedOptimizer::wire_bytes(size_t b) const {
+  const int64_t per_value = config_.compression == Compression::kNone ? 4 : 2;
+  return buckets_[b].numel * per_value;
+}
+
+void DistributedOptimizer::unpack_on_host(size_t b) {
+  BucketState& s = state_[b];
+  const GradientBucket& bucket = buckets_[b];
+  const auto start = Clock::now();
+  TimelineSpan span(config_.timeline, s.unpack_name, "unpack",
+                    config_.overlap ? Timeline::kCommThread : Timeline::kMainThread);
+  const float* data = s.host_data();
+  for (size_t j = 0; j < bucket.params.size(); ++j) {
+    nn::Tensor& grad = params_[bucket.params[j]]->grad;
+    const float* src = data + bucket.offsets[j];
+    float* dst = grad.data();
+    const int64_t n = grad.numel();
+    if (postscale_ == 1.0f) {
+      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+    } else {
+      for (int64_t k = 0; k < n; ++k) dst[k] = src[k] * postscale_;
+    }
+  }
+  const double elapsed = seconds_since(start);
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.unpack_seconds += elapsed;
+}
+
+void DistributedOptimizer::unpack_on_device(size_t b) {
+  BucketState& s = state_[b];
+  const GradientBucket& bucket = buckets_[b];
+  const auto start = Clock::now();
+  TimelineSpan span(config_.timeline, s.unpack_name, "unpack");
+  s.buffer.copy_from(s.host);
+  for (size_t j = 0; j < bucket.params.size(); ++j) {
+    nn::Tensor& grad = params_[bucket.params[j]]->grad;
+    backend_.copy(grad.numel(), s.buffer.data() + bucket.offsets[j], grad.data());
+    if (postscale_ != 1.0f) backend_.scale(grad.numel(), postscale_, grad.data());
+  }
+  const double elapsed = seconds_since(start);
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.unpack_seconds += elapsed;
+}
+
+}  // namespace lockstep::distributed
