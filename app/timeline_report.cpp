@@ -46,7 +46,9 @@ double handoff_of(const std::vector<const Span*>& spans, const Span& sync) {
       for (const Span* p : spans) {
         if (p->name == pack && p->end <= a->start) ready = std::max(ready, p->end);
       }
-      if (last_comm != nullptr && last_comm->tid == a->tid) ready = std::max(ready, last_comm->end);
+      // Without its pack span the bucket's ready time is unknown: not counted.
+      if (ready >= 0.0 && last_comm != nullptr && last_comm->tid == a->tid)
+        ready = std::max(ready, last_comm->end);
       if (ready >= 0.0) total += a->start - ready;
     }
     last_comm = a;

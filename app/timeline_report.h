@@ -12,7 +12,8 @@
 //   exposed   = the "synchronize" span: the caller waiting for communication
 //   handoff   = for each bucket, its allreduce start minus the later of its
 //               last "pack" end and the previous communication span's end
-//               (thread wake-up), plus synchronize's end minus the last
+//               (thread wake-up; buckets without a pack span are left
+//               out), plus synchronize's end minus the last
 //               communication span's end (waking the caller)
 //   late      = this rank's last backward end minus the earliest rank's in
 //               the same step: how long the other ranks waited for it

@@ -90,6 +90,22 @@ TEST(TimelineReport, KnownSpansGiveExactFigures) {
   EXPECT_DOUBLE_EQ(ranks[1].steps[1].late, 0.0 * kUnit);
 }
 
+TEST(TimelineReport, BucketWithoutPackSpanHasNoHandoff) {
+  // A bucket reduced in place (no pack span): its wait for the gradient is
+  // not a thread hand-off; only waking the caller (1 unit) counts.
+  nlohmann::json e = nlohmann::json::array();
+  e.push_back(span("backward", "compute", 0, 0, 0, 100));
+  e.push_back(span("allreduce bucket 0", "allreduce", 0, 1, 10, 20));
+  e.push_back(span("unpack bucket 0", "unpack", 0, 1, 20, 21));
+  e.push_back(span("allreduce bucket 1", "allreduce", 0, 1, 90, 110));
+  e.push_back(span("synchronize", "communication wait", 0, 0, 100, 111));
+  const auto ranks = summarize_timeline(e);
+  ASSERT_EQ(ranks.size(), 1u);
+  ASSERT_EQ(ranks[0].steps.size(), 1u);
+  EXPECT_DOUBLE_EQ(ranks[0].steps[0].handoff, 1.0 * kUnit);
+  EXPECT_DOUBLE_EQ(ranks[0].steps[0].hidden, 20.0 * kUnit);
+}
+
 TEST(TimelineReport, SummaryShowsMeansAndHiddenFraction) {
   TimelineSummaryArgs args;
   args.trace = "t.json";
