@@ -37,9 +37,12 @@ std::string pack_name(const std::string& allreduce_name) {
 // Thread wake-ups around the communication spans of one step (see the header).
 double handoff_of(const std::vector<const Span*>& spans, const Span& sync) {
   double total = 0.0;
-  const Span* last_comm = nullptr;
+  const Span* last_comm = nullptr;  // on a communication thread
+  const Span* last_any = nullptr;   // on any thread
   for (const Span* a : spans) {
-    if (a->tid == distributed::Timeline::kMainThread || !is_comm(*a)) continue;
+    if (!is_comm(*a)) continue;
+    if (last_any == nullptr || a->end > last_any->end) last_any = a;
+    if (a->tid == distributed::Timeline::kMainThread) continue;
     if (a->category == "allreduce") {
       double ready = -1.0;
       const std::string pack = pack_name(a->name);
@@ -53,7 +56,9 @@ double handoff_of(const std::vector<const Span*>& spans, const Span& sync) {
     }
     last_comm = a;
   }
-  if (last_comm != nullptr && sync.end > last_comm->end) total += sync.end - last_comm->end;
+  // Waking the caller, unless the caller itself reduced the last bucket.
+  if (last_comm != nullptr && last_comm == last_any && sync.end > last_comm->end)
+    total += sync.end - last_comm->end;
   return total;
 }
 

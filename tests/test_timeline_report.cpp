@@ -92,18 +92,25 @@ TEST(TimelineReport, KnownSpansGiveExactFigures) {
 
 TEST(TimelineReport, BucketWithoutPackSpanHasNoHandoff) {
   // A bucket reduced in place (no pack span): its wait for the gradient is
-  // not a thread hand-off; only waking the caller (1 unit) counts.
+  // not a thread hand-off; only waking the caller (1 unit) counts, and not
+  // even that when the caller reduced the last bucket itself.
   nlohmann::json e = nlohmann::json::array();
   e.push_back(span("backward", "compute", 0, 0, 0, 100));
   e.push_back(span("allreduce bucket 0", "allreduce", 0, 1, 10, 20));
   e.push_back(span("unpack bucket 0", "unpack", 0, 1, 20, 21));
   e.push_back(span("allreduce bucket 1", "allreduce", 0, 1, 90, 110));
   e.push_back(span("synchronize", "communication wait", 0, 0, 100, 111));
-  const auto ranks = summarize_timeline(e);
+  auto ranks = summarize_timeline(e);
   ASSERT_EQ(ranks.size(), 1u);
   ASSERT_EQ(ranks[0].steps.size(), 1u);
   EXPECT_DOUBLE_EQ(ranks[0].steps[0].handoff, 1.0 * kUnit);
   EXPECT_DOUBLE_EQ(ranks[0].steps[0].hidden, 20.0 * kUnit);
+  // The caller reduces a last bucket itself: nobody had to wake it.
+  e.back() = span("synchronize", "communication wait", 0, 0, 100, 131);
+  e.push_back(span("allreduce bucket 2", "allreduce", 0, 0, 111, 130));
+  ranks = summarize_timeline(e);
+  EXPECT_DOUBLE_EQ(ranks[0].steps[0].handoff, 0.0);
+  EXPECT_EQ(ranks[0].steps[0].allreduces, 3);
 }
 
 TEST(TimelineReport, SummaryShowsMeansAndHiddenFraction) {
