@@ -106,7 +106,10 @@ int bench(const BenchArgs& args, lockstep::distributed::Communicator& comm) {
       std::fflush(stdout);
     }
   }
-  if (timeline) lockstep::distributed::finish_timeline(*timeline, comm);
+  if (timeline) {
+    for (const std::string& lost : lockstep::distributed::finish_timeline(*timeline, comm))
+      std::fprintf(stderr, "lockstep bench: timeline: could not merge %s\n", lost.c_str());
+  }
   return 0;
 }
 
