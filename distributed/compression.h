@@ -41,6 +41,8 @@ float bf16_to_float(uint16_t b);
 // Returns false when any result is not finite (overflow to infinity, or a
 // non-finite input); every value is converted either way.
 bool to_16bit(std::span<const float> in, std::span<uint16_t> out, Compression format);
+// True when no value is infinite or NaN.
+bool finite_16bit(std::span<const uint16_t> data, Compression format);
 // out[i] = the float value of in[i] (exact).
 void from_16bit(std::span<const uint16_t> in, std::span<float> out, Compression format);
 // One reduction step: inout[i] = round16(float(in[i]) + float(inout[i])).
@@ -49,7 +51,7 @@ void add_16bit(std::span<const uint16_t> in, std::span<uint16_t> inout, Compress
 // data[i] = round16(float(data[i]) / divisor) (the average after a sum).
 void divide_16bit(std::span<uint16_t> data, float divisor, Compression format);
 
-// Largest |x| in data (NaN if any value is NaN).
+// Largest |x| in data (NaN if any value is NaN). Used for error messages.
 float max_abs(std::span<const float> data);
 
 }  // namespace lockstep::distributed

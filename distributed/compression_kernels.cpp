@@ -136,11 +136,15 @@ bool to_16bit(std::span<const float> in, std::span<uint16_t> out, Compression fo
   for (size_t i = 0; i < head; i += kLanes) store16(out.data() + i, vload(in.data() + i), fp16);
 #endif
   for (size_t i = head; i < n; ++i) out[i] = narrow(in[i], fp16);
+  return finite_16bit(out, format);
+}
+
+bool finite_16bit(std::span<const uint16_t> data, Compression format) {
   // All exponent bits set: infinity or NaN.
-  const uint16_t exponent = fp16 ? 0x7c00 : 0x7f80;
-  bool finite = true;
-  for (size_t i = 0; i < n; ++i) finite &= (out[i] & exponent) != exponent;
-  return finite;
+  const uint16_t exponent = is_fp16(format) ? 0x7c00 : 0x7f80;
+  unsigned bad = 0;
+  for (uint16_t v : data) bad |= (v & exponent) == exponent ? 1u : 0u;
+  return bad == 0;
 }
 
 void from_16bit(std::span<const uint16_t> in, std::span<float> out, Compression format) {

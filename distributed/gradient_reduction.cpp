@@ -85,12 +85,8 @@ void DistributedOptimizer::reduce_bucket(size_t b, int tid) {
     for (float& v : data) v *= prescale_;
   }
   const Compression compression = config_.compression;
-  float local_max = 0.0f;
   bool local_finite = true;
-  if (compression != Compression::kNone) {
-    local_max = max_abs(data);
-    local_finite = to_16bit(data, s.wire, compression);
-  }
+  if (compression != Compression::kNone) local_finite = to_16bit(data, s.wire, compression);
   int64_t step = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -114,13 +110,17 @@ void DistributedOptimizer::reduce_bucket(size_t b, int tid) {
     ++stats_.allreduces;
   }
   if (compression == Compression::kNone) return;
-  from_16bit(s.wire, data, compression);
   // A non-finite contribution makes the sum non-finite on every rank (inf
   // and NaN propagate through add_16bit), so every rank throws here together.
-  const float sum_max = max_abs(data);
-  if (std::isfinite(sum_max)) return;
+  const bool finite = finite_16bit(s.wire, compression);
+  if (finite) {
+    from_16bit(s.wire, data, compression);
+    return;
+  }
+  const float local_max = max_abs(data);  // still this rank's gradients
+  from_16bit(s.wire, data, compression);
   throw DistributedError(
-      overflow_message(b, compression, local_finite, local_max, sum_max, comm_.size()));
+      overflow_message(b, compression, local_finite, local_max, max_abs(data), comm_.size()));
 }
 
 int64_t DistributedOptimizer::wire_bytes(size_t b) const {
