@@ -72,7 +72,7 @@ void conv2d_backward_filter(ThreadPool& pool, const Conv2dGeometry& g, const flo
     if (db) std::fill(db, db + K, 0.0f);
     return;
   }
-  // The wide algorithm's dot-product kernel suits small weights; Eigen on
+  // The wide algorithm's dot-product kernel suits small weights; the packed GEMM on
   // im2col matrices suits large ones.
   const conv::FilterChunk chunk_fn = conv::wide_applies(g) && wsize <= conv::kSmallWeights
                                          ? conv::wide_filter_chunk

@@ -21,7 +21,8 @@ struct Dims {
 };
 
 // Weight matrices up to this many floats use the dot-product kernel for the
-// weight gradient; larger ones use Eigen, whose cache blocking wins there.
+// weight gradient; larger ones the packed GEMM (packed_gemm.h), whose cache
+// blocking wins there.
 inline constexpr int64_t kSmallWeights = int64_t{1} << 14;
 
 // Adds the weight gradient of samples [n0, n1) to dw (K, CRS) and db (K).

@@ -8,8 +8,8 @@
 #include <algorithm>
 
 #include "nn/cpu/conv_common.h"
-#include "nn/cpu/eigen.h"
 #include "nn/cpu/im2col.h"
+#include "nn/cpu/packed_gemm.h"
 #include "nn/cpu/scratch.h"
 #include "nn/cpu/simd.h"
 #include "nn/cpu/small_gemm.h"
@@ -18,10 +18,10 @@ namespace lockstep::nn::cpu::conv {
 namespace {
 
 // Column buffers of a group stay below this many floats (4 MiB), and below
-// 16 MiB for the Eigen weight gradient, where every group costs a pass over
+// 16 MiB for the packed weight gradient, where every group costs a pass over
 // the whole (large) gradient.
 constexpr int64_t kColumnBudget = int64_t{1} << 20;
-constexpr int64_t kEigenColumnBudget = int64_t{1} << 22;
+constexpr int64_t kPackedColumnBudget = int64_t{1} << 22;
 
 // Samples per GEMM: at least min_columns output columns, within the budget.
 int64_t group_size(const Dims& d, int64_t min_columns, int64_t budget = kColumnBudget) {
@@ -87,6 +87,13 @@ void im2col_backward_data(ThreadPool& pool, const Conv2dGeometry& g, const float
   const Dims d(g);
   const int64_t K = g.out_channels, G = group_size(d, gemm_columns(g, d));
   const StridedMatrix weights_t{w, 1, d.crs};  // (CRS, K) view of w
+  // Large weights: w^T packed once, read by every group of every thread.
+  const bool packed = K * d.crs > kSmallWeights;
+  float* w_packed = nullptr;
+  if (packed) {
+    w_packed = scratch(ScratchSlot::kPackedWeights, static_cast<size_t>(packed_a_size(d.crs, K)));
+    pack_a(d.crs, K, weights_t, w_packed);
+  }
   pool.parallel_for(g.batch, 1, [&](int64_t n0, int64_t n1, int) {
     float* col = scratch(ScratchSlot::kColumns, static_cast<size_t>(d.crs * G * d.pq));
     float* in = G > 1 ? scratch(ScratchSlot::kGather, static_cast<size_t>(K * G * d.pq)) : nullptr;
@@ -97,7 +104,11 @@ void im2col_backward_data(ThreadPool& pool, const Conv2dGeometry& g, const float
         gather_samples(dyg, gs, K, d, in);
         dyg = in;
       }
-      gemm_nn(d.crs, ld, K, weights_t, RowMatrix{dyg, ld}, col, ld, nullptr, false);
+      if (packed) {
+        packed_gemm_prepacked(d.crs, ld, K, w_packed, StridedMatrix{dyg, ld, 1}, col, ld, false);
+      } else {
+        gemm_nn(d.crs, ld, K, weights_t, RowMatrix{dyg, ld}, col, ld, nullptr, false);
+      }
       col2im(g, col, ld, gs, dx + n * d.chw);
     }
   });
@@ -110,7 +121,7 @@ void im2col_filter_chunk(const Conv2dGeometry& g, const float* x, const float* d
   const int64_t K = g.out_channels;
   const bool small = K * d.crs <= kSmallWeights;
   const int64_t G =
-      small ? group_size(d, 256) : group_size(d, (n1 - n0) * d.pq, kEigenColumnBudget);
+      small ? group_size(d, 256) : group_size(d, (n1 - n0) * d.pq, kPackedColumnBudget);
   float* col = scratch(ScratchSlot::kColumns, static_cast<size_t>(d.crs * G * d.pq));
   float* in = small ? nullptr : scratch(ScratchSlot::kGather, static_cast<size_t>(K * G * d.pq));
   for (int64_t n = n0; n < n1; n += G) {
@@ -122,9 +133,8 @@ void im2col_filter_chunk(const Conv2dGeometry& g, const float* x, const float* d
                   d.crs);
     } else {
       gather_samples(dyg, gs, K, d, in);
-      MatrixView(dw, K, d.crs, OuterStride(d.crs)).noalias() +=
-          ConstMatrixView(in, K, ld, OuterStride(ld)) *
-          ConstMatrixView(col, d.crs, ld, OuterStride(ld)).transpose();
+      packed_gemm(K, d.crs, ld, StridedMatrix{in, ld, 1}, StridedMatrix{col, 1, ld}, dw, d.crs,
+                  true);
       for (int64_t k = 0; k < K; ++k) db[k] += sum_floats(in + k * ld, ld);
     }
   }

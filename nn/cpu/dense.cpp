@@ -1,19 +1,20 @@
-// Dense-layer ops on the CPU. GEMM (alpha = 1, beta 0 or 1, not A^T B^T):
-//   small products:      the register-tile kernels of small_gemm.h, which
-//                        need no packing, so splitting C across threads
-//                        duplicates no work: gemm_nn for A B and A^T B,
-//                        gemm_nt_acc (dot products of rows) for A B^T;
-//   large A B^T:         C^T = B A^T through gemm_nn, with A and C^T
-//                        transposed in memory (cheap next to the product);
-//   large A B, A^T B:    Eigen on row-major maps (single-threaded), which
-//                        measured ~10% faster there.
-// Other alpha/beta and A^T B^T go through Eigen too. Products are split into
-// blocks of rows or columns of C across the pool when large enough. Plus the
+// Dense-layer ops on the CPU. GEMM with alpha = 1 and beta 0 or 1:
+//   small products: the register-tile kernels of small_gemm.h, which need
+//                   no packing, so splitting C across threads duplicates no
+//                   work: gemm_nn for A B and A^T B, gemm_nt_acc (dot
+//                   products of rows) for A B^T;
+//   large A B^T:    C^T = B A^T through gemm_nn, with A and C^T transposed
+//                   in memory (cheap next to the product);
+//   other large:    packed_gemm (packed_gemm.h), any transposes.
+// Other alpha/beta, and small A^T B^T, go through Eigen. Products are split
+// into blocks of rows or columns of C across the pool when large enough;
+// each C element is summed in the same order whatever the split. Plus the
 // bias helpers.
 #include <algorithm>
 
 #include "nn/cpu/eigen.h"
 #include "nn/cpu/kernels.h"
+#include "nn/cpu/packed_gemm.h"
 #include "nn/cpu/scratch.h"
 #include "nn/cpu/simd.h"
 #include "nn/cpu/small_gemm.h"
@@ -28,6 +29,9 @@ constexpr int64_t kParallelGemmWork = int64_t{1} << 18;
 constexpr int64_t kMinBlock = 16;
 // Products up to this many multiply-adds use the unpacked kernels.
 constexpr int64_t kSmallGemmWork = int64_t{1} << 22;
+// The smallest block of rows or columns of C given to one thread by the
+// packed GEMM (each thread packs a whole operand: B for rows, A for columns).
+constexpr int64_t kMinPackedBlock = 128;
 
 template <typename Lhs, typename Rhs>
 void product_into(const Lhs& lhs, const Rhs& rhs, float alpha, float beta, MatrixView c) {
@@ -94,7 +98,7 @@ void transpose(const float* src, int64_t rows, int64_t cols, int64_t lds, float*
 }
 
 // C(m, n) (+)= A(m, k) B(n, k)^T for large products, as C^T = B A^T with
-// gemm_nn, split over columns of C.
+// gemm_nn, split over columns of C (measured faster than packing B^T).
 void gemm_nt_by_transposes(ThreadPool& pool, int64_t m, int64_t n, int64_t k, const float* a,
                            const float* b, float beta, float* c) {
   float* at = scratch(ScratchSlot::kPartials, static_cast<size_t>(k * m));  // A^T (k, m)
@@ -104,6 +108,26 @@ void gemm_nt_by_transposes(ThreadPool& pool, int64_t m, int64_t n, int64_t k, co
     gemm_nn(c1 - c0, m, k, StridedMatrix{b + c0 * k, k, 1}, RowMatrix{at, m}, ct, m, nullptr,
             false);
     transpose(ct, c1 - c0, m, m, c + c0, n, beta != 0.0f);
+  });
+}
+
+// C(m, n) (+)= op(A) op(B) for large products through packed_gemm, split
+// into blocks of whole register tiles: of rows when C is tall, else of
+// columns. Every thread packs the parts of A and B its block needs.
+void gemm_packed(ThreadPool& pool, bool ta, bool tb, int64_t m, int64_t n, int64_t k,
+                 const float* a, const float* b, float beta, float* c) {
+  const StridedMatrix av = ta ? StridedMatrix{a, 1, m} : StridedMatrix{a, k, 1};
+  const StridedMatrix bv = tb ? StridedMatrix{b, 1, k} : StridedMatrix{b, n, 1};
+  const bool by_rows = m >= n;
+  const int64_t unit = by_rows ? kPackedTileRows : kPackedTileCols;
+  const int64_t extent = ((by_rows ? m : n) + unit - 1) / unit;
+  const int64_t grain = std::max<int64_t>(1, kMinPackedBlock / unit);
+  pool.parallel_for(extent, grain, [&](int64_t e0, int64_t e1, int) {
+    const int64_t r0 = by_rows ? e0 * unit : 0, r1 = by_rows ? std::min(m, e1 * unit) : m;
+    const int64_t c0 = by_rows ? 0 : e0 * unit, c1 = by_rows ? n : std::min(n, e1 * unit);
+    const StridedMatrix ab{av.data + r0 * av.row_stride, av.row_stride, av.col_stride};
+    const StridedMatrix bb{bv.data + c0 * bv.col_stride, bv.row_stride, bv.col_stride};
+    packed_gemm(r1 - r0, c1 - c0, k, ab, bb, c + r0 * n + c0, n, beta != 0.0f);
   });
 }
 
@@ -121,10 +145,13 @@ void gemm(ThreadPool& pool, bool trans_a, bool trans_b, int64_t m, int64_t n, in
       cv *= beta;
     return;
   }
-  const bool plain = alpha == 1.0f && (beta == 0.0f || beta == 1.0f) && !(trans_a && trans_b);
+  const bool simple = alpha == 1.0f && (beta == 0.0f || beta == 1.0f);
   const bool small = m * n * k <= kSmallGemmWork;
-  if (plain && !small && trans_b) return gemm_nt_by_transposes(pool, m, n, k, a, b, beta, c);
-  const bool ours = plain && small;
+  if (simple && !small && trans_b && !trans_a) {
+    return gemm_nt_by_transposes(pool, m, n, k, a, b, beta, c);
+  }
+  if (simple && !small) return gemm_packed(pool, trans_a, trans_b, m, n, k, a, b, beta, c);
+  const bool ours = simple && small && !(trans_a && trans_b);
   // Split rows, or columns in whole vectors (a block of C whose width is not
   // a multiple of 16 costs the kernels a padded tail).
   const bool by_rows = m >= n;

@@ -11,11 +11,14 @@ namespace lockstep::nn::cpu {
 
 // Independent buffers a kernel may hold at the same time.
 enum class ScratchSlot {
-  kColumns,   // im2col matrices
-  kGather,    // operands gathered from several samples, GEMM outputs to scatter
-  kPadded,    // zero-padded copies of input samples
-  kPartials,  // per-chunk partial sums, owned by the thread that calls parallel_for
-  kGemmTail,  // inside gemm_nn only
+  kColumns,        // im2col matrices
+  kGather,         // operands gathered from several samples, GEMM outputs to scatter
+  kPadded,         // zero-padded copies of input samples
+  kPartials,       // per-chunk partial sums, owned by the thread that calls parallel_for
+  kGemmTail,       // inside gemm_nn only
+  kPackA,          // inside packed_gemm only: packed panels of A
+  kPackB,          // inside packed_gemm only: packed panels of B
+  kPackedWeights,  // packed weights shared by the chunks of one op, owned by its caller
   kCount
 };
 
