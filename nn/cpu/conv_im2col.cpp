@@ -17,11 +17,8 @@
 namespace lockstep::nn::cpu::conv {
 namespace {
 
-// Column buffers of a group stay below this many floats (4 MiB), and below
-// 16 MiB for the packed weight gradient, where every group costs a pass over
-// the whole (large) gradient.
+// Column buffers of a group stay below this many floats (4 MiB).
 constexpr int64_t kColumnBudget = int64_t{1} << 20;
-constexpr int64_t kPackedColumnBudget = int64_t{1} << 22;
 
 // Samples per GEMM: at least min_columns output columns, within the budget.
 int64_t group_size(const Dims& d, int64_t min_columns, int64_t budget = kColumnBudget) {
@@ -120,8 +117,8 @@ void im2col_filter_chunk(const Conv2dGeometry& g, const float* x, const float* d
   const Dims d(g);
   const int64_t K = g.out_channels;
   const bool small = K * d.crs <= kSmallWeights;
-  const int64_t G =
-      small ? group_size(d, 256) : group_size(d, (n1 - n0) * d.pq, kPackedColumnBudget);
+  // Large weights: groups of one packed depth block (a pass over dw each).
+  const int64_t G = group_size(d, small ? 256 : kPackedDepth);
   float* col = scratch(ScratchSlot::kColumns, static_cast<size_t>(d.crs * G * d.pq));
   float* in = small ? nullptr : scratch(ScratchSlot::kGather, static_cast<size_t>(K * G * d.pq));
   for (int64_t n = n0; n < n1; n += G) {

@@ -15,12 +15,12 @@
 namespace lockstep::nn::cpu {
 namespace {
 
-constexpr int kMr = kPackedTileRows;  // rows of the register tile
-constexpr int kNr = kPackedTileCols;  // columns of the register tile
-constexpr int kNv = kNr / kLanes;     // vectors per row of the register tile
-constexpr int64_t kKc = 256;          // depth of a packed block
-constexpr int64_t kMc = 96;           // rows of a packed block of A (at most)
-constexpr int64_t kNc = 1024;         // columns of a packed block of B
+constexpr int kMr = kPackedTileRows;   // rows of the register tile
+constexpr int kNr = kPackedTileCols;   // columns of the register tile
+constexpr int kNv = kNr / kLanes;      // vectors per row of the register tile
+constexpr int64_t kKc = kPackedDepth;  // depth of a packed block
+constexpr int64_t kMc = 96;            // rows of a packed block of A (at most)
+constexpr int64_t kNc = 1024;          // columns of a packed block of B
 
 int64_t round_up(int64_t x, int64_t to) {
   return (x + to - 1) / to * to;

@@ -23,6 +23,9 @@ namespace lockstep::nn::cpu {
 // waste no work on padding.
 inline constexpr int kPackedTileRows = 6;
 inline constexpr int kPackedTileCols = 64;
+// Depth of the packed blocks: products whose inner dimension is a multiple
+// of this have no short block (each block costs a pass over C).
+inline constexpr int64_t kPackedDepth = 256;
 
 void packed_gemm(int64_t m, int64_t n, int64_t k, StridedMatrix a, StridedMatrix b, float* c,
                  int64_t ldc, bool accumulate);
