@@ -4,6 +4,7 @@
 
 #include "nn/error.h"
 #if LOCKSTEP_HAVE_CUDA
+#include "distributed/cuda/nccl_communicator.h"
 #include "nn/cuda/cuda_backend.h"
 #endif
 
@@ -38,6 +39,20 @@ std::unique_ptr<nn::Backend> make_backend(const TrainConfig& config,
   }
 #if LOCKSTEP_HAVE_CUDA
   return nn::make_cuda_backend(comm.local_rank(), config.deterministic);
+#else
+  return nullptr;
+#endif
+}
+
+std::unique_ptr<distributed::Communicator> make_gradient_communicator(
+    nn::Backend& backend, distributed::Communicator& comm) {
+  if (comm.size() == 1) return nullptr;
+  // Every rank must take the same branch: NCCL's start-up is collective.
+  int64_t gpu = backend.device() == nn::Device::kCuda ? 1 : 0;
+  comm.allreduce(std::span<int64_t>(&gpu, 1), distributed::ReduceOp::kMin);
+  if (gpu == 0) return nullptr;
+#if LOCKSTEP_HAVE_CUDA
+  return distributed::make_nccl_communicator(comm, comm.local_rank());
 #else
   return nullptr;
 #endif

@@ -19,6 +19,13 @@ namespace lockstep::app {
 std::unique_ptr<nn::Backend> make_backend(const TrainConfig& config,
                                           const distributed::Communicator& comm, int threads);
 
+// The communicator for gradient buckets: NCCL, bootstrapped over `comm` on
+// the backend's device (the local rank's), when every rank computes on a
+// GPU and the job has more than one rank; null otherwise (gradients then go
+// through `comm`). Collective over `comm` when size > 1.
+std::unique_ptr<distributed::Communicator> make_gradient_communicator(
+    nn::Backend& backend, distributed::Communicator& comm);
+
 // Host batches as the backend wants them: on the CPU the batch itself, on a
 // GPU explicit copies into buffers that are reused batch after batch.
 class BatchStager {

@@ -125,14 +125,17 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
   if (!config_.timeline.empty()) {
     timeline_ = distributed::make_timeline(config_.timeline, comm_);
   }
+  gradient_comm_ = make_gradient_communicator(*backend_, comm_);
   auto dconfig = dopt_config(config_);
   dconfig.timeline = timeline_.get();
+  dconfig.gradient_comm = gradient_comm_.get();
   dopt_ = std::make_unique<distributed::DistributedOptimizer>(
       comm_, *backend_, model_->parameters(), *optimizer_, dconfig);
   distributed::StallPolicy stall;
   stall.warning_seconds = config_.stall_warning_s;
   stall.abort_seconds = config_.stall_abort_s;
   comm_.set_stall_policy(stall);
+  if (gradient_comm_) gradient_comm_->set_stall_policy(stall);
 
   check_fingerprint();
   resume();
@@ -160,8 +163,9 @@ void Trainer::check_fingerprint() {
 void Trainer::banner() {
   std::ostringstream out;
   out << "lockstep: " << comm_.describe() << ", " << threads_ << " thread"
-      << (threads_ == 1 ? "" : "s") << " per rank on " << backend_->name() << "\n"
-      << "data: " << train_.name << " " << train_.size() << " samples, " << test_.name << " "
+      << (threads_ == 1 ? "" : "s") << " per rank on " << backend_->name() << "\n";
+  if (gradient_comm_) out << "gradients: " << gradient_comm_->describe() << "\n";
+  out << "data: " << train_.name << " " << train_.size() << " samples, " << test_.name << " "
       << test_.size() << " samples from " << train_.source << "\n"
       << model_->summary() << "\n"
       << "optimizer: " << optimizer_->describe() << ", lr " << config_.lr << " x "

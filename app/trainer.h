@@ -67,6 +67,8 @@ class Trainer {
   std::unique_ptr<nn::Model> model_;
   std::unique_ptr<nn::Optimizer> optimizer_;
   std::unique_ptr<distributed::Timeline> timeline_;
+  // NCCL for gradient buckets on GPUs (null: comm_); outlives dopt_.
+  std::unique_ptr<distributed::Communicator> gradient_comm_;
   std::unique_ptr<distributed::DistributedOptimizer> dopt_;
   std::unique_ptr<nn::LrSchedule> schedule_;
   std::unique_ptr<Report> report_;

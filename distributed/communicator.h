@@ -22,6 +22,8 @@ enum class ReduceOp { kSum, kAverage, kMin, kMax };
 
 std::string to_string(ReduceOp op);
 
+class DeviceReducer;
+
 // For implementations of allreduce_16bit: throws unless format is fp16 or
 // bf16 and op is sum or average.
 void check_16bit(Compression format, ReduceOp op);
@@ -64,6 +66,11 @@ class Communicator {
   // Both are safe to call from any thread.
   virtual void set_stall_policy(StallPolicy policy) {}
   virtual void set_stall_label(std::string label) {}
+
+  // Reduction of device buffers ordered by device streams instead of host
+  // waits (distributed/device_reducer.h); null when this communicator has
+  // none (every communicator but NCCL's).
+  virtual DeviceReducer* device_reducer() { return nullptr; }
 
   // Typed conveniences built on the byte versions.
   template <typename T>

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "distributed/device_reducer.h"
 #include "nn/error.h"
 
 namespace lockstep::distributed {
@@ -38,16 +39,24 @@ void validate(const DistributedOptimizerConfig& c) {
 DistributedOptimizer::DistributedOptimizer(Communicator& comm, nn::Backend& backend,
                                            const std::vector<nn::Parameter*>& params,
                                            nn::Optimizer& inner, DistributedOptimizerConfig config)
-    : comm_(comm), backend_(backend), params_(params), inner_(inner), config_(config) {
+    : comm_(comm),
+      backend_(backend),
+      params_(params),
+      inner_(inner),
+      config_(config),
+      grad_comm_(config.gradient_comm != nullptr ? *config.gradient_comm : comm) {
   validate(config_);
   passes_per_step_ = config_.backward_passes_per_step;
-  passthrough_ = comm_.size() == 1 && passes_per_step_ == 1 &&
+  passthrough_ = grad_comm_.size() == 1 && passes_per_step_ == 1 &&
                  config_.compression == Compression::kNone &&
                  config_.gradient_predivide_factor == 1.0;
   const double f = config_.gradient_predivide_factor;
   prescale_ = static_cast<float>(1.0 / f);
-  postscale_ = config_.op == ReduceOp::kAverage ? static_cast<float>(f / comm_.size()) : 1.0f;
+  postscale_ = config_.op == ReduceOp::kAverage ? static_cast<float>(f / grad_comm_.size()) : 1.0f;
   on_host_ = backend_.device() == nn::Device::kCpu;
+  if (!passthrough_ && config_.compression == Compression::kNone) {
+    reducer_ = grad_comm_.device_reducer();
+  }
 
   std::vector<int64_t> numels;
   for (const nn::Parameter* p : params_) {
@@ -68,7 +77,7 @@ DistributedOptimizer::DistributedOptimizer(Communicator& comm, nn::Backend& back
     BucketState& s = state_[b];
     if (!passthrough_) {
       s.buffer = nn::Tensor({buckets_[b].numel}, backend_.device());
-      if (!on_host_) s.host = nn::Tensor({buckets_[b].numel}, nn::Device::kCpu);
+      if (!on_host_ && !reducer_) s.host = nn::Tensor({buckets_[b].numel}, nn::Device::kCpu);
       if (config_.compression != Compression::kNone) {
         s.wire.resize(static_cast<size_t>(buckets_[b].numel));
       }
@@ -149,9 +158,15 @@ void DistributedOptimizer::finish_pass() {
 }
 
 void DistributedOptimizer::hand_off(size_t b) {
-  backend_.synchronize();  // the packed buffer is complete before another thread reads it
   BucketState& s = state_[b];
-  if (!on_host_) s.host.copy_from(s.buffer);
+  if (reducer_) {
+    // Queued after the pack; the reduction waits for it on the device.
+    if (prescale_ != 1.0f) backend_.scale(buckets_[b].numel, prescale_, s.buffer.data());
+    reducer_->mark_ready(b, backend_.native_stream());
+  } else {
+    backend_.synchronize();  // the packed buffer is complete before another thread reads it
+    if (!on_host_) s.host.copy_from(s.buffer);
+  }
   if (!config_.overlap) return;  // synchronize() reduces it
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -198,15 +213,22 @@ void DistributedOptimizer::synchronize() {
           label_step_ = inner_.steps() + 1;
         }
         reduce_bucket(b, Timeline::kMainThread);
-        if (on_host_) unpack_on_host(b);
+        if (on_host_ && !reducer_) unpack_on_host(b);
       }
     } catch (...) {
       error = std::current_exception();
     }
   }
-  if (!error && !on_host_ && !passthrough_) {
+  if (!error && reducer_) {
+    try {
+      reducer_->finish(backend_.native_stream());  // host waits here, once per step
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  if (!error && (!on_host_ || reducer_) && !passthrough_) {
     for (size_t b = 0; b < buckets_.size(); ++b) unpack_on_device(b);
-    backend_.synchronize();
+    if (!reducer_) backend_.synchronize();  // the host copies are free for the next step
   }
   passes_done_ = 0;
   reset_pass();

@@ -68,9 +68,28 @@
 // reduction is the identity, so nothing is packed or copied and no thread is
 // started; step() is inner.step() (stats count steps, no allreduces).
 //
-// Devices: bucket buffers live on the parameters' device; for non-CPU
-// tensors a host copy of each bucket is made (explicitly, Tensor::copy_from)
-// before the allreduce and copied back in synchronize().
+// Devices: bucket buffers live on the parameters' device. With a gradient
+// communicator that has a DeviceReducer (NCCL; see
+// distributed/device_reducer.h) and no compression, buckets are reduced
+// where they are: after packing bucket b the announcing thread records an
+// event on the backend's stream (no host wait); the communication thread
+// queues bucket b's allreduce on NCCL's stream behind that event, in index
+// order; synchronize() makes the backend's stream wait for NCCL's and polls
+// on the host until the reductions are complete (NCCL's asynchronous errors
+// become a DistributedError naming the rank, as MPI failures do), then
+// queues the unpack (postscale, copy into Parameter::grad) on the backend's
+// stream. allreduce_seconds then counts queueing only. Otherwise, for
+// non-CPU tensors a host copy of each bucket is made (explicitly,
+// Tensor::copy_from) before the allreduce and copied back in synchronize();
+// that is also the path of fp16/bf16 compression on a GPU (the 16-bit
+// conversions run on the host).
+//
+// Untested for want of a GPU (no GPU on the development machine or in CI):
+// the NCCL DeviceReducer itself (events, stream waits, asynchronous error
+// polling) and this path with real CUDA tensors; tests/mpi/test_nccl*.cpp
+// cover it and skip, saying so, without GPUs. The optimizer's side of the
+// path (mark, enqueue, finish, unpack, errors) is tested on the CPU with a
+// fake DeviceReducer (tests/test_distributed_optimizer_device.cpp).
 #pragma once
 
 #include <condition_variable>
@@ -109,6 +128,10 @@ struct DistributedOptimizerConfig {
   // Reduce buckets on a background thread during backward (true), or all in
   // synchronize() (false).
   bool overlap = true;
+  // The communicator for gradient buckets (app/ passes NCCL's on GPUs);
+  // null: the communicator given to the constructor. Must outlive the
+  // optimizer. broadcast_parameters() always uses the constructor's.
+  Communicator* gradient_comm = nullptr;
   // Spans "pack/allreduce/unpack bucket B", "synchronize", "inner optimizer step";
   // null: none. May be set later with set_timeline().
   Timeline* timeline = nullptr;
@@ -199,6 +222,9 @@ class DistributedOptimizer {
   void accumulate(size_t param_index, bool first_pass);
   void hand_off(size_t bucket);
   void reduce_bucket(size_t bucket, int tid);
+  void enqueue_on_device(size_t bucket, int tid);
+  void set_label(size_t bucket);
+  void count_allreduce(size_t bucket, double seconds);
   int64_t wire_bytes(size_t bucket) const;  // bytes one allreduce of it sends
   void unpack_on_host(size_t bucket);
   void unpack_on_device(size_t bucket);
@@ -213,7 +239,9 @@ class DistributedOptimizer {
   DistributedOptimizerConfig config_;
   int passes_per_step_ = 1;
   float prescale_ = 1.0f, postscale_ = 1.0f;
-  bool on_host_ = true;  // parameters are CPU tensors
+  bool on_host_ = true;               // parameters are CPU tensors
+  Communicator& grad_comm_;           // config.gradient_comm or comm_
+  DeviceReducer* reducer_ = nullptr;  // buckets reduced in place on the device
   // One rank, k = 1, no compression, f = 1: reduction is the identity, so
   // nothing is packed, reduced or copied back.
   bool passthrough_ = false;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <string>
 
+#include "distributed/device_reducer.h"
 #include "distributed/distributed_optimizer.h"
 #include "nn/error.h"
 
@@ -61,7 +62,7 @@ void DistributedOptimizer::comm_loop() {
     std::exception_ptr error;
     try {
       reduce_bucket(b, Timeline::kCommThread);
-      if (on_host_) unpack_on_host(b);
+      if (on_host_ && !reducer_) unpack_on_host(b);
     } catch (...) {
       error = std::current_exception();
     }
@@ -76,9 +77,10 @@ void DistributedOptimizer::comm_loop() {
   }
 }
 
-// Called on the communication thread (overlap) or in synchronize(): only
-// host memory, no backend calls.
+// Called on the communication thread (overlap) or in synchronize(): no
+// backend calls (host memory, or the DeviceReducer's queue).
 void DistributedOptimizer::reduce_bucket(size_t b, int tid) {
+  if (reducer_) return enqueue_on_device(b, tid);
   BucketState& s = state_[b];
   std::span<float> data(s.host_data(), static_cast<size_t>(buckets_[b].numel));
   if (prescale_ != 1.0f) {
@@ -87,28 +89,17 @@ void DistributedOptimizer::reduce_bucket(size_t b, int tid) {
   const Compression compression = config_.compression;
   bool local_finite = true;
   if (compression != Compression::kNone) local_finite = to_16bit(data, s.wire, compression);
-  int64_t step = 0;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    step = label_step_;
-  }
-  comm_.set_stall_label(detail::concat("step ", step, " bucket ", b));
+  set_label(b);
   const auto start = Clock::now();
   {
     TimelineSpan span(config_.timeline, s.allreduce_name, "allreduce", tid);
     if (compression == Compression::kNone) {
-      comm_.allreduce(data, ReduceOp::kSum);
+      grad_comm_.allreduce(data, ReduceOp::kSum);
     } else {
-      comm_.allreduce_16bit(s.wire, compression, ReduceOp::kSum);
+      grad_comm_.allreduce_16bit(s.wire, compression, ReduceOp::kSum);
     }
   }
-  const double elapsed = seconds_since(start);
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stats_.allreduce_seconds += elapsed;
-    stats_.bytes_reduced += wire_bytes(b);
-    ++stats_.allreduces;
-  }
+  count_allreduce(b, seconds_since(start));
   if (compression == Compression::kNone) return;
   // A non-finite contribution makes the sum non-finite on every rank (inf
   // and NaN propagate through add_16bit), so every rank throws here together.
@@ -120,7 +111,36 @@ void DistributedOptimizer::reduce_bucket(size_t b, int tid) {
   const float local_max = max_abs(data);  // still this rank's gradients
   from_16bit(s.wire, data, compression);
   throw DistributedError(
-      overflow_message(b, compression, local_finite, local_max, max_abs(data), comm_.size()));
+      overflow_message(b, compression, local_finite, local_max, max_abs(data), grad_comm_.size()));
+}
+
+// Device buffers with a DeviceReducer: queued behind the bucket's pack
+// (marked in hand_off), completed in synchronize().
+void DistributedOptimizer::enqueue_on_device(size_t b, int tid) {
+  BucketState& s = state_[b];
+  set_label(b);
+  const auto start = Clock::now();
+  {
+    TimelineSpan span(config_.timeline, s.allreduce_name, "allreduce", tid);
+    reducer_->enqueue_allreduce(b, s.buffer.span(), ReduceOp::kSum);
+  }
+  count_allreduce(b, seconds_since(start));
+}
+
+void DistributedOptimizer::set_label(size_t b) {
+  int64_t step = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    step = label_step_;
+  }
+  grad_comm_.set_stall_label(detail::concat("step ", step, " bucket ", b));
+}
+
+void DistributedOptimizer::count_allreduce(size_t b, double seconds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.allreduce_seconds += seconds;
+  stats_.bytes_reduced += wire_bytes(b);
+  ++stats_.allreduces;
 }
 
 int64_t DistributedOptimizer::wire_bytes(size_t b) const {
@@ -156,7 +176,7 @@ void DistributedOptimizer::unpack_on_device(size_t b) {
   const GradientBucket& bucket = buckets_[b];
   const auto start = Clock::now();
   TimelineSpan span(config_.timeline, s.unpack_name, "unpack");
-  s.buffer.copy_from(s.host);
+  if (!reducer_) s.buffer.copy_from(s.host);
   for (size_t j = 0; j < bucket.params.size(); ++j) {
     nn::Tensor& grad = params_[bucket.params[j]]->grad;
     backend_.copy(grad.numel(), s.buffer.data() + bucket.offsets[j], grad.data());

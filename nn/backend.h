@@ -157,6 +157,11 @@ class Backend {
   virtual void copy(int64_t n, const float* src, float* dst) = 0;
   // Blocks until all queued work on this backend has finished.
   virtual void synchronize() = 0;
+  // The native queue these ops run on, for code outside nn/ that orders its
+  // own work after them with events (distributed/device_reducer.h): the
+  // cudaStream_t of the CUDA backend; null on the CPU, where every op has
+  // finished when it returns.
+  virtual void* native_stream() { return nullptr; }
 };
 
 // The CPU backend with `threads` worker threads (0: all hardware threads).

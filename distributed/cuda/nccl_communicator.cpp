@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "distributed/device_reducer.h"
 #include "nn/cuda/cuda_check.h"
 #include "nn/error.h"
 
@@ -70,6 +71,16 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 struct StreamDeleter {
   void operator()(cudaStream_t s) const noexcept { cudaStreamDestroy(s); }
 };
+struct EventDeleter {
+  void operator()(cudaEvent_t e) const noexcept { cudaEventDestroy(e); }
+};
+using Event = std::unique_ptr<CUevent_st, EventDeleter>;
+
+Event make_event() {
+  cudaEvent_t event = nullptr;
+  CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  return Event(event);
+}
 // Aborting is local and cannot hang on a peer that died (see the header).
 struct CommAborter {
   void operator()(ncclComm_t c) const noexcept { ncclCommAbort(c); }
@@ -81,7 +92,7 @@ struct Bootstrap {
   int32_t ok;
 };
 
-class NcclCommunicator final : public Communicator {
+class NcclCommunicator final : public Communicator, public DeviceReducer {
  public:
   NcclCommunicator(Communicator& mpi, int device);
 
@@ -103,6 +114,10 @@ class NcclCommunicator final : public Communicator {
   void broadcast(std::span<std::byte> data, int root) override;
   void allgather(std::span<const std::byte> in, std::span<std::byte> out) override;
   void barrier() override { mpi_.barrier(); }
+  DeviceReducer* device_reducer() override { return this; }
+  void mark_ready(size_t slot, void* stream) override;
+  void enqueue_allreduce(size_t slot, std::span<float> data, ReduceOp op) override;
+  void finish(void* stream) override;
   [[noreturn]] void abort(int exit_code) noexcept override {
     if (ncclComm_t c = comm_.release()) ncclCommAbort(c);
     mpi_.abort(exit_code);
@@ -126,6 +141,14 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
+  // Marks the communicator busy for one operation until destroyed.
+  struct Claim {
+    std::atomic<bool>& flag;
+    ~Claim() { flag = false; }
+  };
+  // Throws when another operation is in flight or NCCL was aborted.
+  [[nodiscard]] Claim claim(const char* operation);
+  cudaEvent_t ready_event(size_t slot);
   // Throws on every rank when some rank's `error` is not empty.
   void agree(const std::string& error, const char* what);
   // Runs enqueue(comm, stream) (one NCCL call) and waits for its result.
@@ -143,6 +166,9 @@ class NcclCommunicator final : public Communicator {
   const int rank_, size_;
   std::unique_ptr<CUstream_st, StreamDeleter> stream_;
   std::unique_ptr<ncclComm, CommAborter> comm_;
+  Event done_event_;                 // recorded after the last queued device allreduce
+  std::mutex events_mutex_;          // guards ready_events_ (mark_ready runs beside enqueues)
+  std::vector<Event> ready_events_;  // per slot: its input is complete
   std::atomic<bool> busy_{false};
   uint64_t sequence_ = 0;  // NCCL collectives issued so far
   std::mutex mutex_;       // guards policy_ and label_
@@ -158,6 +184,7 @@ NcclCommunicator::NcclCommunicator(Communicator& mpi, int device)
     cudaStream_t stream = nullptr;
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     stream_.reset(stream);
+    done_event_ = make_event();
   } catch (const Error& e) {
     error = detail::concat("cannot use CUDA device ", device_, ": ", e.what());
   }
@@ -245,21 +272,23 @@ void NcclCommunicator::allgather(std::span<const std::byte> in, std::span<std::b
   });
 }
 
-template <typename Enqueue>
-void NcclCommunicator::run(const char* operation, Enqueue enqueue) {
+NcclCommunicator::Claim NcclCommunicator::claim(const char* operation) {
   if (busy_.exchange(true)) {
     throw DistributedError(detail::concat("rank ", rank_, ": NCCL ", operation,
                                           " issued while another collective is in flight on the "
                                           "same communicator (use one communicator per thread)"));
   }
-  struct Release {
-    std::atomic<bool>& flag;
-    ~Release() { flag = false; }
-  } release{busy_};
   if (!comm_) {
+    busy_ = false;
     throw DistributedError(detail::concat("rank ", rank_, ": NCCL ", operation,
                                           " on a communicator aborted after an earlier error"));
   }
+  return Claim{busy_};
+}
+
+template <typename Enqueue>
+void NcclCommunicator::run(const char* operation, Enqueue enqueue) {
+  const Claim claimed = claim(operation);
   CUDA_CHECK(cudaSetDevice(device_));
   NCCL_CHECK(enqueue(comm_.get(), stream_.get()));
   wait_until(operation, [&] {
@@ -269,6 +298,46 @@ void NcclCommunicator::run(const char* operation, Enqueue enqueue) {
     return true;
   });
   ++sequence_;
+}
+
+// --- DeviceReducer: ordered by events, the host waits only in finish() ------
+
+cudaEvent_t NcclCommunicator::ready_event(size_t slot) {
+  std::lock_guard lock(events_mutex_);
+  while (ready_events_.size() <= slot) ready_events_.push_back(make_event());
+  return ready_events_[slot].get();
+}
+
+void NcclCommunicator::mark_ready(size_t slot, void* stream) {
+  CUDA_CHECK(cudaSetDevice(device_));
+  CUDA_CHECK(cudaEventRecord(ready_event(slot), static_cast<cudaStream_t>(stream)));
+}
+
+void NcclCommunicator::enqueue_allreduce(size_t slot, std::span<float> data, ReduceOp op) {
+  const Claim claimed = claim("allreduce");
+  CUDA_CHECK(cudaSetDevice(device_));
+  CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), ready_event(slot), 0));
+  if (!data.empty()) {
+    NCCL_CHECK(ncclAllReduce(data.data(), data.data(), data.size(), ncclFloat32, nccl_op(op),
+                             comm_.get(), stream_.get()));
+    // A non-blocking communicator may still be queueing the call: wait for
+    // that (not for the reduction), watching asynchronous errors.
+    wait_until("allreduce", [] { return true; });
+  }
+  ++sequence_;
+}
+
+void NcclCommunicator::finish(void* stream) {
+  const Claim claimed = claim("allreduce");
+  CUDA_CHECK(cudaSetDevice(device_));
+  CUDA_CHECK(cudaEventRecord(done_event_.get(), stream_.get()));
+  CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), done_event_.get(), 0));
+  wait_until("allreduce", [&] {
+    const cudaError_t status = cudaEventQuery(done_event_.get());
+    if (status == cudaErrorNotReady) return false;
+    CUDA_CHECK(status);
+    return true;
+  });
 }
 
 template <typename Done>

@@ -18,6 +18,19 @@
 //     barrier: the MPI communicator.
 // Every rank must pass memory of the same kind to the same collective.
 //
+// Gradient buckets: device_reducer() returns this communicator as a
+// DeviceReducer (distributed/device_reducer.h): mark_ready records an event
+// on the caller's stream, enqueue_allreduce makes NCCL's stream wait on it
+// and queues ncclAllReduce (returning once queued), finish makes the
+// caller's stream wait on an event after the last one and polls on the host
+// (asynchronous errors, stall policy) until it has passed. app/ hands it to
+// the DistributedOptimizer on GPUs (app/device.h).
+//
+// Untested on a GPU: the development machine and CI have none. The tests in
+// tests/mpi/test_nccl.cpp and test_nccl_reducer.cpp skip, saying so, without
+// a GPU for every rank; only the failure path of start-up (a device that
+// does not exist) runs there.
+//
 // Average is NCCL's ncclAvg (each contribution scaled by 1/size, then
 // summed): the same on every rank, but not bit-identical to the MPI
 // communicator's sum-then-divide.

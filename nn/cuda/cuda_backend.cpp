@@ -154,6 +154,7 @@ class CudaBackend final : public Backend {
     ctx_.activate();
     ctx_.synchronize();
   }
+  void* native_stream() override { return ctx_.stream(); }
 
  private:
   cuda::DeviceContext ctx_;
