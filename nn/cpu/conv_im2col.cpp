@@ -89,7 +89,11 @@ void im2col_backward_data(ThreadPool& pool, const Conv2dGeometry& g, const float
   float* w_packed = nullptr;
   if (packed) {
     w_packed = scratch(ScratchSlot::kPackedWeights, static_cast<size_t>(packed_a_size(d.crs, K)));
-    pack_a(d.crs, K, weights_t, w_packed);
+    const int64_t panels = (d.crs + kPackedTileRows - 1) / kPackedTileRows;
+    pool.parallel_for(panels, 16, [&](int64_t p0, int64_t p1, int) {
+      const int64_t r0 = p0 * kPackedTileRows, r1 = std::min(d.crs, p1 * kPackedTileRows);
+      pack_a(r1 - r0, K, StridedMatrix{w + r0, 1, d.crs}, w_packed + r0 * K);
+    });
   }
   pool.parallel_for(g.batch, 1, [&](int64_t n0, int64_t n1, int) {
     float* col = scratch(ScratchSlot::kColumns, static_cast<size_t>(d.crs * G * d.pq));
