@@ -4,7 +4,8 @@
 //   backward data:   dcol(CRS, PQ) = w(K, CRS)^T * dy(K, PQ), dx = col2im(dcol)
 //   backward filter: dw(K, CRS)   += dy(K, PQ) * col(CRS, PQ)^T
 // When PQ is small, a group of samples shares one wider GEMM (their columns
-// side by side), so register tiles stay full.
+// side by side), so register tiles stay full. Large weights go through the
+// packed GEMM (packed_gemm.h), w or w^T packed once per call.
 #include <algorithm>
 
 #include "nn/cpu/conv_common.h"
@@ -54,6 +55,28 @@ int64_t gemm_columns(const Conv2dGeometry& g, const Dims& d) {
   return g.out_channels * d.crs <= kSmallWeights ? 64 : 256;
 }
 
+// a(m, k) packed for packed_gemm_prepacked across the pool, into the
+// calling thread's kPackedWeights scratch.
+const float* pack_weights(ThreadPool& pool, int64_t m, int64_t k, StridedMatrix a) {
+  float* packed = scratch(ScratchSlot::kPackedWeights, static_cast<size_t>(packed_a_size(m, k)));
+  const int64_t panels = (m + kPackedTileRows - 1) / kPackedTileRows;
+  pool.parallel_for(panels, 16, [&](int64_t p0, int64_t p1, int) {
+    const int64_t r0 = p0 * kPackedTileRows, r1 = std::min(m, p1 * kPackedTileRows);
+    pack_a(r1 - r0, k, StridedMatrix{a.data + r0 * a.row_stride, a.row_stride, a.col_stride},
+           packed + r0 * k);
+  });
+  return packed;
+}
+
+// y(K, ld) rows ldy = w(K, CRS) col(CRS, ld) + b, w packed by pack_weights.
+void packed_forward(int64_t K, int64_t crs, int64_t ld, const float* w_packed, const float* col,
+                    const float* b, float* y, int64_t ldy) {
+  if (b) {  // bias first, then the products: the order gemm_nn sums in
+    for (int64_t k = 0; k < K; ++k) std::fill(y + k * ldy, y + k * ldy + ld, b[k]);
+  }
+  packed_gemm_prepacked(K, ld, crs, w_packed, StridedMatrix{col, ld, 1}, y, ldy, b != nullptr);
+}
+
 }  // namespace
 
 // x: (N, C, H, W), w: (K, C, R, S), b: (K) or null -> y: (N, K, P, Q)
@@ -62,13 +85,18 @@ void im2col_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x, c
   const Dims d(g);
   const int64_t K = g.out_channels, G = group_size(d, gemm_columns(g, d));
   const StridedMatrix weights{w, d.crs, 1};
+  const float* w_packed =
+      K * d.crs > kSmallWeights ? pack_weights(pool, K, d.crs, weights) : nullptr;
   pool.parallel_for(g.batch, 1, [&](int64_t n0, int64_t n1, int) {
     float* col = scratch(ScratchSlot::kColumns, static_cast<size_t>(d.crs * G * d.pq));
     float* out = G > 1 ? scratch(ScratchSlot::kGather, static_cast<size_t>(K * G * d.pq)) : nullptr;
     for (int64_t n = n0; n < n1; n += G) {
       const int64_t gs = std::min(G, n1 - n), ld = gs * d.pq;
       im2col(g, x + n * d.chw, gs, col, ld);
-      if (gs == 1) {
+      if (w_packed) {
+        packed_forward(K, d.crs, ld, w_packed, col, b, gs == 1 ? y + n * d.kpq : out, ld);
+        if (gs > 1) scatter_samples(out, gs, K, d, y + n * d.kpq);
+      } else if (gs == 1) {
         gemm_nn(K, d.pq, d.crs, weights, RowMatrix{col, d.pq}, y + n * d.kpq, d.pq, b, false);
       } else {
         gemm_nn(K, ld, d.crs, weights, RowMatrix{col, ld}, out, ld, b, false);
@@ -86,15 +114,7 @@ void im2col_backward_data(ThreadPool& pool, const Conv2dGeometry& g, const float
   const StridedMatrix weights_t{w, 1, d.crs};  // (CRS, K) view of w
   // Large weights: w^T packed once, read by every group of every thread.
   const bool packed = K * d.crs > kSmallWeights;
-  float* w_packed = nullptr;
-  if (packed) {
-    w_packed = scratch(ScratchSlot::kPackedWeights, static_cast<size_t>(packed_a_size(d.crs, K)));
-    const int64_t panels = (d.crs + kPackedTileRows - 1) / kPackedTileRows;
-    pool.parallel_for(panels, 16, [&](int64_t p0, int64_t p1, int) {
-      const int64_t r0 = p0 * kPackedTileRows, r1 = std::min(d.crs, p1 * kPackedTileRows);
-      pack_a(r1 - r0, K, StridedMatrix{w + r0, 1, d.crs}, w_packed + r0 * K);
-    });
-  }
+  const float* w_packed = packed ? pack_weights(pool, d.crs, K, weights_t) : nullptr;
   pool.parallel_for(g.batch, 1, [&](int64_t n0, int64_t n1, int) {
     float* col = scratch(ScratchSlot::kColumns, static_cast<size_t>(d.crs * G * d.pq));
     float* in = G > 1 ? scratch(ScratchSlot::kGather, static_cast<size_t>(K * G * d.pq)) : nullptr;
