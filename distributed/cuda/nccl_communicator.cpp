@@ -1,50 +1,15 @@
-#include "distributed/cuda/nccl_communicator.h"
-
-#include <nccl.h>
-
-#include <atomic>
-#include <chrono>
+// The NCCL communicator: start-up over MPI, collectives, polled waits and
+// asynchronous errors (the class is in nccl_communicator_impl.h, its
+// DeviceReducer side in nccl_reducer.cpp).
 #include <cstdio>
 #include <cstdlib>
-#include <mutex>
 #include <thread>
-#include <vector>
 
-#include "distributed/device_reducer.h"
+#include "distributed/cuda/nccl_communicator_impl.h"
 #include "nn/cuda/cuda_check.h"
-#include "nn/error.h"
 
-namespace lockstep::distributed {
+namespace lockstep::distributed::nccl_detail {
 
-[[noreturn]] static void throw_nccl_error(ncclResult_t result, const char* expression,
-                                          const char* file, int line) {
-  const char* last = ncclGetLastError(nullptr);
-  const bool has_last = last != nullptr && *last != '\0';
-  throw LibraryError(detail::concat("NCCL call failed: ", expression, " (", file, ":", line,
-                                    "): ", ncclGetErrorString(result), has_last ? ": " : "",
-                                    has_last ? last : ""));
-}
-
-}  // namespace lockstep::distributed
-
-// NCCL_CHECK(expr): throws LibraryError unless expr returns ncclSuccess (or
-// ncclInProgress, the normal answer of a non-blocking communicator).
-#define NCCL_CHECK(expression)                                                                \
-  do {                                                                                        \
-    const ncclResult_t lockstep_nccl_result_ = (expression);                                  \
-    if (lockstep_nccl_result_ != ncclSuccess && lockstep_nccl_result_ != ncclInProgress) {    \
-      ::lockstep::distributed::throw_nccl_error(lockstep_nccl_result_, #expression, __FILE__, \
-                                                __LINE__);                                    \
-    }                                                                                         \
-  } while (0)
-
-namespace lockstep::distributed {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-// True for device (or managed) memory; false for host memory, registered or
-// not.
 bool on_device(const void* p) {
   cudaPointerAttributes attributes{};
   if (cudaPointerGetAttributes(&attributes, p) != cudaSuccess) {
@@ -68,112 +33,15 @@ ncclRedOp_t nccl_op(ReduceOp op) {
   throw Error("internal error: unknown ReduceOp");
 }
 
-struct StreamDeleter {
-  void operator()(cudaStream_t s) const noexcept { cudaStreamDestroy(s); }
-};
-struct EventDeleter {
-  void operator()(cudaEvent_t e) const noexcept { cudaEventDestroy(e); }
-};
-using Event = std::unique_ptr<CUevent_st, EventDeleter>;
-
 Event make_event() {
   cudaEvent_t event = nullptr;
   CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
   return Event(event);
 }
-// Aborting is local and cannot hang on a peer that died (see the header).
-struct CommAborter {
-  void operator()(ncclComm_t c) const noexcept { ncclCommAbort(c); }
-};
-
 // What rank 0 broadcasts to start NCCL.
 struct Bootstrap {
   ncclUniqueId id;
   int32_t ok;
-};
-
-class NcclCommunicator final : public Communicator, public DeviceReducer {
- public:
-  NcclCommunicator(Communicator& mpi, int device);
-
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  int local_rank() const override { return mpi_.local_rank(); }
-  int local_size() const override { return mpi_.local_size(); }
-  int node_count() const override { return mpi_.node_count(); }
-  std::string host_name() const override { return mpi_.host_name(); }
-  std::string describe() const override {
-    return "nccl " + nccl_version() + " on cuda:" + std::to_string(device_) +
-           " (host side: " + mpi_.describe() + ")";
-  }
-
-  void allreduce(std::span<float> data, ReduceOp op) override;
-  void allreduce(std::span<double> data, ReduceOp op) override { mpi_.allreduce(data, op); }
-  void allreduce(std::span<int64_t> data, ReduceOp op) override { mpi_.allreduce(data, op); }
-  void allreduce_16bit(std::span<uint16_t> data, Compression format, ReduceOp op) override;
-  void broadcast(std::span<std::byte> data, int root) override;
-  void allgather(std::span<const std::byte> in, std::span<std::byte> out) override;
-  void barrier() override { mpi_.barrier(); }
-  DeviceReducer* device_reducer() override { return this; }
-  void mark_ready(size_t slot, void* stream) override;
-  void enqueue_allreduce(size_t slot, std::span<float> data, ReduceOp op) override;
-  void finish(void* stream) override;
-  [[noreturn]] void abort(int exit_code) noexcept override {
-    if (ncclComm_t c = comm_.release()) ncclCommAbort(c);
-    mpi_.abort(exit_code);
-    std::_Exit(exit_code);  // not reached: MPI's abort does not return
-  }
-
-  void set_stall_policy(StallPolicy policy) override {
-    policy.validate();
-    {
-      std::lock_guard lock(mutex_);
-      policy_ = policy;
-    }
-    mpi_.set_stall_policy(std::move(policy));
-  }
-  void set_stall_label(std::string label) override {
-    {
-      std::lock_guard lock(mutex_);
-      label_ = label;
-    }
-    mpi_.set_stall_label(std::move(label));
-  }
-
- private:
-  // Marks the communicator busy for one operation until destroyed.
-  struct Claim {
-    std::atomic<bool>& flag;
-    ~Claim() { flag = false; }
-  };
-  // Throws when another operation is in flight or NCCL was aborted.
-  [[nodiscard]] Claim claim(const char* operation);
-  cudaEvent_t ready_event(size_t slot);
-  // Throws on every rank when some rank's `error` is not empty.
-  void agree(const std::string& error, const char* what);
-  // Runs enqueue(comm, stream) (one NCCL call) and waits for its result.
-  template <typename Enqueue>
-  void run(const char* operation, Enqueue enqueue);
-  // Polls until NCCL is idle and done() holds, watching NCCL's asynchronous
-  // errors and the stall policy.
-  template <typename Done>
-  void wait_until(const char* operation, Done done);
-  [[noreturn]] void fail_async(const char* operation, ncclResult_t state);
-  void report_stall(const StallPolicy& policy, const char* operation, double waited, bool aborting);
-
-  Communicator& mpi_;
-  const int device_;
-  const int rank_, size_;
-  std::unique_ptr<CUstream_st, StreamDeleter> stream_;
-  std::unique_ptr<ncclComm, CommAborter> comm_;
-  Event done_event_;                 // recorded after the last queued device allreduce
-  std::mutex events_mutex_;          // guards ready_events_ (mark_ready runs beside enqueues)
-  std::vector<Event> ready_events_;  // per slot: its input is complete
-  std::atomic<bool> busy_{false};
-  uint64_t sequence_ = 0;  // NCCL collectives issued so far
-  std::mutex mutex_;       // guards policy_ and label_
-  StallPolicy policy_;
-  std::string label_;
 };
 
 NcclCommunicator::NcclCommunicator(Communicator& mpi, int device)
@@ -272,20 +140,6 @@ void NcclCommunicator::allgather(std::span<const std::byte> in, std::span<std::b
   });
 }
 
-NcclCommunicator::Claim NcclCommunicator::claim(const char* operation) {
-  if (busy_.exchange(true)) {
-    throw DistributedError(detail::concat("rank ", rank_, ": NCCL ", operation,
-                                          " issued while another collective is in flight on the "
-                                          "same communicator (use one communicator per thread)"));
-  }
-  if (!comm_) {
-    busy_ = false;
-    throw DistributedError(detail::concat("rank ", rank_, ": NCCL ", operation,
-                                          " on a communicator aborted after an earlier error"));
-  }
-  return Claim{busy_};
-}
-
 template <typename Enqueue>
 void NcclCommunicator::run(const char* operation, Enqueue enqueue) {
   const Claim claimed = claim(operation);
@@ -300,48 +154,7 @@ void NcclCommunicator::run(const char* operation, Enqueue enqueue) {
   ++sequence_;
 }
 
-// --- DeviceReducer: ordered by events, the host waits only in finish() ------
-
-cudaEvent_t NcclCommunicator::ready_event(size_t slot) {
-  std::lock_guard lock(events_mutex_);
-  while (ready_events_.size() <= slot) ready_events_.push_back(make_event());
-  return ready_events_[slot].get();
-}
-
-void NcclCommunicator::mark_ready(size_t slot, void* stream) {
-  CUDA_CHECK(cudaSetDevice(device_));
-  CUDA_CHECK(cudaEventRecord(ready_event(slot), static_cast<cudaStream_t>(stream)));
-}
-
-void NcclCommunicator::enqueue_allreduce(size_t slot, std::span<float> data, ReduceOp op) {
-  const Claim claimed = claim("allreduce");
-  CUDA_CHECK(cudaSetDevice(device_));
-  CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), ready_event(slot), 0));
-  if (!data.empty()) {
-    NCCL_CHECK(ncclAllReduce(data.data(), data.data(), data.size(), ncclFloat32, nccl_op(op),
-                             comm_.get(), stream_.get()));
-    // A non-blocking communicator may still be queueing the call: wait for
-    // that (not for the reduction), watching asynchronous errors.
-    wait_until("allreduce", [] { return true; });
-  }
-  ++sequence_;
-}
-
-void NcclCommunicator::finish(void* stream) {
-  const Claim claimed = claim("allreduce");
-  CUDA_CHECK(cudaSetDevice(device_));
-  CUDA_CHECK(cudaEventRecord(done_event_.get(), stream_.get()));
-  CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream), done_event_.get(), 0));
-  wait_until("allreduce", [&] {
-    const cudaError_t status = cudaEventQuery(done_event_.get());
-    if (status == cudaErrorNotReady) return false;
-    CUDA_CHECK(status);
-    return true;
-  });
-}
-
-template <typename Done>
-void NcclCommunicator::wait_until(const char* operation, Done done) {
+void NcclCommunicator::wait_until(const char* operation, const std::function<bool()>& done) {
   StallPolicy policy;
   {
     std::lock_guard lock(mutex_);
@@ -403,7 +216,9 @@ void NcclCommunicator::report_stall(const StallPolicy& policy, const char* opera
   }
 }
 
-}  // namespace
+}  // namespace lockstep::distributed::nccl_detail
+
+namespace lockstep::distributed {
 
 std::string nccl_version() {
   int version = 0;
@@ -414,7 +229,7 @@ std::string nccl_version() {
 }
 
 std::unique_ptr<Communicator> make_nccl_communicator(Communicator& mpi_comm, int device) {
-  return std::make_unique<NcclCommunicator>(mpi_comm, device);
+  return std::make_unique<nccl_detail::NcclCommunicator>(mpi_comm, device);
 }
 
 }  // namespace lockstep::distributed

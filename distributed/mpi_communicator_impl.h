@@ -1,0 +1,237 @@
+// The MPI communicator's class and helpers, shared by mpi_communicator.cpp
+// (start-up, collectives) and mpi_stall.cpp (polled waits, wait reports,
+// stall reports). Private to distributed/: include
+// distributed/mpi_communicator.h.
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <cstdint>
+#include <list>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "distributed/communicator.h"
+#include "distributed/mpi_communicator.h"
+#include "nn/error.h"
+
+namespace lockstep::distributed::mpi_detail {
+
+using Clock = std::chrono::steady_clock;
+
+enum class Operation : int32_t { kAllreduce, kBroadcast, kAllgather, kBarrier };
+
+inline const char* operation_name(Operation op) {
+  switch (op) {
+    case Operation::kAllreduce:
+      return "allreduce";
+    case Operation::kBroadcast:
+      return "broadcast";
+    case Operation::kAllgather:
+      return "allgather";
+    case Operation::kBarrier:
+      return "barrier";
+  }
+  return "collective";
+}
+
+// What a waiting rank tells rank 0 on the side communicator.
+struct WaitReport {
+  int32_t rank = 0;
+  Operation operation = Operation::kBarrier;
+  uint64_t sequence = 0;
+  double waited_seconds = 0.0;
+  char label[232] = {};
+};
+inline constexpr int kWaitReportTag = 17;
+
+template <typename T>
+MPI_Datatype mpi_type();
+template <>
+inline MPI_Datatype mpi_type<float>() {
+  return MPI_FLOAT;
+}
+template <>
+inline MPI_Datatype mpi_type<double>() {
+  return MPI_DOUBLE;
+}
+template <>
+inline MPI_Datatype mpi_type<int64_t>() {
+  return MPI_INT64_T;
+}
+
+inline MPI_Op mpi_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAverage:
+      return MPI_SUM;
+    case ReduceOp::kMin:
+      return MPI_MIN;
+    case ReduceOp::kMax:
+      return MPI_MAX;
+  }
+  throw Error("unknown ReduceOp " + std::to_string(static_cast<int>(op)));
+}
+
+inline bool mpi_finalized() {
+  int finalized = 1;
+  return MPI_Finalized(&finalized) != MPI_SUCCESS || finalized != 0;
+}
+
+// Owns an MPI communicator handle.
+class CommHandle {
+ public:
+  CommHandle() = default;
+  ~CommHandle() {
+    if (comm != MPI_COMM_NULL && !mpi_finalized()) MPI_Comm_free(&comm);
+  }
+  CommHandle(const CommHandle&) = delete;
+  CommHandle& operator=(const CommHandle&) = delete;
+  MPI_Comm comm = MPI_COMM_NULL;
+};
+
+// Owns a user-defined reduction.
+class OpHandle {
+ public:
+  OpHandle() = default;
+  ~OpHandle() {
+    if (op != MPI_OP_NULL && !mpi_finalized()) MPI_Op_free(&op);
+  }
+  OpHandle(const OpHandle&) = delete;
+  OpHandle& operator=(const OpHandle&) = delete;
+  MPI_Op op = MPI_OP_NULL;
+};
+
+// MPI_User_function for 16-bit sums: one reduction step (add in fp32,
+// round back), applied to MPI_UINT16_T elements. It cannot fail.
+inline void fp16_sum(void* in, void* inout, int* length, MPI_Datatype*) {
+  const size_t n = static_cast<size_t>(*length);
+  add_16bit({static_cast<const uint16_t*>(in), n}, {static_cast<uint16_t*>(inout), n},
+            Compression::kFp16);
+}
+inline void bf16_sum(void* in, void* inout, int* length, MPI_Datatype*) {
+  const size_t n = static_cast<size_t>(*length);
+  add_16bit({static_cast<const uint16_t*>(in), n}, {static_cast<uint16_t*>(inout), n},
+            Compression::kBf16);
+}
+
+// Owns a committed MPI datatype.
+class TypeHandle {
+ public:
+  TypeHandle() = default;
+  ~TypeHandle() {
+    if (type != MPI_DATATYPE_NULL && !mpi_finalized()) MPI_Type_free(&type);
+  }
+  TypeHandle(const TypeHandle&) = delete;
+  TypeHandle& operator=(const TypeHandle&) = delete;
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+};
+
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator(MPI_Comm parent, const MpiCommunicatorOptions& options);
+  ~MpiCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  int local_rank() const override { return local_rank_; }
+  int local_size() const override { return local_size_; }
+  int node_count() const override { return node_count_; }
+  std::string host_name() const override { return host_name_; }
+  std::string describe() const override {
+    return detail::concat("mpi (", library_, "), ", size_, size_ == 1 ? " rank" : " ranks", " on ",
+                          node_count_, node_count_ == 1 ? " node" : " nodes");
+  }
+
+  void allreduce(std::span<float> data, ReduceOp op) override { allreduce_typed(data, op); }
+  void allreduce(std::span<double> data, ReduceOp op) override { allreduce_typed(data, op); }
+  void allreduce(std::span<int64_t> data, ReduceOp op) override { allreduce_typed(data, op); }
+  void allreduce_16bit(std::span<uint16_t> data, Compression format, ReduceOp op) override;
+  void broadcast(std::span<std::byte> data, int root) override;
+  void allgather(std::span<const std::byte> in, std::span<std::byte> out) override;
+  void barrier() override;
+  [[noreturn]] void abort(int exit_code) noexcept override {
+    MPI_Abort(comm_.comm, exit_code);
+    std::_Exit(exit_code);
+  }
+
+  void set_stall_policy(StallPolicy policy) override {
+    policy.validate();
+    std::lock_guard lock(settings_mutex_);
+    policy_ = std::move(policy);
+  }
+  void set_stall_label(std::string label) override {
+    std::lock_guard lock(settings_mutex_);
+    label_ = std::move(label);
+  }
+
+ private:
+  // One collective call: claims the communicator, numbers the call, and
+  // waits for its nonblocking MPI requests under the stall watchdog.
+  class Collective {
+   public:
+    Collective(MpiCommunicator& owner, Operation operation);
+    ~Collective() { owner_.busy_.store(false, std::memory_order_release); }
+    Collective(const Collective&) = delete;
+    Collective& operator=(const Collective&) = delete;
+
+    // True: issue nonblocking calls and wait() on them; false: blocking calls.
+    bool polled() const { return polled_; }
+    void wait(MPI_Request& request);
+
+   private:
+    void on_tick(double waited);
+
+    MpiCommunicator& owner_;
+    Operation operation_;
+    uint64_t sequence_ = 0;
+    bool polled_ = false;
+    double warning_ = 0.0, abort_ = 0.0, spin_ = 0.0;
+    Clock::time_point start_;
+    double next_tick_ = 0.0, next_warning_ = 0.0;
+    bool posted_ = false;
+  };
+
+  template <typename T>
+  void allreduce_typed(std::span<T> data, ReduceOp op);
+  // In-place allreduce of `count` elements of `bytes` each, in chunks of
+  // max_chunk_ elements.
+  void allreduce_raw(void* data, size_t count, size_t bytes, MPI_Datatype type, MPI_Op op);
+  void post_wait_report(Operation operation, uint64_t sequence, double waited);
+  void receive_wait_reports();
+  void report_stall(Operation operation, uint64_t sequence, double waited, bool aborting);
+
+  CommHandle comm_;               // the collectives
+  CommHandle side_comm_;          // wait reports to rank 0, never matched with collectives
+  OpHandle fp16_sum_, bf16_sum_;  // 16-bit sums on MPI_UINT16_T
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, node_count_ = 1;
+  std::string host_name_, library_;
+  size_t max_chunk_ = static_cast<size_t>(INT_MAX);
+
+  std::mutex settings_mutex_;
+  StallPolicy policy_;
+  std::string label_;
+
+  std::atomic<bool> busy_{false};
+  uint64_t sequence_ = 0;
+  // Rank > 0: wait reports posted to rank 0 and their send requests.
+  std::list<std::pair<MPI_Request, WaitReport>> posted_;
+  // Rank 0: the latest wait report from each rank (rank < 0: none yet).
+  std::vector<WaitReport> reports_;
+};
+
+template <typename T>
+void MpiCommunicator::allreduce_typed(std::span<T> data, ReduceOp op) {
+  allreduce_raw(data.data(), data.size(), sizeof(T), mpi_type<T>(), mpi_op(op));
+  if (op == ReduceOp::kAverage && size_ > 1) {
+    const T divisor = static_cast<T>(size_);
+    for (T& value : data) value /= divisor;
+  }
+}
+
+}  // namespace lockstep::distributed::mpi_detail
