@@ -55,8 +55,9 @@
 // Communicator::allreduce_16bit: 2 bytes per value on the wire, half of
 // fp32. The sum is rounded to 16 bits at every reduction step, so with more
 // than 2 ranks it can differ from "sum in fp32, then round" by up to one
-// 16-bit rounding per step (the tests allow (size - 1) roundings of the
-// largest partial sum); every rank gets the same bits. The postscale runs in
+// 16-bit rounding per step (the tests allow (size - 1) half-ulps relative
+// to the sum of |g| over ranks, and require equality with 2 ranks); every
+// rank gets the same bits. The postscale runs in
 // fp32 on the 16-bit sum. An fp16 value that overflows, on any rank or in
 // the sum, or a non-finite gradient anywhere, makes the sum non-finite on
 // every rank (infinity and NaN propagate through the reduction), so
@@ -130,7 +131,9 @@ struct DistributedOptimizerConfig {
   bool overlap = true;
   // The communicator for gradient buckets (app/ passes NCCL's on GPUs);
   // null: the communicator given to the constructor. Must outlive the
-  // optimizer. broadcast_parameters() always uses the constructor's.
+  // optimizer and, if it has a DeviceReducer, accept the parameters'
+  // memory (NCCL: device memory). broadcast_parameters() always uses the
+  // constructor's communicator.
   Communicator* gradient_comm = nullptr;
   // Spans "pack/allreduce/unpack bucket B", "synchronize", "inner optimizer step";
   // null: none. May be set later with set_timeline().

@@ -1,136 +1,17 @@
 // DistributedOptimizer in one process: bucket layout, equality with the
-// wrapped optimizer at size 1, gradient accumulation, averaging and
-// predivision (with a fake communicator that plays identical ranks), fp16/bf16
-// compression and its overflow error, errors from the communication thread,
-// and 16-bit conversions against the hardware's.
+// wrapped optimizer at size 1, gradient accumulation, and errors from the
+// communication thread (with a fake communicator that plays identical
+// ranks). Averaging and compression: test_distributed_optimizer_reduce.cpp.
 #include <gtest/gtest.h>
 
-#include <cmath>
-#include <cstring>
-#include <mutex>
-
-#include "distributed/compression.h"
-#include "distributed/distributed_optimizer.h"
-#include "nn/error.h"
-#include "nn/model_zoo.h"
+#include "dopt_test_util.h"
 
 namespace lockstep::distributed {
 namespace {
 
+using namespace testing;  // NOLINT: the helpers of dopt_test_util.h
 using nn::Device;
 using nn::Tensor;
-
-// Plays `size` ranks that all hold the same data: a sum multiplies by size
-// (16-bit: size - 1 reduction steps, each rounded). Records the element
-// count of every float and every 16-bit allreduce; throws on call
-// `fail_call`.
-class FakeCommunicator final : public Communicator {
- public:
-  explicit FakeCommunicator(int size) : size_(size) {}
-  int rank() const override { return 0; }
-  int size() const override { return size_; }
-  int local_rank() const override { return 0; }
-  int local_size() const override { return size_; }
-  int node_count() const override { return 1; }
-  std::string host_name() const override { return "fake"; }
-  std::string describe() const override { return "fake"; }
-  void allreduce(std::span<float> data, ReduceOp op) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    calls.push_back(data.size());
-    labels.push_back(label_);
-    if (static_cast<int>(calls.size()) == fail_call) {
-      throw LibraryError("MPI_Allreduce failed: fake network down");
-    }
-    if (op == ReduceOp::kSum) {
-      for (float& v : data) v *= static_cast<float>(size_);
-    }
-  }
-  void allreduce_16bit(std::span<uint16_t> data, Compression format, ReduceOp op) override {
-    std::lock_guard<std::mutex> lock(mutex_);
-    calls_16bit.push_back(data.size());
-    const std::vector<uint16_t> mine(data.begin(), data.end());
-    for (int r = 1; r < size_ && op == ReduceOp::kSum; ++r) add_16bit(mine, data, format);
-  }
-  void allreduce(std::span<double>, ReduceOp) override {}
-  void allreduce(std::span<int64_t> data, ReduceOp op) override {
-    if (op == ReduceOp::kSum) {
-      for (int64_t& v : data) v *= size_;
-    }
-  }
-  void broadcast(std::span<std::byte>, int) override {}
-  void allgather(std::span<const std::byte> in, std::span<std::byte> out) override {
-    for (int r = 0; r < size_; ++r) std::memcpy(out.data() + r * in.size(), in.data(), in.size());
-  }
-  void barrier() override {}
-  [[noreturn]] void abort(int code) noexcept override { std::_Exit(code); }
-  void set_stall_label(std::string label) override { label_ = std::move(label); }
-
-  std::vector<size_t> calls, calls_16bit;
-  std::vector<std::string> labels;
-  int fail_call = -1;
-
- private:
-  int size_;
-  std::mutex mutex_;
-  std::string label_;
-};
-
-// A small CNN on 1x8x8 images with every kind of parameterised layer.
-std::unique_ptr<nn::Model> small_model(uint64_t seed) {
-  auto m = nn::build_model("custom",
-                           {"conv2d out=4 kernel=3", "relu", "max_pool2d kernel=2", "flatten",
-                            "linear out=16", "relu", "linear out=10", "log_softmax"},
-                           {1, 8, 8}, 10);
-  m->reset_parameters(seed, Device::kCpu);
-  return m;
-}
-
-// Synthetic sample `id`: pixels and label are a fixed function of id.
-struct Batch {
-  Tensor x;
-  std::vector<int32_t> labels;
-};
-Batch make_batch(const std::vector<int64_t>& ids) {
-  Batch b{Tensor({static_cast<int64_t>(ids.size()), 1, 8, 8}), {}};
-  for (size_t n = 0; n < ids.size(); ++n) {
-    for (int64_t i = 0; i < 64; ++i) {
-      b.x.data()[n * 64 + i] = std::sin(0.37f * static_cast<float>(ids[n] * 64 + i));
-    }
-    b.labels.push_back(static_cast<int32_t>((ids[n] * 7) % 10));
-  }
-  return b;
-}
-std::vector<int64_t> range_ids(int64_t first, int64_t count) {
-  std::vector<int64_t> ids;
-  for (int64_t i = 0; i < count; ++i) ids.push_back(first + i);
-  return ids;
-}
-
-// One forward/backward; the loss gradient is scaled by grad_scale.
-void backward(nn::Model& m, nn::Backend& backend, const Batch& b, float grad_scale,
-              const std::function<void(size_t)>& on_ready = {}) {
-  nn::ForwardContext ctx{.training = true};
-  m.forward(backend, b.x, ctx);
-  m.loss(backend, b.labels.data(), grad_scale, true);
-  m.backward(backend, on_ready);
-}
-
-std::vector<float> values(const nn::Model& m) {
-  std::vector<float> out;
-  for (const nn::Parameter* p : m.parameters()) {
-    out.insert(out.end(), p->value.data(), p->value.data() + p->value.numel());
-  }
-  return out;
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 // --- bucket layout ------------------------------------------------------------
 
@@ -306,102 +187,6 @@ TEST(DistributedOptimizer, RefusesTooManyOrTooFewPasses) {
             std::string::npos);
   dopt.step(0.1f);  // the two complete passes still step
   EXPECT_EQ(sgd->steps(), 1);
-}
-
-// --- averaging, predivision, compression -------------------------------------------------
-
-// One parameter whose gradient the test sets by hand.
-struct HandParam {
-  nn::Parameter p;
-  std::vector<nn::Parameter*> list;
-  std::unique_ptr<nn::Optimizer> sgd;
-  HandParam(int64_t n, float g) {
-    p.name = "w";
-    p.value = Tensor({n});
-    p.grad = Tensor({n});
-    for (float& v : p.grad.span()) v = g;
-    list = {&p};
-    sgd = nn::make_optimizer({}, list, Device::kCpu);
-  }
-};
-
-float reduce_once(int size, DistributedOptimizerConfig c, float g) {
-  auto backend = nn::make_cpu_backend(1);
-  FakeCommunicator comm(size);
-  HandParam w(37, g);
-  DistributedOptimizer dopt(comm, *backend, w.list, *w.sgd, c);
-  dopt.on_grad_ready(0);
-  dopt.synchronize();
-  return w.p.grad.data()[36];
-}
-
-TEST(DistributedOptimizer, AverageSumAndPredivide) {
-  EXPECT_EQ(reduce_once(4, {}, 0.75f), 0.75f);  // 4 identical ranks: mean = g
-  EXPECT_EQ(reduce_once(4, {.op = ReduceOp::kSum}, 0.75f), 3.0f);
-  EXPECT_EQ(reduce_once(4, {.gradient_predivide_factor = 4.0}, 0.75f), 0.75f);
-  EXPECT_EQ(reduce_once(4, {.gradient_predivide_factor = 2.0}, 0.75f), 0.75f);
-}
-
-TEST(DistributedOptimizer, CompressionRoundsLikeTheWireFormat) {
-  EXPECT_EQ(reduce_once(1, {.compression = Compression::kFp16}, 0.1f), 0.0999755859375f);
-  EXPECT_EQ(reduce_once(1, {.compression = Compression::kBf16}, 0.1f), 0.10009765625f);
-  EXPECT_EQ(reduce_once(1, {.compression = Compression::kBf16}, 70000.0f), 70144.0f);
-  // Two ranks of 40000 sum past 65504, unless predivided.
-  EXPECT_EQ(reduce_once(2, {.gradient_predivide_factor = 2.0, .compression = Compression::kFp16},
-                        40000.0f),
-            40000.0f);
-}
-
-TEST(DistributedOptimizer, Fp16OverflowIsAnErrorNotNaNWeights) {
-  const std::string local = error_of(
-      [] { reduce_once(1, {.bucket_cap_mb = 0, .compression = Compression::kFp16}, 70000.0f); });
-  EXPECT_EQ(local,
-            "fp16 gradient overflow in bucket 0 (max |g| = 70000 > 65504): use bf16, "
-            "gradient_predivide_factor, or a smaller lr");
-  const std::string sum =
-      error_of([] { reduce_once(2, {.compression = Compression::kFp16}, 40000.0f); });
-  EXPECT_EQ(sum,
-            "fp16 gradient overflow in bucket 0 (in the sum over 2 ranks: a rank's gradient or "
-            "the sum exceeds 65504; max |g| on this rank = 40000): use bf16, "
-            "gradient_predivide_factor, or a smaller lr");
-  const std::string nan =
-      error_of([] { reduce_once(1, {.compression = Compression::kBf16}, std::nanf("")); });
-  EXPECT_EQ(nan,
-            "non-finite gradient in bucket 0 (bf16 compression, max |g| = nan on this rank): the "
-            "loss diverged; lower the learning rate");
-}
-
-// The bucket goes to the communicator as 16-bit values: half the bytes.
-TEST(DistributedOptimizer, CompressionSendsTwoBytesPerValue) {
-  auto backend = nn::make_cpu_backend(1);
-  for (Compression c : {Compression::kNone, Compression::kFp16, Compression::kBf16}) {
-    FakeCommunicator comm(3);
-    auto m = small_model(3);
-    auto sgd = nn::make_optimizer({}, m->parameters(), Device::kCpu);
-    DistributedOptimizer dopt(comm, *backend, m->parameters(), *sgd,
-                              {.bucket_cap_mb = 0.001, .compression = c});
-    backward(*m, *backend, make_batch(range_ids(0, 4)), 0.25f, dopt.grad_ready_callback());
-    dopt.synchronize();
-    std::vector<size_t> numels;
-    for (const GradientBucket& bucket : dopt.buckets()) numels.push_back(bucket.numel);
-    ASSERT_GT(numels.size(), 1u);
-    const bool compressed = c != Compression::kNone;
-    EXPECT_EQ(comm.calls_16bit, compressed ? numels : std::vector<size_t>{}) << to_string(c);
-    EXPECT_EQ(comm.calls, compressed ? std::vector<size_t>{} : numels) << to_string(c);
-    const int64_t values = m->parameter_count();
-    EXPECT_EQ(dopt.stats().bytes_reduced, values * (compressed ? 2 : 4)) << to_string(c);
-  }
-}
-
-// Three identical ranks: the average is the 16-bit sum scaled in fp32 (not
-// rounded to 16 bits again).
-TEST(DistributedOptimizer, CompressedAverageIsTheSixteenBitSumScaled) {
-  // fp16 0.1 = 0.0999755859375; times 3 = 0.2999267578125, a tie between
-  // fp16 neighbours (ulp 2^-12 there) that rounds to even: 0.2998046875.
-  EXPECT_EQ(reduce_once(3, {.op = ReduceOp::kSum, .compression = Compression::kFp16}, 0.1f),
-            0.2998046875f);
-  EXPECT_EQ(reduce_once(3, {.compression = Compression::kFp16}, 0.1f),
-            0.2998046875f * static_cast<float>(1.0 / 3));
 }
 
 // --- the communication thread -------------------------------------------------------------

@@ -1,0 +1,136 @@
+// Helpers of the single-process DistributedOptimizer tests: a fake
+// communicator that plays identical ranks, a small CNN, synthetic batches.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "distributed/compression.h"
+#include "distributed/distributed_optimizer.h"
+#include "nn/error.h"
+#include "nn/model_zoo.h"
+
+namespace lockstep::distributed::testing {
+
+using nn::Device;
+using nn::Tensor;
+
+// Plays `size` ranks that all hold the same data: a sum multiplies by size
+// (16-bit: size - 1 reduction steps, each rounded). Records the element
+// count of every float and every 16-bit allreduce; throws on call
+// `fail_call`.
+class FakeCommunicator final : public Communicator {
+ public:
+  explicit FakeCommunicator(int size) : size_(size) {}
+  int rank() const override { return 0; }
+  int size() const override { return size_; }
+  int local_rank() const override { return 0; }
+  int local_size() const override { return size_; }
+  int node_count() const override { return 1; }
+  std::string host_name() const override { return "fake"; }
+  std::string describe() const override { return "fake"; }
+  void allreduce(std::span<float> data, ReduceOp op) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    calls.push_back(data.size());
+    labels.push_back(label_);
+    if (static_cast<int>(calls.size()) == fail_call) {
+      throw LibraryError("MPI_Allreduce failed: fake network down");
+    }
+    if (op == ReduceOp::kSum) {
+      for (float& v : data) v *= static_cast<float>(size_);
+    }
+  }
+  void allreduce_16bit(std::span<uint16_t> data, Compression format, ReduceOp op) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    calls_16bit.push_back(data.size());
+    const std::vector<uint16_t> mine(data.begin(), data.end());
+    for (int r = 1; r < size_ && op == ReduceOp::kSum; ++r) add_16bit(mine, data, format);
+  }
+  void allreduce(std::span<double>, ReduceOp) override {}
+  void allreduce(std::span<int64_t> data, ReduceOp op) override {
+    if (op == ReduceOp::kSum) {
+      for (int64_t& v : data) v *= size_;
+    }
+  }
+  void broadcast(std::span<std::byte>, int) override {}
+  void allgather(std::span<const std::byte> in, std::span<std::byte> out) override {
+    for (int r = 0; r < size_; ++r) std::memcpy(out.data() + r * in.size(), in.data(), in.size());
+  }
+  void barrier() override {}
+  [[noreturn]] void abort(int code) noexcept override { std::_Exit(code); }
+  void set_stall_label(std::string label) override { label_ = std::move(label); }
+
+  std::vector<size_t> calls, calls_16bit;
+  std::vector<std::string> labels;
+  int fail_call = -1;
+
+ private:
+  int size_;
+  std::mutex mutex_;
+  std::string label_;
+};
+
+// A small CNN on 1x8x8 images with every kind of parameterised layer.
+inline std::unique_ptr<nn::Model> small_model(uint64_t seed) {
+  auto m = nn::build_model("custom",
+                           {"conv2d out=4 kernel=3", "relu", "max_pool2d kernel=2", "flatten",
+                            "linear out=16", "relu", "linear out=10", "log_softmax"},
+                           {1, 8, 8}, 10);
+  m->reset_parameters(seed, Device::kCpu);
+  return m;
+}
+
+// Synthetic sample `id`: pixels and label are a fixed function of id.
+struct Batch {
+  Tensor x;
+  std::vector<int32_t> labels;
+};
+inline Batch make_batch(const std::vector<int64_t>& ids) {
+  Batch b{Tensor({static_cast<int64_t>(ids.size()), 1, 8, 8}), {}};
+  for (size_t n = 0; n < ids.size(); ++n) {
+    for (int64_t i = 0; i < 64; ++i) {
+      b.x.data()[n * 64 + i] = std::sin(0.37f * static_cast<float>(ids[n] * 64 + i));
+    }
+    b.labels.push_back(static_cast<int32_t>((ids[n] * 7) % 10));
+  }
+  return b;
+}
+inline std::vector<int64_t> range_ids(int64_t first, int64_t count) {
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < count; ++i) ids.push_back(first + i);
+  return ids;
+}
+
+// One forward/backward; the loss gradient is scaled by grad_scale.
+inline void backward(nn::Model& m, nn::Backend& backend, const Batch& b, float grad_scale,
+                     const std::function<void(size_t)>& on_ready = {}) {
+  nn::ForwardContext ctx{.training = true};
+  m.forward(backend, b.x, ctx);
+  m.loss(backend, b.labels.data(), grad_scale, true);
+  m.backward(backend, on_ready);
+}
+
+inline std::vector<float> values(const nn::Model& m) {
+  std::vector<float> out;
+  for (const nn::Parameter* p : m.parameters()) {
+    out.insert(out.end(), p->value.data(), p->value.data() + p->value.numel());
+  }
+  return out;
+}
+
+inline std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace lockstep::distributed::testing

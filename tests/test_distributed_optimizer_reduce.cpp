@@ -1,0 +1,114 @@
+// DistributedOptimizer in one process, with a fake communicator that plays
+// identical ranks: averaging, predivision, fp16/bf16 compression (16-bit
+// values handed to the communicator, rounding) and its overflow errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "dopt_test_util.h"
+
+namespace lockstep::distributed {
+namespace {
+
+using namespace testing;  // NOLINT: the helpers of dopt_test_util.h
+using nn::Device;
+using nn::Tensor;
+
+// --- averaging, predivision, compression -------------------------------------------------
+
+// One parameter whose gradient the test sets by hand.
+struct HandParam {
+  nn::Parameter p;
+  std::vector<nn::Parameter*> list;
+  std::unique_ptr<nn::Optimizer> sgd;
+  HandParam(int64_t n, float g) {
+    p.name = "w";
+    p.value = Tensor({n});
+    p.grad = Tensor({n});
+    for (float& v : p.grad.span()) v = g;
+    list = {&p};
+    sgd = nn::make_optimizer({}, list, Device::kCpu);
+  }
+};
+
+float reduce_once(int size, DistributedOptimizerConfig c, float g) {
+  auto backend = nn::make_cpu_backend(1);
+  FakeCommunicator comm(size);
+  HandParam w(37, g);
+  DistributedOptimizer dopt(comm, *backend, w.list, *w.sgd, c);
+  dopt.on_grad_ready(0);
+  dopt.synchronize();
+  return w.p.grad.data()[36];
+}
+
+TEST(DistributedOptimizer, AverageSumAndPredivide) {
+  EXPECT_EQ(reduce_once(4, {}, 0.75f), 0.75f);  // 4 identical ranks: mean = g
+  EXPECT_EQ(reduce_once(4, {.op = ReduceOp::kSum}, 0.75f), 3.0f);
+  EXPECT_EQ(reduce_once(4, {.gradient_predivide_factor = 4.0}, 0.75f), 0.75f);
+  EXPECT_EQ(reduce_once(4, {.gradient_predivide_factor = 2.0}, 0.75f), 0.75f);
+}
+
+TEST(DistributedOptimizer, CompressionRoundsLikeTheWireFormat) {
+  EXPECT_EQ(reduce_once(1, {.compression = Compression::kFp16}, 0.1f), 0.0999755859375f);
+  EXPECT_EQ(reduce_once(1, {.compression = Compression::kBf16}, 0.1f), 0.10009765625f);
+  EXPECT_EQ(reduce_once(1, {.compression = Compression::kBf16}, 70000.0f), 70144.0f);
+  // Two ranks of 40000 sum past 65504, unless predivided.
+  EXPECT_EQ(reduce_once(2, {.gradient_predivide_factor = 2.0, .compression = Compression::kFp16},
+                        40000.0f),
+            40000.0f);
+}
+
+TEST(DistributedOptimizer, Fp16OverflowIsAnErrorNotNaNWeights) {
+  const std::string local = error_of(
+      [] { reduce_once(1, {.bucket_cap_mb = 0, .compression = Compression::kFp16}, 70000.0f); });
+  EXPECT_EQ(local,
+            "fp16 gradient overflow in bucket 0 (max |g| = 70000 > 65504): use bf16, "
+            "gradient_predivide_factor, or a smaller lr");
+  const std::string sum =
+      error_of([] { reduce_once(2, {.compression = Compression::kFp16}, 40000.0f); });
+  EXPECT_EQ(sum,
+            "fp16 gradient overflow in bucket 0 (in the sum over 2 ranks: a rank's gradient or "
+            "the sum exceeds 65504; max |g| on this rank = 40000): use bf16, "
+            "gradient_predivide_factor, or a smaller lr");
+  const std::string nan =
+      error_of([] { reduce_once(1, {.compression = Compression::kBf16}, std::nanf("")); });
+  EXPECT_EQ(nan,
+            "non-finite gradient in bucket 0 (bf16 compression, max |g| = nan on this rank): the "
+            "loss diverged; lower the learning rate");
+}
+
+// The bucket goes to the communicator as 16-bit values: half the bytes.
+TEST(DistributedOptimizer, CompressionSendsTwoBytesPerValue) {
+  auto backend = nn::make_cpu_backend(1);
+  for (Compression c : {Compression::kNone, Compression::kFp16, Compression::kBf16}) {
+    FakeCommunicator comm(3);
+    auto m = small_model(3);
+    auto sgd = nn::make_optimizer({}, m->parameters(), Device::kCpu);
+    DistributedOptimizer dopt(comm, *backend, m->parameters(), *sgd,
+                              {.bucket_cap_mb = 0.001, .compression = c});
+    backward(*m, *backend, make_batch(range_ids(0, 4)), 0.25f, dopt.grad_ready_callback());
+    dopt.synchronize();
+    std::vector<size_t> numels;
+    for (const GradientBucket& bucket : dopt.buckets()) numels.push_back(bucket.numel);
+    ASSERT_GT(numels.size(), 1u);
+    const bool compressed = c != Compression::kNone;
+    EXPECT_EQ(comm.calls_16bit, compressed ? numels : std::vector<size_t>{}) << to_string(c);
+    EXPECT_EQ(comm.calls, compressed ? std::vector<size_t>{} : numels) << to_string(c);
+    const int64_t values = m->parameter_count();
+    EXPECT_EQ(dopt.stats().bytes_reduced, values * (compressed ? 2 : 4)) << to_string(c);
+  }
+}
+
+// Three identical ranks: the average is the 16-bit sum scaled in fp32 (not
+// rounded to 16 bits again).
+TEST(DistributedOptimizer, CompressedAverageIsTheSixteenBitSumScaled) {
+  // fp16 0.1 = 0.0999755859375; times 3 = 0.2999267578125, a tie between
+  // fp16 neighbours (ulp 2^-12 there) that rounds to even: 0.2998046875.
+  EXPECT_EQ(reduce_once(3, {.op = ReduceOp::kSum, .compression = Compression::kFp16}, 0.1f),
+            0.2998046875f);
+  EXPECT_EQ(reduce_once(3, {.compression = Compression::kFp16}, 0.1f),
+            0.2998046875f * static_cast<float>(1.0 / 3));
+}
+
+}  // namespace
+}  // namespace lockstep::distributed
