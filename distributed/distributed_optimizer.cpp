@@ -76,7 +76,11 @@ DistributedOptimizer::DistributedOptimizer(Communicator& comm, nn::Backend& back
   for (size_t b = 0; b < buckets_.size(); ++b) {
     BucketState& s = state_[b];
     if (!passthrough_) {
-      s.buffer = nn::Tensor({buckets_[b].numel}, backend_.device());
+      if (on_host_ && !reducer_ && passes_per_step_ == 1 && buckets_[b].params.size() == 1) {
+        s.in_place = &params_[buckets_[b].params[0]]->grad;
+      } else {
+        s.buffer = nn::Tensor({buckets_[b].numel}, backend_.device());
+      }
       if (!on_host_ && !reducer_) s.host = nn::Tensor({buckets_[b].numel}, nn::Device::kCpu);
       if (config_.compression != Compression::kNone) {
         s.wire.resize(static_cast<size_t>(buckets_[b].numel));
@@ -115,6 +119,7 @@ void DistributedOptimizer::reset_pass() {
 void DistributedOptimizer::accumulate(size_t i, bool first_pass) {
   const BucketState& s = state_[param_bucket_[i]];
   TimelineSpan span(config_.timeline, s.pack_name, "pack");
+  if (s.in_place != nullptr) return;  // reduced where it is (the span marks it ready)
   const nn::Tensor& grad = params_[i]->grad;
   float* dst = state_[param_bucket_[i]].buffer.data() + param_offset_[i];
   if (first_pass) {
@@ -170,8 +175,15 @@ void DistributedOptimizer::hand_off(size_t b) {
   if (!config_.overlap) return;  // synchronize() reduces it
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    s.ready = true;
     label_step_ = inner_.steps() + 1;
+    // The last bucket with the communication thread idle: nothing is left to
+    // overlap it with, so synchronize() reduces it on this thread (no wake-up
+    // of the communication thread and back).
+    if (!reducer_ && b + 1 == state_.size() && next_bucket_ == b) {
+      reduce_inline_ = true;
+      return;
+    }
+    s.ready = true;
   }
   work_cv_.notify_one();
 }
@@ -200,8 +212,23 @@ void DistributedOptimizer::synchronize() {
     // One rank, one pass, nothing to round: the gradients are already final.
   } else if (config_.overlap) {
     std::unique_lock<std::mutex> lock(mutex_);
+    if (reduce_inline_) {
+      // The communication thread is idle and waits for a bucket that is
+      // never marked ready: the last bucket is this thread's to reduce.
+      reduce_inline_ = false;
+      lock.unlock();
+      const size_t b = state_.size() - 1;
+      try {
+        reduce_bucket(b, Timeline::kMainThread);
+        if (on_host_) unpack_on_host(b, Timeline::kMainThread);
+      } catch (...) {
+        error = std::current_exception();
+      }
+      lock.lock();
+      next_bucket_ = state_.size();
+    }
     done_cv_.wait(lock, [&] { return next_bucket_ == state_.size(); });
-    error = error_;
+    if (!error) error = error_;
     error_ = nullptr;
     next_bucket_ = 0;
     for (BucketState& s : state_) s.ready = false;
@@ -213,7 +240,7 @@ void DistributedOptimizer::synchronize() {
           label_step_ = inner_.steps() + 1;
         }
         reduce_bucket(b, Timeline::kMainThread);
-        if (on_host_ && !reducer_) unpack_on_host(b);
+        if (on_host_ && !reducer_) unpack_on_host(b, Timeline::kMainThread);
       }
     } catch (...) {
       error = std::current_exception();

@@ -29,17 +29,22 @@
 // Overlap: with overlap on, one background thread (created once) allreduces
 // each bucket as soon as its last gradient of the reducing pass arrives,
 // while backward continues, then writes the result into Parameter::grad (CPU
-// tensors). synchronize() waits for it. Gradients are packed (copied, or
-// added on accumulation passes) into the bucket buffers by the announcing
-// thread through the backend, which keeps backend calls on one thread and
-// works for device tensors. Measured on the 2-core machine (2 ranks, 1
-// compute thread each, alexnet_cifar, 93 MB of gradients per step, under
-// load): packing costs ~40 ms of a ~330 ms backward; packing on the
-// communication thread instead left the step time unchanged and raised the
-// exposed wait from ~50 to ~75 ms, so it stays on the announcing thread.
-// Overlap cut the exposed wait from ~210 ms to ~50-70 ms per step, but on 2
-// cores the communication thread competes with compute (MPI waits spin), so
-// the step time did not improve there; with spare cores per rank it does.
+// tensors). synchronize() waits for it. On the host path, the last bucket,
+// when the thread has finished every other one by the time it is handed off,
+// is reduced by synchronize() on the calling thread instead: nothing is left
+// to overlap it with, and the two thread wake-ups (there and back) cost more
+// than the allreduce of a small bucket (a model in one bucket never wakes the
+// thread). Gradients are packed (copied, or added on accumulation passes)
+// into the bucket buffers by the announcing thread through the backend, which
+// keeps backend calls on one thread and works for device tensors. Measured on
+// the 2-core machine (2 ranks, 1 compute thread each, alexnet_cifar, 93 MB of
+// gradients per step, under load): packing costs ~40 ms of a ~330 ms
+// backward; packing on the communication thread instead left the step time
+// unchanged and raised the exposed wait from ~50 to ~75 ms, so it stays on
+// the announcing thread. Overlap cut the exposed wait from ~210 ms to ~50-70
+// ms per step, but on 2 cores the communication thread competes with compute
+// (MPI waits spin), so the step time did not improve there; with spare cores
+// per rank it does.
 // With overlap off, synchronize() does all reductions itself.
 //
 // Accumulation: with backward_passes_per_step = k, passes 1..k-1 only add
@@ -68,6 +73,12 @@
 // One rank (size 1) with k = 1, no compression and no predivision: the
 // reduction is the identity, so nothing is packed or copied and no thread is
 // started; step() is inner.step() (stats count steps, no allreduces).
+//
+// In place: a bucket of one parameter (one at or over the cap, such as a
+// large linear layer's weight) on the CPU with k = 1 is reduced in that
+// parameter's gradient itself: no bucket buffer, no pack or unpack copy (on
+// the 2-core machine, alexnet_cifar's 67 MB classifier.4.weight: the copies
+// there and back cost as much as its allreduce).
 //
 // Devices: bucket buffers live on the parameters' device. With a gradient
 // communicator that has a DeviceReducer (NCCL; see
@@ -218,8 +229,14 @@ class DistributedOptimizer {
     std::vector<uint16_t> wire;  // the 16-bit values reduced (compression only)
     size_t pending = 0;          // gradients of this pass not announced yet
     bool ready = false;          // handed to the reduction (guarded by mutex_)
+    // One CPU parameter, one pass per step: reduced in place in its
+    // Parameter::grad (no buffer, no packing or unpacking copies).
+    nn::Tensor* in_place = nullptr;
     std::string pack_name, allreduce_name, unpack_name;
-    float* host_data() { return host.empty() ? buffer.data() : host.data(); }
+    float* host_data() {
+      if (in_place != nullptr) return in_place->data();
+      return host.empty() ? buffer.data() : host.data();
+    }
   };
 
   void accumulate(size_t param_index, bool first_pass);
@@ -229,7 +246,7 @@ class DistributedOptimizer {
   void set_label(size_t bucket);
   void count_allreduce(size_t bucket, double seconds);
   int64_t wire_bytes(size_t bucket) const;  // bytes one allreduce of it sends
-  void unpack_on_host(size_t bucket);
+  void unpack_on_host(size_t bucket, int tid);
   void unpack_on_device(size_t bucket);
   void finish_pass();
   void reset_pass();
@@ -264,6 +281,9 @@ class DistributedOptimizer {
   mutable std::mutex mutex_;
   std::condition_variable work_cv_, done_cv_;
   size_t next_bucket_ = 0;  // next bucket to reduce
+  // The last bucket is left to synchronize() (the thread was idle when it was
+  // handed off).
+  bool reduce_inline_ = false;
   int64_t label_step_ = 0;  // step number for the stall label
   bool stop_ = false;
   std::exception_ptr error_;

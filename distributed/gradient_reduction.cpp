@@ -62,7 +62,7 @@ void DistributedOptimizer::comm_loop() {
     std::exception_ptr error;
     try {
       reduce_bucket(b, Timeline::kCommThread);
-      if (on_host_ && !reducer_) unpack_on_host(b);
+      if (on_host_ && !reducer_) unpack_on_host(b, Timeline::kCommThread);
     } catch (...) {
       error = std::current_exception();
     }
@@ -148,22 +148,26 @@ int64_t DistributedOptimizer::wire_bytes(size_t b) const {
   return buckets_[b].numel * per_value;
 }
 
-void DistributedOptimizer::unpack_on_host(size_t b) {
+void DistributedOptimizer::unpack_on_host(size_t b, int tid) {
   BucketState& s = state_[b];
   const GradientBucket& bucket = buckets_[b];
   const auto start = Clock::now();
-  TimelineSpan span(config_.timeline, s.unpack_name, "unpack",
-                    config_.overlap ? Timeline::kCommThread : Timeline::kMainThread);
+  TimelineSpan span(config_.timeline, s.unpack_name, "unpack", tid);
   const float* data = s.host_data();
+  const float scale = postscale_;  // a local, so the loops vectorise
   for (size_t j = 0; j < bucket.params.size(); ++j) {
     nn::Tensor& grad = params_[bucket.params[j]]->grad;
     const float* src = data + bucket.offsets[j];
     float* dst = grad.data();
     const int64_t n = grad.numel();
-    if (postscale_ == 1.0f) {
+    if (s.in_place != nullptr) {
+      if (scale != 1.0f) {
+        for (int64_t k = 0; k < n; ++k) dst[k] *= scale;
+      }
+    } else if (scale == 1.0f) {
       std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
     } else {
-      for (int64_t k = 0; k < n; ++k) dst[k] = src[k] * postscale_;
+      for (int64_t k = 0; k < n; ++k) dst[k] = src[k] * scale;
     }
   }
   const double elapsed = seconds_since(start);

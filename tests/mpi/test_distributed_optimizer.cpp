@@ -311,5 +311,44 @@ TEST(DistributedOptimizerMpi, MergedTimelineHasOneTrackPerRankWithCommThreadSpan
   }
 }
 
+// A model in one bucket: nothing is left to overlap it with, so the caller
+// reduces it in synchronize() and the communication thread is never woken.
+TEST(DistributedOptimizerMpi, LastBucketIsReducedOnTheCallingThreadWhenNothingOverlaps) {
+  auto comm = make_test_comm();
+  auto backend = nn::make_cpu_backend(1);
+  std::string dir;
+  if (comm->rank() == 0) {
+    dir = (std::filesystem::temp_directory_path() /
+           ("lockstep_mpi_inline_" + std::to_string(getpid())))
+              .string();
+    std::filesystem::create_directories(dir);
+  }
+  comm->broadcast_string(dir, 0);
+  const std::string file = dir + "/trace.json";
+  auto timeline = make_timeline(file, *comm);
+  auto model = small_model(kSeed);
+  auto opt = nn::make_optimizer(sgd_momentum(), model->parameters(), Device::kCpu);
+  DistributedOptimizer dopt(*comm, *backend, model->parameters(), *opt,
+                            {.timeline = timeline.get()});
+  ASSERT_EQ(dopt.buckets().size(), 1u);
+  for (int step = 0; step < 3; ++step) {
+    backward(*model, *backend, make_batch({step * 2, step * 2 + 1}), 0.5f,
+             dopt.grad_ready_callback());
+    dopt.step(0.1f);
+  }
+  EXPECT_EQ(dopt.stats().allreduces, 3);
+  EXPECT_TRUE(finish_timeline(*timeline, *comm).empty());
+  if (comm->rank() == 0) {
+    int on_caller = 0, elsewhere = 0;
+    for (const auto& e : read_trace_events(file)) {
+      if (e.value("cat", "") != "allreduce" && e.value("cat", "") != "unpack") continue;
+      (e["tid"] == Timeline::kMainThread ? on_caller : elsewhere) += 1;
+    }
+    EXPECT_EQ(on_caller, 2 * 3 * comm->size());  // allreduce + unpack, 3 steps, every rank
+    EXPECT_EQ(elsewhere, 0);
+    std::filesystem::remove_all(dir);
+  }
+}
+
 }  // namespace
 }  // namespace lockstep::distributed
