@@ -68,9 +68,12 @@ struct SgdParams {
   bool first_step = false;  // PyTorch: the momentum buffer starts as the gradient
 };
 
+// lr and the betas are doubles, like PyTorch's Python floats: the bias
+// corrections 1 - beta^t and the factors 1 - beta are computed in double and
+// rounded to float once (with float betas, 1 - beta2 is off by 1.3e-5).
 struct AdamParams {
-  float lr = 1e-3f;
-  float beta1 = 0.9f, beta2 = 0.999f;
+  double lr = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999;
   float eps = 1e-8f;
   float weight_decay = 0.0f;
   int64_t step = 1;  // 1-based step number, for bias correction

@@ -20,8 +20,9 @@ struct OptimizerConfig {
   // sgd: when the learning rate changes between steps, scale the momentum
   // buffer's contribution by new_lr / old_lr (Goyal et al. 2017, Horovod).
   bool momentum_correction = true;
-  float beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;  // adam
-  float weight_decay = 0.0f;                        // both: L2 added to the gradient
+  double beta1 = 0.9, beta2 = 0.999;  // adam (double: see AdamParams)
+  float eps = 1e-8f;                  // adam
+  float weight_decay = 0.0f;          // both: L2 added to the gradient
 };
 
 // A named state tensor, for checkpoints and broadcasts.

@@ -63,11 +63,32 @@ TEST(CpuOptimizer, AdamMatchesHandComputed) {
       const auto& want = wd == 0.0f ? no_decay[t] : decay[t];
       EXPECT_NEAR(w, want[0], 1e-6) << "wd " << wd << " step " << t;
       EXPECT_NEAR(m, want[1], 1e-6) << "wd " << wd << " step " << t;
-      // beta2 reaches the backend as a float, so 1 - beta2 is off by ~1.3e-5
-      // relative to the decimal 0.001 the hand computation used.
-      EXPECT_NEAR(v, want[2], 2e-5 * want[2]) << "wd " << wd << " step " << t;
+      // 1 - beta2 reaches the kernel as float(0.001) (computed in double),
+      // not float(1 - float(0.999)), which was off by 1.3e-5 relative.
+      EXPECT_NEAR(v, want[2], 1e-6 * want[2]) << "wd " << wd << " step " << t;
     }
   }
+}
+
+// Step 10 from m = 0.2, v = 0.04, w = 0 with g = 0.1, lr 0.01, betas (0.9,
+// 0.999), eps 1e-8, by hand in double:
+//   m = 0.9 * 0.2 + 0.1 * 0.1 = 0.19;  v = 0.999 * 0.04 + 0.001 * 0.01 = 0.03997
+//   1 - 0.9^10 = 0.6513215599;  1 - 0.999^10 = 0.009955119790251765
+//   w = -0.01 / 0.6513215599 * 0.19 / (sqrt(0.03997 / 0.009955119790251765) + 1e-8)
+//     = -0.00145584223851513
+// With beta2 rounded to float, 1 - beta2^10 is off by 1.3e-5 relative and w
+// by 6.6e-6, so a 1e-6 relative tolerance tells the two apart.
+TEST(CpuOptimizer, AdamBiasCorrectionMatchesDoubleHandComputation) {
+  auto backend = make_cpu_backend(1);
+  float w = 0.0f, m = 0.2f, v = 0.04f;
+  const float g = 0.1f;
+  AdamParams p;
+  p.lr = 0.01, p.step = 10;
+  backend->adam_update(1, p, &w, &g, &m, &v);
+  EXPECT_NEAR(m, 0.19, 1e-7);
+  EXPECT_NEAR(v, 0.03997, 1e-6 * 0.03997);
+  const double want = -0.00145584223851513;
+  EXPECT_NEAR(w, want, 1e-6 * std::abs(want));
 }
 
 }  // namespace

@@ -43,19 +43,21 @@ void sgd_update(ThreadPool& pool, int64_t n, const SgdParams& p, float* w, const
 //   g = grad + wd * w
 //   m = b1 * m + (1 - b1) * g;  v = b2 * v + (1 - b2) * g^2
 //   w = w - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
-// The bias corrections are computed in double, as PyTorch does in Python.
+// The bias corrections and 1 - b1, 1 - b2 are computed in double, as PyTorch
+// does in Python, then rounded to float.
 void adam_update(ThreadPool& pool, int64_t n, const AdamParams& p, float* w, const float* grad,
                  float* m, float* v) {
   const double t = static_cast<double>(p.step);
-  const float step_size =
-      static_cast<float>(static_cast<double>(p.lr) / (1.0 - std::pow(double{p.beta1}, t)));
-  const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(double{p.beta2}, t)));
-  const float b1 = p.beta1, b2 = p.beta2, eps = p.eps, wd = p.weight_decay;
+  const float step_size = static_cast<float>(p.lr / (1.0 - std::pow(p.beta1, t)));
+  const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(p.beta2, t)));
+  const float b1 = static_cast<float>(p.beta1), b2 = static_cast<float>(p.beta2);
+  const float c1 = static_cast<float>(1.0 - p.beta1), c2 = static_cast<float>(1.0 - p.beta2);
+  const float eps = p.eps, wd = p.weight_decay;
   pool.parallel_for(n, kElementGrain, [&](int64_t b, int64_t e, int) {
     for (int64_t i = b; i < e; ++i) {
       const float g = wd != 0.0f ? grad[i] + wd * w[i] : grad[i];
-      const float mi = b1 * m[i] + (1.0f - b1) * g;
-      const float vi = b2 * v[i] + (1.0f - b2) * g * g;
+      const float mi = b1 * m[i] + c1 * g;
+      const float vi = b2 * v[i] + c2 * g * g;
       m[i] = mi;
       v[i] = vi;
       const float denom = std::sqrt(vi) / bc2_sqrt + eps;

@@ -1,7 +1,7 @@
 // Optimizer updates on CUDA, one thread per element, with the formulas and
 // operation order of nn/cpu/optimizers.cpp (torch.optim.SGD, torch.optim.Adam
-// without amsgrad). Adam's bias corrections are computed on the host in
-// double, exactly as the CPU backend computes them.
+// without amsgrad). Adam's bias corrections and 1 - b1, 1 - b2 are computed
+// on the host in double, exactly as the CPU backend computes them.
 #include <cmath>
 
 #include "nn/cuda/kernels.h"
@@ -31,14 +31,15 @@ __global__ void sgd_kernel(int64_t n, float lr, float wd, float mu, float keep, 
 
 // w, grad, m, v: (n).
 //   g = grad + wd * w
-//   m = b1 * m + (1 - b1) * g;  v = b2 * v + (1 - b2) * g^2
+//   m = b1 * m + c1 * g;  v = b2 * v + c2 * g^2      (c1 = 1 - b1, c2 = 1 - b2)
 //   w = w - step_size * m / (sqrt(v) / bc2_sqrt + eps)
 __global__ void adam_kernel(int64_t n, float step_size, float bc2_sqrt, float b1, float b2,
-                            float eps, float wd, float* w, const float* grad, float* m, float* v) {
+                            float c1, float c2, float eps, float wd, float* w, const float* grad,
+                            float* m, float* v) {
   CUDA_KERNEL_LOOP(i, n) {
     const float g = wd != 0.0f ? grad[i] + wd * w[i] : grad[i];
-    const float mi = b1 * m[i] + (1.0f - b1) * g;
-    const float vi = b2 * v[i] + (1.0f - b2) * g * g;
+    const float mi = b1 * m[i] + c1 * g;
+    const float vi = b2 * v[i] + c2 * g * g;
     m[i] = mi;
     v[i] = vi;
     const float denom = sqrtf(vi) / bc2_sqrt + eps;
@@ -57,11 +58,11 @@ void sgd_update(DeviceContext& ctx, int64_t n, const SgdParams& p, float* w, con
 void adam_update(DeviceContext& ctx, int64_t n, const AdamParams& p, float* w, const float* grad,
                  float* m, float* v) {
   const double t = static_cast<double>(p.step);
-  const float step_size =
-      static_cast<float>(static_cast<double>(p.lr) / (1.0 - std::pow(double{p.beta1}, t)));
-  const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(double{p.beta2}, t)));
-  launch(adam_kernel, n, ctx.stream(), n, step_size, bc2_sqrt, p.beta1, p.beta2, p.eps,
-         p.weight_decay, w, grad, m, v);
+  const float step_size = static_cast<float>(p.lr / (1.0 - std::pow(p.beta1, t)));
+  const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(p.beta2, t)));
+  launch(adam_kernel, n, ctx.stream(), n, step_size, bc2_sqrt, static_cast<float>(p.beta1),
+         static_cast<float>(p.beta2), static_cast<float>(1.0 - p.beta1),
+         static_cast<float>(1.0 - p.beta2), p.eps, p.weight_decay, w, grad, m, v);
 }
 
 }  // namespace lockstep::nn::cuda
