@@ -50,6 +50,7 @@
   X(first_bucket_mb)             \
   X(overlap)                     \
   X(compression)                 \
+  X(gradient_engine)             \
   X(backward_passes_per_step)    \
   X(stall_warning_s)             \
   X(stall_abort_s)               \
@@ -181,6 +182,9 @@ void add_train_options(CLI::App& cmd, TrainConfig& c) {
   add(cmd, "first_bucket_mb", c.first_bucket_mb, "cap of the first (last-layer) bucket in MiB");
   add_bool(cmd, "overlap", c.overlap, "reduce gradient buckets while backward runs");
   add(cmd, "compression", c.compression, "none | fp16 | bf16 gradients on the wire");
+  add(cmd, "gradient_engine", c.gradient_engine,
+      "auto | nccl | mpi: gradient buckets reduced by NCCL on the GPUs (auto: when every rank "
+      "trains on a GPU) or by MPI through host copies");
   add(cmd, "backward_passes_per_step", c.backward_passes_per_step,
       "gradient accumulation: backward passes per optimizer step");
   add(cmd, "stall_warning_s", c.stall_warning_s,
@@ -283,6 +287,10 @@ void validate(const TrainConfig& c) {
   one_of("lr_scaling", c.lr_scaling, {"linear", "sqrt", "none"});
   one_of("reduce_op", c.reduce_op, {"average", "sum"});
   one_of("compression", c.compression, {"none", "fp16", "bf16"});
+  one_of("gradient_engine", c.gradient_engine, {"auto", "nccl", "mpi"});
+  if (c.gradient_engine == "nccl" && c.device == "cpu") {
+    fail_input("config key gradient_engine = \"nccl\" needs device = \"cuda\" or \"auto\"");
+  }
   one_of("device", c.device, {"cpu", "cuda", "auto"});
   one_of("progress", c.progress, {"auto", "plain", "none"});
   one_of("loss", c.loss, {"auto", "nll", "cross_entropy"});

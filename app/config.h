@@ -67,6 +67,7 @@ struct TrainConfig {
   double first_bucket_mb = 1.0;            // first (last-layer) bucket cap (MiB)
   bool overlap = true;                     // reduce buckets while backward runs
   std::string compression = "none";        // none | fp16 | bf16 on the wire
+  std::string gradient_engine = "auto";    // auto | nccl | mpi: what reduces gradient buckets
   int64_t backward_passes_per_step = 1;    // gradient accumulation passes per step
   double stall_warning_s = 60.0;           // warn when a collective waits longer (s)
   double stall_abort_s = 0.0;              // abort the job after this wait (s, 0: never)

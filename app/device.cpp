@@ -45,15 +45,23 @@ std::unique_ptr<nn::Backend> make_backend(const TrainConfig& config,
 }
 
 std::unique_ptr<distributed::Communicator> make_gradient_communicator(
-    nn::Backend& backend, distributed::Communicator& comm) {
-  if (comm.size() == 1) return nullptr;
+    nn::Backend& backend, distributed::Communicator& comm, const std::string& engine) {
+  if (comm.size() == 1 || engine == "mpi") return nullptr;
   // Every rank must take the same branch: NCCL's start-up is collective.
   int64_t gpu = backend.device() == nn::Device::kCuda ? 1 : 0;
   comm.allreduce(std::span<int64_t>(&gpu, 1), distributed::ReduceOp::kMin);
-  if (gpu == 0) return nullptr;
+  if (gpu == 0) {
+    if (engine == "nccl") {
+      fail_input("config key gradient_engine = \"nccl\" needs every rank on a GPU, and ",
+                 backend.device() == nn::Device::kCuda ? "another rank" : "this rank",
+                 " has none (use gradient_engine = \"auto\" or \"mpi\")");
+    }
+    return nullptr;
+  }
 #if LOCKSTEP_HAVE_CUDA
   return distributed::make_nccl_communicator(comm, comm.local_rank());
 #else
+  if (engine == "nccl") fail_input("config key gradient_engine = \"nccl\": this build has no NCCL");
   return nullptr;
 #endif
 }

@@ -21,10 +21,13 @@ std::unique_ptr<nn::Backend> make_backend(const TrainConfig& config,
 
 // The communicator for gradient buckets: NCCL, bootstrapped over `comm` on
 // the backend's device (the local rank's), when every rank computes on a
-// GPU and the job has more than one rank; null otherwise (gradients then go
-// through `comm`). Collective over `comm` when size > 1.
+// GPU, the job has more than one rank and engine (config key
+// gradient_engine) is "auto" or "nccl"; null otherwise (gradients then go
+// through `comm`, with host copies on a GPU). engine "nccl" when some rank
+// has no GPU, or in a build without NCCL, throws InputError on every rank.
+// Collective over `comm` when size > 1.
 std::unique_ptr<distributed::Communicator> make_gradient_communicator(
-    nn::Backend& backend, distributed::Communicator& comm);
+    nn::Backend& backend, distributed::Communicator& comm, const std::string& engine);
 
 // Host batches as the backend wants them: on the CPU the batch itself, on a
 // GPU explicit copies into buffers that are reused batch after batch.

@@ -45,8 +45,8 @@ nn::OptimizerConfig optimizer_config(const TrainConfig& c) {
   o.dampening = static_cast<float>(c.dampening);
   o.nesterov = c.nesterov;
   o.momentum_correction = c.momentum_correction;
-  o.beta1 = static_cast<float>(c.adam_beta1);
-  o.beta2 = static_cast<float>(c.adam_beta2);
+  o.beta1 = c.adam_beta1;
+  o.beta2 = c.adam_beta2;
   o.eps = static_cast<float>(c.adam_eps);
   o.weight_decay = static_cast<float>(c.weight_decay);
   return o;
@@ -125,7 +125,7 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
   if (!config_.timeline.empty()) {
     timeline_ = distributed::make_timeline(config_.timeline, comm_);
   }
-  gradient_comm_ = make_gradient_communicator(*backend_, comm_);
+  gradient_comm_ = make_gradient_communicator(*backend_, comm_, config_.gradient_engine);
   auto dconfig = dopt_config(config_);
   dconfig.timeline = timeline_.get();
   dconfig.gradient_comm = gradient_comm_.get();

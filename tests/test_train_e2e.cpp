@@ -166,6 +166,12 @@ TEST(TrainE2E, ConfigErrorsNameTheKey) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("batch_size must be > 0"), std::string::npos) << r.output;
 
+  std::ofstream(dir.file("engine.toml")) << "gradient_engine = \"nccl\"\ndevice = \"cpu\"\n";
+  r = run_lockstep("train --config " + dir.file("engine.toml"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("gradient_engine = \"nccl\" needs device = \"cuda\""), std::string::npos)
+      << r.output;
+
   r = run_lockstep("train --config " + dir.file("missing.toml"));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("missing.toml: cannot be read"), std::string::npos) << r.output;
