@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "distributed/communicator.h"
+#include "distributed/mpi_check.h"
 #include "distributed/mpi_communicator.h"
 #include "nn/error.h"
 
@@ -156,6 +157,7 @@ class MpiCommunicator final : public Communicator {
   void allgather(std::span<const std::byte> in, std::span<std::byte> out) override;
   void barrier() override;
   [[noreturn]] void abort(int exit_code) noexcept override {
+    let_launcher_forward_output();
     MPI_Abort(comm_.comm, exit_code);
     std::_Exit(exit_code);
   }

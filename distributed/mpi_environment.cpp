@@ -70,6 +70,7 @@ MpiEnvironment::~MpiEnvironment() noexcept {
                                             ": an error left MPI's scope; ending the job\n");
     std::fputs(line.c_str(), stderr);
     std::fflush(stderr);
+    let_launcher_forward_output();
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   MPI_Finalize();
