@@ -21,19 +21,37 @@ namespace lockstep::distributed::testing {
 using nn::Device;
 using nn::Tensor;
 
-// Plays `size` ranks that all hold the same data: a sum multiplies by size
-// (16-bit: size - 1 reduction steps, each rounded). Records the element
-// count of every float and every 16-bit allreduce; throws on call
-// `fail_call`.
-class FakeCommunicator final : public Communicator {
+// Rank 0 of `size` ranks on one node that all hold the same data: what
+// every fake communicator of these tests shares. Broadcast and barrier do
+// nothing, allgather repeats this rank's block; the reductions are the
+// subclass's.
+class IdenticalRanks : public Communicator {
  public:
-  explicit FakeCommunicator(int size) : size_(size) {}
+  explicit IdenticalRanks(int size) : size_(size) {}
   int rank() const override { return 0; }
   int size() const override { return size_; }
   int local_rank() const override { return 0; }
   int local_size() const override { return size_; }
   int node_count() const override { return 1; }
   std::string host_name() const override { return "fake"; }
+  void broadcast(std::span<std::byte>, int) override {}
+  void allgather(std::span<const std::byte> in, std::span<std::byte> out) override {
+    for (int r = 0; r < size_; ++r) std::memcpy(out.data() + r * in.size(), in.data(), in.size());
+  }
+  void barrier() override {}
+  [[noreturn]] void abort(int code) noexcept override { std::_Exit(code); }
+
+ protected:
+  int size_;
+};
+
+// Plays `size` ranks that all hold the same data: a sum multiplies by size
+// (16-bit: size - 1 reduction steps, each rounded). Records the element
+// count of every float and every 16-bit allreduce; throws on call
+// `fail_call`.
+class FakeCommunicator final : public IdenticalRanks {
+ public:
+  explicit FakeCommunicator(int size) : IdenticalRanks(size) {}
   std::string describe() const override { return "fake"; }
   void allreduce(std::span<float> data, ReduceOp op) override {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -58,12 +76,6 @@ class FakeCommunicator final : public Communicator {
       for (int64_t& v : data) v *= size_;
     }
   }
-  void broadcast(std::span<std::byte>, int) override {}
-  void allgather(std::span<const std::byte> in, std::span<std::byte> out) override {
-    for (int r = 0; r < size_; ++r) std::memcpy(out.data() + r * in.size(), in.data(), in.size());
-  }
-  void barrier() override {}
-  [[noreturn]] void abort(int code) noexcept override { std::_Exit(code); }
   void set_stall_label(std::string label) override { label_ = std::move(label); }
 
   std::vector<size_t> calls, calls_16bit;
@@ -71,7 +83,6 @@ class FakeCommunicator final : public Communicator {
   int fail_call = -1;
 
  private:
-  int size_;
   std::mutex mutex_;
   std::string label_;
 };

@@ -15,6 +15,7 @@
 
 #include "distributed/device_reducer.h"
 #include "distributed/distributed_optimizer.h"
+#include "dopt_test_util.h"
 #include "nn/error.h"
 #include "nn/model_zoo.h"
 
@@ -26,15 +27,9 @@ using nn::Tensor;
 
 // `size` identical ranks; records every call in order. enqueue_allreduce
 // sums at once (a CPU "device"); finish() throws when fail_finish is set.
-class FakeReducer final : public Communicator, public DeviceReducer {
+class FakeReducer final : public testing::IdenticalRanks, public DeviceReducer {
  public:
-  explicit FakeReducer(int size) : size_(size) {}
-  int rank() const override { return 0; }
-  int size() const override { return size_; }
-  int local_rank() const override { return 0; }
-  int local_size() const override { return size_; }
-  int node_count() const override { return 1; }
-  std::string host_name() const override { return "fake"; }
+  explicit FakeReducer(int size) : IdenticalRanks(size) {}
   std::string describe() const override { return "fake reducer"; }
   void allreduce(std::span<float>, ReduceOp) override { log("host allreduce"); }
   void allreduce(std::span<double>, ReduceOp) override {}
@@ -42,12 +37,6 @@ class FakeReducer final : public Communicator, public DeviceReducer {
   void allreduce_16bit(std::span<uint16_t> data, Compression, ReduceOp) override {
     log("host allreduce_16bit " + std::to_string(data.size()));
   }
-  void broadcast(std::span<std::byte>, int) override {}
-  void allgather(std::span<const std::byte> in, std::span<std::byte> out) override {
-    for (int r = 0; r < size_; ++r) std::memcpy(out.data() + r * in.size(), in.data(), in.size());
-  }
-  void barrier() override {}
-  [[noreturn]] void abort(int code) noexcept override { std::_Exit(code); }
   DeviceReducer* device_reducer() override { return this; }
 
   void mark_ready(size_t slot, void* stream) override {
@@ -77,7 +66,6 @@ class FakeReducer final : public Communicator, public DeviceReducer {
     std::lock_guard lock(mutex_);
     calls_.push_back(std::move(call));
   }
-  int size_;
   std::mutex mutex_;
   std::vector<std::string> calls_;
 };

@@ -1,7 +1,10 @@
 // Helpers shared by the multi-rank tests.
 #pragma once
 
+#include <unistd.h>
+#include <filesystem>
 #include <memory>
+#include <string>
 
 #include "distributed/mpi_communicator.h"
 
@@ -15,6 +18,20 @@ inline std::unique_ptr<Communicator> make_test_comm() {
   options.stall.warning_seconds = 20.0;
   options.stall.abort_seconds = 120.0;
   return make_mpi_communicator(MPI_COMM_WORLD, options);
+}
+
+// A fresh folder under the temporary directory, named by `prefix` and rank
+// 0's process id, made by rank 0 and known to every rank on return
+// (collective). Rank 0 removes it when the test is done.
+inline std::string shared_scratch_dir(Communicator& comm, const std::string& prefix) {
+  std::string dir;
+  if (comm.rank() == 0) {
+    dir = (std::filesystem::temp_directory_path() / (prefix + "_" + std::to_string(getpid())))
+              .string();
+    std::filesystem::create_directories(dir);
+  }
+  comm.broadcast_string(dir, 0);
+  return dir;
 }
 
 }  // namespace lockstep::distributed::testing

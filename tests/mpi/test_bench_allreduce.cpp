@@ -3,7 +3,6 @@
 // (slowest-rank) times on every rank; a throughput run with a timeline gives
 // a trace whose summary has one step per timed step and rank.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -18,6 +17,7 @@ namespace lockstep::app {
 namespace {
 
 using distributed::testing::make_test_comm;
+using distributed::testing::shared_scratch_dir;
 
 int64_t gradient_bytes(const std::string& name) {
   auto model = nn::build_model(name, {}, {1, 28, 28}, 10);
@@ -53,13 +53,8 @@ TEST(BenchAllreduce, ReducesTheModelsGradientBytesInItsBuckets) {
 
 TEST(BenchTimeline, SummaryOfARealRunHasEveryTimedStep) {
   auto comm = make_test_comm();
-  int64_t pid = getpid();
-  comm->broadcast_values(std::span<int64_t>(&pid, 1), 0);
-  const auto dir =
-      std::filesystem::temp_directory_path() / ("lockstep_bench_timeline_" + std::to_string(pid));
-  if (comm->rank() == 0) std::filesystem::create_directories(dir);
-  comm->barrier();
-  const std::string trace = (dir / "trace.json").string();
+  const std::string dir = shared_scratch_dir(*comm, "lockstep_bench_timeline");
+  const std::string trace = dir + "/trace.json";
   auto timeline = distributed::make_timeline(trace, *comm);
   const auto r = run_bench({"mnist_net", 8, 1}, *comm, 0.2, timeline.get());
   EXPECT_TRUE(distributed::finish_timeline(*timeline, *comm).empty());

@@ -6,7 +6,6 @@
 // raised on every rank together (no rank left waiting), and a merged
 // timeline with one track per rank.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -27,6 +26,7 @@ namespace {
 using nn::Device;
 using nn::Tensor;
 using testing::make_test_comm;
+using testing::shared_scratch_dir;
 
 constexpr uint64_t kSeed = 7;
 
@@ -264,14 +264,7 @@ TEST(DistributedOptimizerMpi, Fp16OverflowStopsEveryRankWithTheSameStep) {
 TEST(DistributedOptimizerMpi, MergedTimelineHasOneTrackPerRankWithCommThreadSpans) {
   auto comm = make_test_comm();
   auto backend = nn::make_cpu_backend(1);
-  std::string dir;
-  if (comm->rank() == 0) {
-    dir = (std::filesystem::temp_directory_path() /
-           ("lockstep_mpi_timeline_" + std::to_string(getpid())))
-              .string();
-    std::filesystem::create_directories(dir);
-  }
-  comm->broadcast_string(dir, 0);
+  const std::string dir = shared_scratch_dir(*comm, "lockstep_mpi_timeline");
   const std::string file = dir + "/trace.json";
   auto timeline = make_timeline(file, *comm);
   auto model = small_model(kSeed);
@@ -316,14 +309,7 @@ TEST(DistributedOptimizerMpi, MergedTimelineHasOneTrackPerRankWithCommThreadSpan
 TEST(DistributedOptimizerMpi, LastBucketIsReducedOnTheCallingThreadWhenNothingOverlaps) {
   auto comm = make_test_comm();
   auto backend = nn::make_cpu_backend(1);
-  std::string dir;
-  if (comm->rank() == 0) {
-    dir = (std::filesystem::temp_directory_path() /
-           ("lockstep_mpi_inline_" + std::to_string(getpid())))
-              .string();
-    std::filesystem::create_directories(dir);
-  }
-  comm->broadcast_string(dir, 0);
+  const std::string dir = shared_scratch_dir(*comm, "lockstep_mpi_inline");
   const std::string file = dir + "/trace.json";
   auto timeline = make_timeline(file, *comm);
   auto model = small_model(kSeed);
