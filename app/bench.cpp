@@ -118,17 +118,22 @@ AllreduceBenchResult run_allreduce_bench(const AllreduceBenchCase& bench,
   r.bench = bench;
   r.buckets = dopt.buckets().size();
   int64_t numel = 0;
-  for (nn::Parameter* p : params) {
-    std::fill(p->grad.data(), p->grad.data() + p->grad.numel(), 1e-3f);
-    numel += p->grad.numel();
-  }
+  for (nn::Parameter* p : params) numel += p->grad.numel();
   r.bytes = numel * static_cast<int64_t>(sizeof(float));
-  std::vector<float> plain(static_cast<size_t>(numel), 1e-3f);
+  std::vector<float> plain(static_cast<size_t>(numel));
+  // Both sides reduce 1e-3 everywhere, refilled (untimed) before each round:
+  // sums grow by the rank count per round.
+  auto refill = [&] {
+    for (nn::Parameter* p : params)
+      std::fill(p->grad.data(), p->grad.data() + p->grad.numel(), 1e-3f);
+    std::fill(plain.begin(), plain.end(), 1e-3f);
+  };
 
-  // Gradients announced last layer first, as backward does, then waited for.
+  // Gradients announced last layer first, as backward does, then waited for
+  // as step() waits (sums; step() applies the average in the update).
   auto fused = [&] {
     for (size_t i = params.size(); i-- > 0;) dopt.on_grad_ready(i);
-    dopt.synchronize();
+    dopt.reduce_gradients();
   };
   auto timed = [&](const auto& body) {
     comm.barrier();
@@ -138,16 +143,16 @@ AllreduceBenchResult run_allreduce_bench(const AllreduceBenchCase& bench,
   };
   auto reduce_plain = [&] { comm.allreduce(std::span<float>(plain), distributed::ReduceOp::kSum); };
   for (int i = 0; i < 2; ++i) {
+    refill();
     timed(fused);
     timed(reduce_plain);
   }
   dopt.reset_stats();
   std::vector<double> times;  // fused, plain, fused, plain, ...
   for (int i = 0; i < bench.repeats; ++i) {
+    refill();
     times.push_back(timed(fused));
     times.push_back(timed(reduce_plain));
-    // Sums of 1e-3 grow by the rank count each round; keep them small.
-    std::fill(plain.begin(), plain.end(), 1e-3f);
   }
   const distributed::DistributedOptimizerStats stats = dopt.stats();
   r.pack = stats.pack_seconds / bench.repeats;

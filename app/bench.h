@@ -4,10 +4,12 @@
 // them (through the DistributedOptimizer on the given communicator).
 //
 // `lockstep bench --allreduce`: the DistributedOptimizer's whole gradient
-// reduction of one step (pack every gradient into the fusion buckets in
-// announce order, allreduce each bucket, unpack into Parameter::grad) against
-// one Communicator::allreduce of the same bytes, alternating the two, several
-// repetitions; each repetition's time is the slowest rank's.
+// reduction of one step, as step() pays it (announce every gradient in
+// backward's order, pack it unless it already lives in its bucket, allreduce
+// each bucket, unpack where needed: DistributedOptimizer::reduce_gradients(),
+// the sums; the average is folded into the optimizer's update) against one
+// Communicator::allreduce (sum) of the same bytes, alternating the two,
+// several repetitions; each repetition's time is the slowest rank's.
 #pragma once
 
 #include <string>

@@ -73,14 +73,13 @@ DistributedOptimizer::DistributedOptimizer(Communicator& comm, nn::Backend& back
   state_ = std::vector<BucketState>(buckets_.size());
   param_bucket_.resize(params_.size());
   param_offset_.resize(params_.size());
+  // Gradients kept in the buckets (see "Gradients in the buckets" in the
+  // header): host tensors, no accumulation, reduced by MPI.
+  const bool views = !passthrough_ && on_host_ && !reducer_ && passes_per_step_ == 1;
   for (size_t b = 0; b < buckets_.size(); ++b) {
     BucketState& s = state_[b];
     if (!passthrough_) {
-      if (on_host_ && !reducer_ && passes_per_step_ == 1 && buckets_[b].params.size() == 1) {
-        s.in_place = &params_[buckets_[b].params[0]]->grad;
-      } else {
-        s.buffer = nn::Tensor({buckets_[b].numel}, backend_.device());
-      }
+      s.buffer = nn::Tensor({buckets_[b].numel}, backend_.device());
       if (!on_host_ && !reducer_) s.host = nn::Tensor({buckets_[b].numel}, nn::Device::kCpu);
       if (config_.compression != Compression::kNone) {
         s.wire.resize(static_cast<size_t>(buckets_[b].numel));
@@ -90,8 +89,15 @@ DistributedOptimizer::DistributedOptimizer(Communicator& comm, nn::Backend& back
     s.allreduce_name = "allreduce bucket " + std::to_string(b);
     s.unpack_name = "unpack bucket " + std::to_string(b);
     for (size_t j = 0; j < buckets_[b].params.size(); ++j) {
-      param_bucket_[buckets_[b].params[j]] = b;
-      param_offset_[buckets_[b].params[j]] = buckets_[b].offsets[j];
+      const size_t i = buckets_[b].params[j];
+      param_bucket_[i] = b;
+      param_offset_[i] = buckets_[b].offsets[j];
+      if (views) {
+        nn::Tensor& grad = params_[i]->grad;
+        float* home = s.buffer.data() + buckets_[b].offsets[j];
+        std::memcpy(home, grad.data(), static_cast<size_t>(grad.numel()) * sizeof(float));
+        grad = nn::Tensor::view(home, grad.shape(), nn::Device::kCpu);
+      }
     }
   }
   announced_.assign(params_.size(), false);
@@ -108,6 +114,20 @@ DistributedOptimizer::~DistributedOptimizer() {
   }
   work_cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  // Gradients kept in the buckets get memory of their own again: the model
+  // outlives this object.
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (in_bucket(i)) params_[i]->grad = params_[i]->grad.clone();
+  }
+}
+
+float* DistributedOptimizer::bucket_slot(size_t i) {
+  BucketState& s = state_[param_bucket_[i]];
+  return s.buffer.empty() ? nullptr : s.buffer.data() + param_offset_[i];
+}
+
+bool DistributedOptimizer::in_bucket(size_t i) {
+  return params_[i]->grad.is_view() && params_[i]->grad.data() == bucket_slot(i);
 }
 
 void DistributedOptimizer::reset_pass() {
@@ -119,9 +139,9 @@ void DistributedOptimizer::reset_pass() {
 void DistributedOptimizer::accumulate(size_t i, bool first_pass) {
   const BucketState& s = state_[param_bucket_[i]];
   TimelineSpan span(config_.timeline, s.pack_name, "pack");
-  if (s.in_place != nullptr) return;  // reduced where it is (the span marks it ready)
   const nn::Tensor& grad = params_[i]->grad;
-  float* dst = state_[param_bucket_[i]].buffer.data() + param_offset_[i];
+  float* dst = bucket_slot(i);
+  if (grad.data() == dst) return;  // backward wrote it there (the span marks it ready)
   if (first_pass) {
     backend_.copy(grad.numel(), grad.data(), dst);
   } else {
@@ -188,7 +208,7 @@ void DistributedOptimizer::hand_off(size_t b) {
   work_cv_.notify_one();
 }
 
-void DistributedOptimizer::synchronize() {
+float DistributedOptimizer::reduce_gradients() {
   const auto start = Clock::now();
   TimelineSpan span(config_.timeline, "synchronize", "communication wait");
   // With k > 1 the reducing pass must have begun (announced gradients);
@@ -262,12 +282,20 @@ void DistributedOptimizer::synchronize() {
   ++steps_;
   exposed_seconds_ += seconds_since(start);
   if (error) std::rethrow_exception(error);
+  return postscale_;
+}
+
+void DistributedOptimizer::synchronize() {
+  const float scale = reduce_gradients();
+  if (scale == 1.0f) return;
+  TimelineSpan span(config_.timeline, "average", "unpack");
+  for (nn::Parameter* p : params_) backend_.scale(p->grad.numel(), scale, p->grad.data());
 }
 
 void DistributedOptimizer::step(float lr) {
-  synchronize();
+  const float scale = reduce_gradients();
   TimelineSpan span(config_.timeline, "inner optimizer step", "optimizer");
-  inner_.step(backend_, lr);
+  inner_.step(backend_, lr, scale);
 }
 
 void DistributedOptimizer::broadcast_parameters(int root) {

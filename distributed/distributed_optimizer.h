@@ -74,11 +74,21 @@
 // reduction is the identity, so nothing is packed or copied and no thread is
 // started; step() is inner.step() (stats count steps, no allreduces).
 //
-// In place: a bucket of one parameter (one at or over the cap, such as a
-// large linear layer's weight) on the CPU with k = 1 is reduced in that
-// parameter's gradient itself: no bucket buffer, no pack or unpack copy (on
-// the 2-core machine, alexnet_cifar's 67 MB classifier.4.weight: the copies
-// there and back cost as much as its allreduce).
+// Gradients in the buckets (PyTorch DDP's gradient_as_bucket_view): on the
+// CPU with k = 1, more than one rank or any rounding, and no DeviceReducer,
+// the constructor moves every Parameter::grad into its bucket's buffer
+// (Parameter::grad becomes an nn::Tensor::view of its slot), so backward
+// writes the gradients where they are reduced: no pack or unpack copy. The
+// destructor gives each gradient its own memory back. A gradient replaced
+// after construction (a new tensor) is packed and unpacked by copying, as on
+// the other paths.
+//
+// The average: the reduction leaves sums; the factor f / size (average) is
+// applied by step() inside the inner optimizer's update (nn::SgdParams::
+// grad_scale), which reads every gradient anyway, and by synchronize() in a
+// pass of its own. On the 2-core machine (2 ranks, alexnet_cifar, 93 MB)
+// the copies and that pass cost ~13 ms of a ~63 ms reduction; the bucket
+// allreduces alone take what one plain MPI_Allreduce of the same bytes takes.
 //
 // Devices: bucket buffers live on the parameters' device. With a gradient
 // communicator that has a DeviceReducer (NCCL; see
@@ -89,7 +99,7 @@
 // order; synchronize() makes the backend's stream wait for NCCL's and polls
 // on the host until the reductions are complete (NCCL's asynchronous errors
 // become a DistributedError naming the rank, as MPI failures do), then
-// queues the unpack (postscale, copy into Parameter::grad) on the backend's
+// queues the unpack (copy into Parameter::grad) on the backend's
 // stream. allreduce_seconds then counts queueing only. Otherwise, for
 // non-CPU tensors a host copy of each bucket is made (explicitly,
 // Tensor::copy_from) before the allreduce and copied back in synchronize();
@@ -207,7 +217,13 @@ class DistributedOptimizer {
   // leaves the reduced gradients in every Parameter::grad. Rethrows an error
   // raised on the communication thread.
   void synchronize();
-  // synchronize(), then inner.step(backend, lr).
+  // synchronize() without the last multiplication: leaves the sums (times
+  // 1 / gradient_predivide_factor) in Parameter::grad and returns the factor
+  // that completes the reduction (f / size for average, 1 for sum), for an
+  // update that reads every gradient anyway to apply.
+  float reduce_gradients();
+  // reduce_gradients(), then inner.step(backend, lr, that factor): the
+  // average costs no pass of its own over the gradients.
   void step(float lr);
 
   // Every parameter value, every optimizer state tensor, the optimizer's
@@ -229,16 +245,14 @@ class DistributedOptimizer {
     std::vector<uint16_t> wire;  // the 16-bit values reduced (compression only)
     size_t pending = 0;          // gradients of this pass not announced yet
     bool ready = false;          // handed to the reduction (guarded by mutex_)
-    // One CPU parameter, one pass per step: reduced in place in its
-    // Parameter::grad (no buffer, no packing or unpacking copies).
-    nn::Tensor* in_place = nullptr;
     std::string pack_name, allreduce_name, unpack_name;
-    float* host_data() {
-      if (in_place != nullptr) return in_place->data();
-      return host.empty() ? buffer.data() : host.data();
-    }
+    float* host_data() { return host.empty() ? buffer.data() : host.data(); }
   };
 
+  // Where parameter i's gradient goes in its bucket's buffer (null without
+  // buffers), and whether Parameter::grad is a view of exactly that.
+  float* bucket_slot(size_t param_index);
+  bool in_bucket(size_t param_index);
   void accumulate(size_t param_index, bool first_pass);
   void hand_off(size_t bucket);
   void reduce_bucket(size_t bucket, int tid);

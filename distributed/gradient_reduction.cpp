@@ -149,26 +149,15 @@ int64_t DistributedOptimizer::wire_bytes(size_t b) const {
 }
 
 void DistributedOptimizer::unpack_on_host(size_t b, int tid) {
-  BucketState& s = state_[b];
   const GradientBucket& bucket = buckets_[b];
   const auto start = Clock::now();
-  TimelineSpan span(config_.timeline, s.unpack_name, "unpack", tid);
-  const float* data = s.host_data();
-  const float scale = postscale_;  // a local, so the loops vectorise
+  TimelineSpan span(config_.timeline, state_[b].unpack_name, "unpack", tid);
+  const float* data = state_[b].host_data();
   for (size_t j = 0; j < bucket.params.size(); ++j) {
     nn::Tensor& grad = params_[bucket.params[j]]->grad;
     const float* src = data + bucket.offsets[j];
-    float* dst = grad.data();
-    const int64_t n = grad.numel();
-    if (s.in_place != nullptr) {
-      if (scale != 1.0f) {
-        for (int64_t k = 0; k < n; ++k) dst[k] *= scale;
-      }
-    } else if (scale == 1.0f) {
-      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
-    } else {
-      for (int64_t k = 0; k < n; ++k) dst[k] = src[k] * scale;
-    }
+    if (grad.data() == src) continue;  // kept in the bucket: reduced where it is
+    std::memcpy(grad.data(), src, static_cast<size_t>(grad.numel()) * sizeof(float));
   }
   const double elapsed = seconds_since(start);
   std::lock_guard<std::mutex> lock(mutex_);
@@ -184,7 +173,6 @@ void DistributedOptimizer::unpack_on_device(size_t b) {
   for (size_t j = 0; j < bucket.params.size(); ++j) {
     nn::Tensor& grad = params_[bucket.params[j]]->grad;
     backend_.copy(grad.numel(), s.buffer.data() + bucket.offsets[j], grad.data());
-    if (postscale_ != 1.0f) backend_.scale(grad.numel(), postscale_, grad.data());
   }
   const double elapsed = seconds_since(start);
   std::lock_guard<std::mutex> lock(mutex_);

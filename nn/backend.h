@@ -59,8 +59,12 @@ struct LossStats {
   int64_t count = 0;
 };
 
+// grad_scale (both): the gradient used is grad * grad_scale, rounded to
+// float before anything else (the distributed optimizer's 1 / ranks,
+// applied here because the update reads every gradient anyway).
 struct SgdParams {
   float lr = 0.01f;
+  float grad_scale = 1.0f;
   float momentum = 0.0f;
   float dampening = 0.0f;
   float weight_decay = 0.0f;
@@ -76,6 +80,7 @@ struct AdamParams {
   double beta1 = 0.9, beta2 = 0.999;
   float eps = 1e-8f;
   float weight_decay = 0.0f;
+  float grad_scale = 1.0f;
   int64_t step = 1;  // 1-based step number, for bias correction
 };
 

@@ -32,9 +32,10 @@ class Sgd final : public Optimizer {
                           ", nesterov=", config_.nesterov ? "true" : "false", ")");
   }
 
-  void step(Backend& backend, float lr) override {
+  void step(Backend& backend, float lr, float grad_scale) override {
     SgdParams p;
     p.lr = lr;
+    p.grad_scale = grad_scale;
     p.momentum = config_.momentum;
     // Momentum correction: the buffer holds gradients scaled for the old lr.
     if (config_.momentum_correction && last_lr_ > 0 && lr != last_lr_) {
@@ -84,9 +85,10 @@ class Adam final : public Optimizer {
                           ", eps=", config_.eps, ", weight_decay=", config_.weight_decay, ")");
   }
 
-  void step(Backend& backend, float lr) override {
+  void step(Backend& backend, float lr, float grad_scale) override {
     AdamParams p;
     p.lr = lr;
+    p.grad_scale = grad_scale;
     p.beta1 = config_.beta1;
     p.beta2 = config_.beta2;
     p.eps = config_.eps;

@@ -35,8 +35,10 @@ class Optimizer {
  public:
   virtual ~Optimizer() = default;
   virtual std::string describe() const = 0;
-  // One update of every parameter from its .grad with learning rate lr.
-  virtual void step(Backend& backend, float lr) = 0;
+  // One update of every parameter from its .grad * grad_scale with learning
+  // rate lr (grad_scale: the distributed optimizer's deferred 1 / ranks).
+  virtual void step(Backend& backend, float lr, float grad_scale) = 0;
+  void step(Backend& backend, float lr) { step(backend, lr, 1.0f); }
   // Every state tensor, in a fixed order.
   virtual std::vector<StateTensor> state() = 0;
   // Number of steps taken (restored from checkpoints).

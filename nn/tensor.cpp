@@ -76,7 +76,7 @@ std::string shape_string(const Shape& shape) {
 }
 
 void TensorDeleter::operator()(float* p) const noexcept {
-  if (p == nullptr) return;
+  if (p == nullptr || !owned) return;
   if (device == Device::kCpu) {
     std::free(p);
     return;
@@ -91,8 +91,23 @@ Tensor::Tensor(Shape shape, Device device)
       numel_(shape_numel(shape_)),
       capacity_(numel_),
       device_(device),
-      data_(allocate(device, numel_), TensorDeleter{device}) {
+      data_(allocate(device, numel_), TensorDeleter{device, true}) {
   for (int64_t d : shape_) LOCKSTEP_CHECK(d >= 0, "negative dimension in ", shape_string(shape_));
+}
+
+Tensor Tensor::view(float* data, Shape shape, Device device) {
+  Tensor out;
+  out.shape_ = std::move(shape);
+  for (int64_t d : out.shape_) {
+    LOCKSTEP_CHECK(d >= 0, "negative dimension in ", shape_string(out.shape_));
+  }
+  out.numel_ = shape_numel(out.shape_);
+  out.capacity_ = out.numel_;
+  out.device_ = device;
+  LOCKSTEP_CHECK(data != nullptr || out.numel_ == 0, "view of ", shape_string(out.shape_),
+                 " over no memory");
+  out.data_ = std::unique_ptr<float[], TensorDeleter>(data, TensorDeleter{device, false});
+  return out;
 }
 
 Tensor Tensor::clone() const {
@@ -118,7 +133,8 @@ void Tensor::resize(const Shape& shape) {
   const int64_t n = shape_numel(shape);
   if (n > capacity_) {
     data_.reset();
-    data_ = std::unique_ptr<float[], TensorDeleter>(allocate(device_, n), TensorDeleter{device_});
+    data_ =
+        std::unique_ptr<float[], TensorDeleter>(allocate(device_, n), TensorDeleter{device_, true});
     capacity_ = n;
   }
   shape_ = shape;

@@ -23,9 +23,10 @@ using Shape = std::vector<int64_t>;
 int64_t shape_numel(const Shape& shape);
 std::string shape_string(const Shape& shape);  // "(64, 1, 28, 28)"
 
-// Frees a tensor's memory on its device.
+// Frees a tensor's memory on its device (nothing for a view).
 struct TensorDeleter {
   Device device = Device::kCpu;
+  bool owned = true;
   void operator()(float* p) const noexcept;
 };
 
@@ -39,6 +40,14 @@ class Tensor {
   Tensor& operator=(Tensor&&) noexcept = default;
   Tensor(const Tensor&) = delete;
   Tensor& operator=(const Tensor&) = delete;
+
+  // A tensor over shape_numel(shape) floats at data on device that it does
+  // not own: the memory must outlive the view, which never frees it. Used
+  // to keep gradients inside the distributed optimizer's buckets. clone()
+  // of a view owns its copy; resize() beyond the view's size reallocates
+  // (the result owns its memory).
+  static Tensor view(float* data, Shape shape, Device device);
+  bool is_view() const { return !data_.get_deleter().owned; }
 
   Tensor clone() const;
   // Copies values from other (same numel; either device).

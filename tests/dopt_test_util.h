@@ -56,6 +56,7 @@ class FakeCommunicator final : public IdenticalRanks {
   void allreduce(std::span<float> data, ReduceOp op) override {
     std::lock_guard<std::mutex> lock(mutex_);
     calls.push_back(data.size());
+    addresses.push_back(data.data());
     labels.push_back(label_);
     if (static_cast<int>(calls.size()) == fail_call) {
       throw LibraryError("MPI_Allreduce failed: fake network down");
@@ -79,6 +80,7 @@ class FakeCommunicator final : public IdenticalRanks {
   void set_stall_label(std::string label) override { label_ = std::move(label); }
 
   std::vector<size_t> calls, calls_16bit;
+  std::vector<const float*> addresses;  // of every float allreduce
   std::vector<std::string> labels;
   int fail_call = -1;
 
@@ -131,6 +133,14 @@ inline std::vector<float> values(const nn::Model& m) {
   std::vector<float> out;
   for (const nn::Parameter* p : m.parameters()) {
     out.insert(out.end(), p->value.data(), p->value.data() + p->value.numel());
+  }
+  return out;
+}
+
+inline std::vector<float> grads(const nn::Model& m) {
+  std::vector<float> out;
+  for (const nn::Parameter* p : m.parameters()) {
+    out.insert(out.end(), p->grad.data(), p->grad.data() + p->grad.numel());
   }
   return out;
 }

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <memory>
+#include <vector>
 
 #include "nn/backend.h"
 
@@ -42,6 +43,42 @@ TEST(CpuOptimizer, SgdWithoutMomentumLeavesVelocityAlone) {
   backend->sgd_update(1, p, &w, &g, &v);
   EXPECT_FLOAT_EQ(w, 1.95f);
   EXPECT_EQ(v, 7.0f);
+}
+
+// grad_scale multiplies the gradient before anything else: the same weights
+// and state as gradients scaled beforehand (0.25: exact, so bit for bit),
+// over a length with a vector tail.
+TEST(CpuOptimizer, GradScaleEqualsScalingTheGradientFirst) {
+  auto backend = make_cpu_backend(2);
+  const int64_t n = 1000003;
+  std::vector<float> grad(n), scaled(n);
+  for (int64_t i = 0; i < n; ++i) {
+    grad[i] = std::sin(0.001f * static_cast<float>(i));
+    scaled[i] = grad[i] * 0.25f;
+  }
+  for (bool adam : {false, true}) {
+    std::vector<float> w1(n, 0.5f), w2(n, 0.5f), a1(n, 0.1f), a2(n, 0.1f), b1(n, 0.2f),
+        b2(n, 0.2f);
+    for (int t = 0; t < 2; ++t) {
+      if (adam) {
+        AdamParams p;
+        p.weight_decay = 0.01f, p.step = t + 1;
+        backend->adam_update(n, p, w1.data(), scaled.data(), a1.data(), b1.data());
+        p.grad_scale = 0.25f;
+        backend->adam_update(n, p, w2.data(), grad.data(), a2.data(), b2.data());
+      } else {
+        SgdParams p;
+        p.lr = 0.1f, p.momentum = 0.9f, p.weight_decay = 0.01f, p.first_step = t == 0;
+        backend->sgd_update(n, p, w1.data(), scaled.data(), a1.data());
+        p.grad_scale = 0.25f;
+        backend->sgd_update(n, p, w2.data(), grad.data(), a2.data());
+      }
+    }
+    EXPECT_EQ(w1, w2) << (adam ? "adam" : "sgd");
+    EXPECT_EQ(a1, a2) << (adam ? "adam" : "sgd");
+    EXPECT_EQ(b1, b2) << (adam ? "adam" : "sgd");
+    EXPECT_NE(w1[n - 1], 0.5f);
+  }
 }
 
 // w = 1; lr 0.01, betas (0.9, 0.999), eps 1e-8. Expected (w, m, v) per step,

@@ -1,6 +1,7 @@
 // DistributedOptimizer in one process, with a fake communicator that plays
-// identical ranks: averaging, predivision, fp16/bf16 compression (16-bit
-// values handed to the communicator, rounding) and its overflow errors.
+// identical ranks: gradients kept in the buckets, averaging (deferred into
+// the update), predivision, fp16/bf16 compression (16-bit values handed to
+// the communicator, rounding) and its overflow errors.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +14,99 @@ namespace {
 using namespace testing;  // NOLINT: the helpers of dopt_test_util.h
 using nn::Device;
 using nn::Tensor;
+
+// --- gradients in the buckets -------------------------------------------------------
+
+std::vector<float> times(std::vector<float> v, float k) {
+  for (float& x : v) x *= k;
+  return v;
+}
+
+// Backward writes into the bucket buffers and the allreduce runs there: no
+// copy either way. The gradients get their own memory back, values kept.
+TEST(DistributedOptimizer, GradientsLiveInTheirBucketsUntilDestruction) {
+  auto backend = nn::make_cpu_backend(1);
+  FakeCommunicator comm(2);
+  auto m = small_model(3);
+  const std::vector<nn::Parameter*>& params = m->parameters();
+  auto sgd = nn::make_optimizer({}, params, Device::kCpu);
+  backward(*m, *backend, make_batch(range_ids(0, 4)), 0.25f);
+  const std::vector<float> before = grads(*m);
+  std::vector<float> sums;
+  {
+    DistributedOptimizer dopt(comm, *backend, params, *sgd,
+                              {.first_bucket_mb = 0.0001, .bucket_cap_mb = 0.002});
+    ASSERT_GT(dopt.buckets().size(), 1u);
+    EXPECT_EQ(grads(*m), before);  // moved with their values
+    for (const GradientBucket& b : dopt.buckets()) {
+      const float* start = params[b.params[0]]->grad.data();
+      for (size_t j = 0; j < b.params.size(); ++j) {
+        const nn::Tensor& g = params[b.params[j]]->grad;
+        EXPECT_TRUE(g.is_view()) << params[b.params[j]]->name;
+        EXPECT_EQ(g.data(), start + b.offsets[j]) << params[b.params[j]]->name;
+      }
+    }
+    backward(*m, *backend, make_batch(range_ids(4, 4)), 0.25f, dopt.grad_ready_callback());
+    const std::vector<float> local = grads(*m);
+    EXPECT_EQ(dopt.reduce_gradients(), 0.5f);  // the average's factor, left to the update
+    sums = grads(*m);
+    EXPECT_EQ(sums, times(local, 2.0f));  // two identical ranks
+    ASSERT_EQ(comm.addresses.size(), dopt.buckets().size());
+    for (size_t b = 0; b < dopt.buckets().size(); ++b) {
+      EXPECT_EQ(comm.addresses[b], params[dopt.buckets()[b].params[0]]->grad.data()) << b;
+    }
+  }
+  for (const nn::Parameter* p : params) EXPECT_FALSE(p->grad.is_view()) << p->name;
+  EXPECT_EQ(grads(*m), sums);
+}
+
+// A gradient tensor replaced after construction is packed and unpacked by
+// copying; the result is the same.
+TEST(DistributedOptimizer, AGradientReplacedAfterConstructionIsStillReduced) {
+  auto backend = nn::make_cpu_backend(1);
+  FakeCommunicator comm(2);
+  auto m = small_model(3);
+  nn::Parameter& first = *m->parameters()[0];
+  auto sgd = nn::make_optimizer({}, m->parameters(), Device::kCpu);
+  DistributedOptimizer dopt(comm, *backend, m->parameters(), *sgd, {.op = ReduceOp::kSum});
+  first.grad = Tensor(first.value.shape());
+  backward(*m, *backend, make_batch(range_ids(0, 4)), 0.25f, dopt.grad_ready_callback());
+  const std::vector<float> local = grads(*m);
+  dopt.synchronize();
+  EXPECT_FALSE(first.grad.is_view());
+  EXPECT_NE(first.grad.data()[0], 0.0f);
+  EXPECT_EQ(grads(*m), times(local, 2.0f));
+}
+
+// step() applies the average inside the update; synchronize() then the
+// plain update gives the same weights (3 ranks: 1/3 is inexact, so close).
+TEST(DistributedOptimizer, StepFoldsTheAverageIntoTheUpdate) {
+  for (const char* kind : {"sgd", "adam"}) {
+    auto backend = nn::make_cpu_backend(1);
+    FakeCommunicator comm(3);
+    nn::OptimizerConfig oc{.kind = kind, .momentum = 0.9f, .weight_decay = 1e-3f};
+    if (oc.kind == "adam") oc.momentum = 0.0f;
+    auto folded = small_model(3), separate = small_model(3);
+    auto opt1 = nn::make_optimizer(oc, folded->parameters(), Device::kCpu);
+    auto opt2 = nn::make_optimizer(oc, separate->parameters(), Device::kCpu);
+    DistributedOptimizer d1(comm, *backend, folded->parameters(), *opt1);
+    DistributedOptimizer d2(comm, *backend, separate->parameters(), *opt2);
+    for (int step = 0; step < 3; ++step) {
+      Batch b = make_batch(range_ids(step * 8, 8));
+      backward(*folded, *backend, b, 1.0f / 8, d1.grad_ready_callback());
+      d1.step(0.01f);
+      backward(*separate, *backend, b, 1.0f / 8, d2.grad_ready_callback());
+      d2.synchronize();
+      opt2->step(*backend, 0.01f);
+    }
+    const std::vector<float> a = values(*folded), c = values(*separate);
+    ASSERT_EQ(a.size(), c.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      ASSERT_NEAR(a[i], c[i], 1e-6f * (1.0f + std::fabs(c[i]))) << kind << " value " << i;
+    }
+    EXPECT_NE(values(*folded), values(*small_model(3))) << kind;
+  }
+}
 
 // --- averaging, predivision, compression -------------------------------------------------
 

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "nn/error.h"
 #include "nn/tensor.h"
 
@@ -33,6 +35,32 @@ TEST(Tensor, ReshapeRefusesOtherElementCounts) {
   t.reshape({3, 4});
   EXPECT_EQ(t.dim(0), 3);
   EXPECT_THROW(t.reshape({5}), Error);
+}
+
+TEST(Tensor, ViewSharesMemoryItDoesNotOwn) {
+  std::vector<float> memory(10, 0.0f);
+  {
+    Tensor v = Tensor::view(memory.data() + 4, {2, 3}, Device::kCpu);
+    EXPECT_TRUE(v.is_view());
+    EXPECT_EQ(v.data(), memory.data() + 4);
+    EXPECT_EQ(shape_string(v.shape()), "(2, 3)");
+    v.data()[5] = 7.0f;
+    Tensor c = v.clone();
+    EXPECT_FALSE(c.is_view());
+    EXPECT_NE(c.data(), v.data());
+    EXPECT_EQ(c.data()[5], 7.0f);
+    v.resize({4});  // fits: still the view
+    EXPECT_EQ(v.data(), memory.data() + 4);
+    v.resize({7});  // does not fit: its own memory
+    EXPECT_FALSE(v.is_view());
+    EXPECT_NE(v.data(), memory.data() + 4);
+    Tensor moved = Tensor::view(memory.data(), {3}, Device::kCpu);
+    Tensor target({5});
+    target = std::move(moved);  // frees target's memory, never the view's
+    EXPECT_TRUE(target.is_view());
+  }  // the views are gone; the vector's memory was not freed by them
+  EXPECT_EQ(memory[9], 7.0f);
+  EXPECT_FALSE(Tensor({2}).is_view());
 }
 
 }  // namespace

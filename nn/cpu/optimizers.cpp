@@ -14,9 +14,11 @@ constexpr int64_t kElementGrain = int64_t{1} << 15;
 void sgd_range(const SgdParams& p, float* w, const float* grad, float* velocity, int64_t b,
                int64_t e) {
   const float wd = p.weight_decay, mu = p.momentum, keep = 1.0f - p.dampening, lr = p.lr;
+  const float scale = p.grad_scale;
   const bool momentum = mu != 0.0f, first = p.first_step, nesterov = p.nesterov;
   for (int64_t i = b; i < e; ++i) {
-    float g = wd != 0.0f ? grad[i] + wd * w[i] : grad[i];
+    const float gs = grad[i] * scale;
+    float g = wd != 0.0f ? gs + wd * w[i] : gs;
     if (momentum) {
       const float v = first ? g : mu * velocity[i] + keep * g;
       velocity[i] = v;
@@ -29,7 +31,7 @@ void sgd_range(const SgdParams& p, float* w, const float* grad, float* velocity,
 }  // namespace
 
 // w, grad, velocity: (n).
-//   g = grad + wd * w
+//   g = grad * grad_scale + wd * w
 //   v = first_step ? g : momentum * v + (1 - dampening) * g     (momentum != 0)
 //   g = nesterov ? g + momentum * v : v                          (momentum != 0)
 //   w = w - lr * g
@@ -40,7 +42,7 @@ void sgd_update(ThreadPool& pool, int64_t n, const SgdParams& p, float* w, const
 }
 
 // w, grad, m, v: (n).
-//   g = grad + wd * w
+//   g = grad * grad_scale + wd * w
 //   m = b1 * m + (1 - b1) * g;  v = b2 * v + (1 - b2) * g^2
 //   w = w - lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
 // The bias corrections and 1 - b1, 1 - b2 are computed in double, as PyTorch
@@ -52,10 +54,11 @@ void adam_update(ThreadPool& pool, int64_t n, const AdamParams& p, float* w, con
   const float bc2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(p.beta2, t)));
   const float b1 = static_cast<float>(p.beta1), b2 = static_cast<float>(p.beta2);
   const float c1 = static_cast<float>(1.0 - p.beta1), c2 = static_cast<float>(1.0 - p.beta2);
-  const float eps = p.eps, wd = p.weight_decay;
+  const float eps = p.eps, wd = p.weight_decay, scale = p.grad_scale;
   pool.parallel_for(n, kElementGrain, [&](int64_t b, int64_t e, int) {
     for (int64_t i = b; i < e; ++i) {
-      const float g = wd != 0.0f ? grad[i] + wd * w[i] : grad[i];
+      const float gs = grad[i] * scale;
+      const float g = wd != 0.0f ? gs + wd * w[i] : gs;
       const float mi = b1 * m[i] + c1 * g;
       const float vi = b2 * v[i] + c2 * g * g;
       m[i] = mi;
