@@ -186,7 +186,8 @@ void add_train_options(CLI::App& cmd, TrainConfig& c) {
       "auto | nccl | mpi: gradient buckets reduced by NCCL on the GPUs (auto: when every rank "
       "trains on a GPU) or by MPI through host copies");
   add(cmd, "backward_passes_per_step", c.backward_passes_per_step,
-      "gradient accumulation: backward passes per optimizer step");
+      "gradient accumulation: backward passes per optimizer step (an epoch's last step takes the "
+      "batches left)");
   add(cmd, "stall_warning_s", c.stall_warning_s,
       "warn when a collective waits longer than this (s)");
   add(cmd, "stall_abort_s", c.stall_abort_s,

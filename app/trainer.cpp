@@ -197,25 +197,23 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   data::DistributedSampler sampler(train_.size(), comm_.rank(), comm_.size(), true, config_.seed,
                                    config_.drop_last);
   sampler.set_epoch(epoch);
+  // k batches per step; when k does not divide the epoch's batches, the last
+  // step takes the rest (fewer passes, each scaled for a mean over them), so
+  // every sample of the epoch is used.
   const int64_t k = config_.backward_passes_per_step;
   const int64_t batches = sampler.steps(config_.batch_size);
-  const int64_t steps = batches / k;
+  const int64_t steps = (batches + k - 1) / k;
   // Every rank must take the same number of steps; the sampler guarantees
   // it, and one small collective checks it rather than trusting it.
   comm_.set_stall_label("epoch " + std::to_string(r.epoch) + " step-count check");
-  int64_t range[2] = {steps, -steps};
+  int64_t range[2] = {batches, -batches};
   comm_.allreduce(std::span<int64_t>(range, 2), distributed::ReduceOp::kMax);
-  if (range[0] != steps || -range[1] != steps) {
-    throw DistributedError(detail::concat("ranks disagree on steps in epoch ", r.epoch, ": rank ",
-                                          comm_.rank(), " has ", steps, ", others up to ",
+  if (range[0] != batches || -range[1] != batches) {
+    throw DistributedError(detail::concat("ranks disagree on batches in epoch ", r.epoch, ": rank ",
+                                          comm_.rank(), " has ", batches, ", others up to ",
                                           range[0]));
   }
-  if (steps == 0) fail_input("epoch ", r.epoch, ": no full step (batch_size too large?)");
-  if (batches % k != 0 && epoch == epochs_done_) {
-    report_->line(detail::concat("note: backward_passes_per_step=", k, " does not divide ", batches,
-                                 " batches; the last ", batches % k,
-                                 " batches of each epoch are not used"));
-  }
+  if (steps == 0) fail_input("epoch ", r.epoch, ": no batch (batch_size too large?)");
 
   data::BatchLoaderOptions lo;
   lo.batch_size = config_.batch_size;
@@ -231,7 +229,9 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   const auto train_start = Clock::now();
   for (int64_t step = 0; step < steps; ++step) {
     lr = schedule_->at(epoch, step, steps);
-    for (int64_t pass = 0; pass < k; ++pass) {
+    const int64_t passes = std::min(k, batches - step * k);
+    if (passes != k) dopt_->set_step_passes(static_cast<int>(passes));
+    for (int64_t pass = 0; pass < passes; ++pass) {
       const auto wait_start = Clock::now();
       {
         distributed::TimelineSpan span(timeline_.get(), "data wait", "data");
@@ -246,7 +246,7 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
         distributed::TimelineSpan span(timeline_.get(), "forward", "compute");
         model_->forward(*backend_, stager_->images(batch), ctx);
         totals.add(model_->loss(*backend_, stager_->labels(batch),
-                                1.0f / static_cast<float>(k * batch.size()), true));
+                                1.0f / static_cast<float>(passes * batch.size()), true));
       }
       distributed::TimelineSpan span(timeline_.get(), "backward", "compute");
       model_->backward(*backend_, dopt_->grad_ready_callback());

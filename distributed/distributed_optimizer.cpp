@@ -155,6 +155,10 @@ void DistributedOptimizer::on_grad_ready(size_t i) {
         detail::concat("gradient ready for parameter ", i, " of ", params_.size()));
   }
   if (passes_done_ >= passes_per_step_) {
+    if (passes_per_step_ != config_.backward_passes_per_step) {
+      throw DistributedError(detail::concat("more than the ", passes_per_step_,
+                                            " backward passes set for this step before step()"));
+    }
     throw DistributedError(detail::concat(
         "more than backward_passes_per_step = ", passes_per_step_,
         " backward passes before step(): call step() (or synchronize()) after every ",
@@ -175,6 +179,21 @@ void DistributedOptimizer::on_grad_ready(size_t i) {
   }
   pack_seconds_ += seconds_since(start);
   if (announced_count_ == params_.size()) finish_pass();
+}
+
+void DistributedOptimizer::set_step_passes(int passes) {
+  const int k = config_.backward_passes_per_step;
+  if (passes < 1 || passes > k) {
+    throw DistributedError(detail::concat("set_step_passes(", passes,
+                                          "): a step takes 1 to backward_passes_per_step = ", k,
+                                          " backward passes"));
+  }
+  if (passes_done_ != 0 || announced_count_ != 0) {
+    throw DistributedError(detail::concat("set_step_passes(", passes, ") after ", passes_done_,
+                                          " backward passes of this step: call it before the "
+                                          "step's first pass"));
+  }
+  passes_per_step_ = passes;
 }
 
 void DistributedOptimizer::finish_pass() {
@@ -278,6 +297,7 @@ float DistributedOptimizer::reduce_gradients() {
     if (!reducer_) backend_.synchronize();  // the host copies are free for the next step
   }
   passes_done_ = 0;
+  passes_per_step_ = config_.backward_passes_per_step;
   reset_pass();
   ++steps_;
   exposed_seconds_ += seconds_since(start);

@@ -48,7 +48,8 @@
 // With overlap off, synchronize() does all reductions itself.
 //
 // Accumulation: with backward_passes_per_step = k, passes 1..k-1 only add
-// into the bucket buffers (no communication); the k-th pass adds and reduces.
+// into the bucket buffers (no communication); the k-th pass adds and reduces
+// (the k of one step can be lowered with set_step_passes()).
 // Announcing a k+1-th pass before step(), or calling synchronize() before
 // the k-th pass has announced anything, throws DistributedError. Gradients
 // not announced in the reducing pass are taken from Parameter::grad in
@@ -208,6 +209,13 @@ class DistributedOptimizer {
   std::function<void(size_t)> grad_ready_callback() {
     return [this](size_t i) { on_grad_ready(i); };
   }
+  // The coming step accumulates `passes` backward passes (1 to
+  // backward_passes_per_step) instead of backward_passes_per_step: an
+  // epoch's last, shorter group of batches, whose loss the caller scales by
+  // 1 / (passes * local_batch). Every rank must call it alike, before the
+  // step's first pass; after the step, steps take backward_passes_per_step
+  // passes again. Throws DistributedError otherwise.
+  void set_step_passes(int passes);
   // True when the next (or current) backward pass is the one that reduces.
   bool will_reduce() const { return passes_done_ + 1 == passes_per_step_; }
   // Completed backward passes since the last step.
@@ -271,7 +279,7 @@ class DistributedOptimizer {
   std::vector<nn::Parameter*> params_;
   nn::Optimizer& inner_;
   DistributedOptimizerConfig config_;
-  int passes_per_step_ = 1;
+  int passes_per_step_ = 1;  // of the current step (see set_step_passes)
   float prescale_ = 1.0f, postscale_ = 1.0f;
   bool on_host_ = true;               // parameters are CPU tensors
   Communicator& grad_comm_;           // config.gradient_comm or comm_

@@ -169,6 +169,55 @@ TEST(DistributedOptimizer, ThreePassesEqualOnePassWithThreeTimesTheBatch) {
   EXPECT_EQ(dopt.stats().allreduces, 3 * static_cast<int64_t>(dopt.buckets().size()));
 }
 
+// An epoch's last, shorter group: set_step_passes(2) on k = 3 makes one step
+// of two passes (each scaled 1 / 8) equal one pass over the 8 samples; the
+// next step takes 3 passes again.
+TEST(DistributedOptimizer, AShorterStepEqualsOnePassOverItsBatches) {
+  auto backend = nn::make_cpu_backend(1);
+  FakeCommunicator comm(2);
+  auto big = small_model(5), accumulated = small_model(5);
+  nn::OptimizerConfig oc{.kind = "sgd", .momentum = 0.9f};
+  auto big_sgd = nn::make_optimizer(oc, big->parameters(), Device::kCpu);
+  auto inner = nn::make_optimizer(oc, accumulated->parameters(), Device::kCpu);
+  DistributedOptimizer dopt(comm, *backend, accumulated->parameters(), *inner,
+                            {.backward_passes_per_step = 3});
+  const int passes[3] = {3, 2, 3};
+  int64_t first = 0;
+  for (int step = 0; step < 3; ++step) {
+    const int n = passes[step];
+    backward(*big, *backend, make_batch(range_ids(first, 4 * n)), 1.0f / (4 * n));
+    big_sgd->step(*backend, 0.1f);
+    if (n != 3) dopt.set_step_passes(n);
+    for (int pass = 0; pass < n; ++pass) {
+      EXPECT_EQ(dopt.will_reduce(), pass == n - 1) << "step " << step;
+      backward(*accumulated, *backend, make_batch(range_ids(first + 4 * pass, 4)), 1.0f / (4 * n),
+               dopt.grad_ready_callback());
+    }
+    if (n != 3) {
+      EXPECT_NE(error_of([&] {
+                  backward(*accumulated, *backend, make_batch(range_ids(0, 4)), 0.125f,
+                           dopt.grad_ready_callback());
+                }).find("more than the 2 backward passes set for this step"),
+                std::string::npos);
+    }
+    dopt.step(0.1f);
+    first += 4 * n;
+  }
+  const auto a = values(*big), b = values(*accumulated);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_NEAR(b[i], a[i], 1e-5 * std::max(1.0f, std::fabs(a[i]))) << "value " << i;
+  }
+  EXPECT_EQ(comm.calls.size(), 3 * dopt.buckets().size());  // one reduction per step
+  EXPECT_NE(error_of([&] { dopt.set_step_passes(4); }).find("1 to backward_passes_per_step = 3"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { dopt.set_step_passes(0); }).find("1 to backward_passes_per_step = 3"),
+            std::string::npos);
+  backward(*accumulated, *backend, make_batch(range_ids(0, 4)), 0.125f, dopt.grad_ready_callback());
+  EXPECT_NE(error_of([&] { dopt.set_step_passes(1); }).find("before the step's first pass"),
+            std::string::npos);
+}
+
 TEST(DistributedOptimizer, RefusesTooManyOrTooFewPasses) {
   auto backend = nn::make_cpu_backend(1);
   auto comm = make_single_communicator();

@@ -70,6 +70,21 @@ app::Checkpoint final_checkpoint(const std::string& dir) {
   return app::load_checkpoint(store.latest());
 }
 
+// backward_passes_per_step = 3 over 16 batches (1000 samples at 64): five
+// steps of 3 passes and a last one of 1; every sample is trained on.
+TEST(TrainE2E, AccumulationUsesEverySampleWhenItDoesNotDivideTheBatches) {
+  REQUIRE_FASHION_MNIST();
+  ScratchDir dir;
+  const auto r = run_lockstep(small_run(dir.path(), 1) + " --backward-passes-per-step 3 --lr 0.05");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto m = last_metrics(dir.path());
+  ASSERT_EQ(m.size(), 15u) << r.output;
+  EXPECT_EQ(m[4], "1000");  // train_samples
+  EXPECT_EQ(r.output.find("not used"), std::string::npos) << r.output;
+  const app::Checkpoint c = final_checkpoint(dir.path());
+  EXPECT_EQ(c.meta.at("optimizer").at("steps").get<int64_t>(), 6);
+}
+
 // 2 epochs, then resume for 2 more, gives bit-identical weights and
 // optimizer state to 4 epochs in one go (dropout masks and shuffles included).
 TEST(TrainE2E, ResumeIsBitIdentical) {
