@@ -72,6 +72,27 @@ TEST(TrainMpi, TwoRanksAtBatchBEqualOneRankAtBatch2B) {
   EXPECT_LT(max_relative_difference(a, b, "momentum_buffer"), 1e-2);
 }
 
+// The same with backward_passes_per_step = 3 over 8 batches a rank (the last
+// one short): steps of 3, 3 and 2 passes, the short batch weighted per
+// sample on 2 ranks as on 1.
+TEST(TrainMpi, AccumulationWithAShortLastStepMatchesOneRank) {
+  TinyData data(500, 100);
+  ScratchDir one, two;
+  const std::string common = data.flags() +
+                             " --model mnist_net --epochs 2 --lr 0.05 --lr-scaling none"
+                             " --backward-passes-per-step 3 --test-subset 100 --run-dir ";
+  auto r = run_command(mpiexec(1, "train " + common + one.path() + " --batch-size 64"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_command(mpiexec(2, "train " + common + two.path() + " --batch-size 32"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto a = final_checkpoint(one.path());
+  const auto b = final_checkpoint(two.path());
+  EXPECT_EQ(a.meta["step"], 6);
+  EXPECT_EQ(b.meta["step"], 6);
+  EXPECT_LT(max_relative_difference(a, b, "weight"), 1e-3);
+  EXPECT_LT(max_relative_difference(a, b, "momentum_buffer"), 1e-2);
+}
+
 // The reference averaged per-rank means over padded shards; lockstep reduces
 // sums and counts, so 3 ranks give the single-process numbers exactly.
 TEST(TrainMpi, ThreeRanksEvaluateLikeOneProcess) {
