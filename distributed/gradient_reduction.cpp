@@ -133,7 +133,9 @@ void DistributedOptimizer::set_label(size_t b) {
     std::lock_guard<std::mutex> lock(mutex_);
     step = label_step_;
   }
-  grad_comm_.set_stall_label(detail::concat("step ", step, " bucket ", b));
+  // Every bucket of every step: no ostringstream here (~1 us against a 17 us
+  // allreduce of a small model).
+  grad_comm_.set_stall_label("step " + std::to_string(step) + " bucket " + std::to_string(b));
 }
 
 void DistributedOptimizer::count_allreduce(size_t b, double seconds) {
