@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 
 namespace lockstep::distributed {
@@ -65,6 +66,15 @@ SignalLine g_lines[] = {
 };
 int g_rank = -1;
 
+// 0.1 s for the launcher to forward the line before this process dies, as
+// before MPI_Abort (let_launcher_forward_output in mpi_check.h): under load
+// mpiexec ended the job before forwarding it. nanosleep is
+// async-signal-safe.
+void pause_for_launcher() noexcept {
+  struct timespec pause = {0, 100'000'000};
+  nanosleep(&pause, nullptr);
+}
+
 void on_signal(int signal) {
   const int saved = errno;
   for (const SignalLine& line : g_lines) {
@@ -73,6 +83,7 @@ void on_signal(int signal) {
       (void)ignored;
     }
   }
+  pause_for_launcher();
   errno = saved;
   // SA_RESETHAND restored the default action: die of the same signal.
   raise(signal);
@@ -91,6 +102,7 @@ void on_terminate() noexcept {
   }
   std::fprintf(stderr, "lockstep: rank %d: %s; ending the job\n", g_rank, message.c_str());
   std::fflush(stderr);
+  pause_for_launcher();
   std::signal(SIGABRT, SIG_DFL);  // one line, not a second one for SIGABRT
   std::abort();
 }
