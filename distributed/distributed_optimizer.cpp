@@ -92,7 +92,7 @@ DistributedOptimizer::DistributedOptimizer(Communicator& comm, nn::Backend& back
       const size_t i = buckets_[b].params[j];
       param_bucket_[i] = b;
       param_offset_[i] = buckets_[b].offsets[j];
-      if (views) {
+      if (views && params_[i]->grad.numel() > 0) {
         nn::Tensor& grad = params_[i]->grad;
         float* home = s.buffer.data() + buckets_[b].offsets[j];
         std::memcpy(home, grad.data(), static_cast<size_t>(grad.numel()) * sizeof(float));
