@@ -1,7 +1,8 @@
 // The packed GEMM of the CPU backend (nn/cpu/packed_gemm.h): C(m, n) =
 // op(A)(m, k) op(B)(k, n) (+ C) against a double-precision reference, over
 // shapes that cut every blocking dimension (register tile 6 x 64, blocks of
-// 96 rows, 1024 columns, depth 256) with a tail, each transpose, overwrite
+// 96 rows, 512 columns, depth 256) with a tail (last tiles of 1 to 5 rows
+// among them: m 1, 2, 3, 5, 100 = 54 + 46), each transpose, overwrite
 // (C full of NaN) and accumulate, and a leading dimension wider than n. Then
 // the backend's gemm on products large enough to take the packed path: the
 // same bits with 1, 2 and 3 threads, and close to the reference.
@@ -64,7 +65,7 @@ int check_product(int64_t m, int64_t n, int64_t k, StridedMatrix a, StridedMatri
 }
 
 TEST(CpuPackedGemm, MatchesDoubleReferenceOverBlockTails) {
-  const int64_t ms[] = {1, 6, 7, 97}, ns[] = {1, 64, 65, 1090}, ks[] = {1, 257, 513};
+  const int64_t ms[] = {1, 2, 3, 5, 6, 7, 97, 100}, ns[] = {1, 64, 65, 1090}, ks[] = {1, 257, 513};
   const float nan = std::numeric_limits<float>::quiet_NaN();
   for (int64_t m : ms) {
     for (int64_t n : ns) {
