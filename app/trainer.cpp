@@ -174,6 +174,11 @@ void Trainer::banner() {
   if (config_.warmup_epochs > 0) out << ", warmup " << config_.warmup_epochs << " epochs";
   out << ", batch " << config_.batch_size << " per rank (" << config_.batch_size * comm_.size()
       << " global)";
+  if (config_.backward_passes_per_step > 1) {
+    out << " x " << config_.backward_passes_per_step << " backward passes per step ("
+        << config_.batch_size * comm_.size() * config_.backward_passes_per_step
+        << " samples per step)";
+  }
   if (epochs_done_ > 0) out << "\nresumed after epoch " << epochs_done_;
   report_->line(out.str());
 }

@@ -81,6 +81,10 @@ TEST(TrainE2E, AccumulationUsesEverySampleWhenItDoesNotDivideTheBatches) {
   ASSERT_EQ(m.size(), 15u) << r.output;
   EXPECT_EQ(m[4], "1000");  // train_samples
   EXPECT_EQ(r.output.find("not used"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("batch 64 per rank (64 global) x 3 backward passes per step (192 "
+                          "samples per step)"),
+            std::string::npos)
+      << r.output;
   const app::Checkpoint c = final_checkpoint(dir.path());
   EXPECT_EQ(c.meta.at("optimizer").at("steps").get<int64_t>(), 6);
 }
