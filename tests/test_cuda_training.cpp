@@ -114,9 +114,10 @@ TEST_F(CudaBackendTest, LabelOutsideTheClassesIsAnInputError) {
 
 TEST_F(CudaBackendTest, SgdMatchesCpu) {
   const int64_t n = 10007;
-  std::vector<SgdParams> cases(6);
+  std::vector<SgdParams> cases(7);
   cases[1].momentum = 0.9f, cases[1].first_step = true;
   cases[2].momentum = 0.9f, cases[2].weight_decay = 5e-4f;
+  cases[6].momentum = 0.9f, cases[6].weight_decay = 5e-4f, cases[6].grad_scale = 1.0f / 3;
   cases[3].momentum = 0.9f, cases[3].nesterov = true;
   cases[4].momentum = 0.5f, cases[4].dampening = 0.1f, cases[4].lr = 0.3f;
   cases[5].weight_decay = 1e-2f;
@@ -144,6 +145,7 @@ TEST_F(CudaBackendTest, AdamMatchesCpu) {
     const Tensor gd = to_device(g);
     AdamParams p;
     p.weight_decay = weight_decay;
+    p.grad_scale = weight_decay == 0.0f ? 1.0f : 0.25f;  // the distributed optimizer's 1 / ranks
     for (p.step = 1; p.step <= 10; ++p.step) {
       cpu().adam_update(n, p, w.data(), g.data(), m.data(), v.data());
       gpu().adam_update(n, p, wd.data(), gd.data(), md.data(), vd.data());
