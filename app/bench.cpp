@@ -111,6 +111,7 @@ AllreduceBenchResult run_allreduce_bench(const AllreduceBenchCase& bench,
   distributed::DistributedOptimizerConfig config;
   config.first_bucket_mb = bench.first_bucket_mb;
   config.bucket_cap_mb = bench.bucket_cap_mb;
+  config.allreduce_chunk_mb = bench.allreduce_chunk_mb;
   config.overlap = bench.overlap;
   distributed::DistributedOptimizer dopt(comm, *backend, params, *optimizer, config);
 
@@ -172,16 +173,18 @@ AllreduceBenchResult run_allreduce_bench(const AllreduceBenchCase& bench,
 std::string format_allreduce_result(const AllreduceBenchResult& r, int ranks) {
   const AllreduceBenchCase& c = r.bench;
   char line[600];
-  std::snprintf(line, sizeof(line),
-                "allreduce %-14s %9.3f MB x %d ranks  %3zu bucket%s (first %g MiB, cap %g MiB%s)  "
-                "fused %9.3f ms %6.2f GB/s  plain %9.3f ms %6.2f GB/s  fused/plain %.2f\n"
-                "  fused on rank 0, ms per step: pack %.3f, allreduce %.3f, unpack %.3f, "
-                "synchronize %.3f\n",
-                c.model.c_str(), r.bytes / 1e6, ranks, r.buckets, r.buckets == 1 ? " " : "s",
-                c.first_bucket_mb, c.bucket_cap_mb, c.overlap ? ", overlap" : "",
-                1e3 * r.fused_median, r.fused_gbps(), 1e3 * r.plain_median, r.plain_gbps(),
-                r.fused_gbps() / r.plain_gbps(), 1e3 * r.pack, 1e3 * r.allreduce, 1e3 * r.unpack,
-                1e3 * r.exposed);
+  std::snprintf(
+      line, sizeof(line),
+      "allreduce %-14s %9.3f MB x %d ranks  %3zu bucket%s (first %g MiB, cap %g MiB, chunk %g "
+      "MiB%s)  "
+      "fused %9.3f ms %6.2f GB/s  plain %9.3f ms %6.2f GB/s  fused/plain %.2f\n"
+      "  fused on rank 0, ms per step: pack %.3f, allreduce %.3f, unpack %.3f, "
+      "synchronize %.3f\n",
+      c.model.c_str(), r.bytes / 1e6, ranks, r.buckets, r.buckets == 1 ? " " : "s",
+      c.first_bucket_mb, c.bucket_cap_mb, c.allreduce_chunk_mb, c.overlap ? ", overlap" : "",
+      1e3 * r.fused_median, r.fused_gbps(), 1e3 * r.plain_median, r.plain_gbps(),
+      r.fused_gbps() / r.plain_gbps(), 1e3 * r.pack, 1e3 * r.allreduce, 1e3 * r.unpack,
+      1e3 * r.exposed);
   auto ms = [](const std::vector<double>& v) {
     std::string s = "[";
     for (size_t i = 0; i < v.size(); ++i) {
@@ -195,9 +198,10 @@ std::string format_allreduce_result(const AllreduceBenchResult& r, int ranks) {
   std::snprintf(
       head, sizeof(head),
       "bench {\"mode\": \"allreduce\", \"model\": \"%s\", \"bytes\": %lld, \"ranks\": %d, "
-      "\"buckets\": %zu, \"first_bucket_mb\": %g, \"bucket_cap_mb\": %g, \"overlap\": %s, ",
+      "\"buckets\": %zu, \"first_bucket_mb\": %g, \"bucket_cap_mb\": %g, "
+      "\"allreduce_chunk_mb\": %g, \"overlap\": %s, ",
       c.model.c_str(), static_cast<long long>(r.bytes), ranks, r.buckets, c.first_bucket_mb,
-      c.bucket_cap_mb, c.overlap ? "true" : "false");
+      c.bucket_cap_mb, c.allreduce_chunk_mb, c.overlap ? "true" : "false");
   return std::string(line) + head + "\"fused_ms\": " + ms(r.fused) +
          ", \"plain_ms\": " + ms(r.plain) + "}\n";
 }

@@ -46,9 +46,10 @@ std::vector<BenchCase> default_bench_cases();
 struct AllreduceBenchCase {
   std::string model;  // its parameter list is what is reduced
   double first_bucket_mb = 1.0;
-  double bucket_cap_mb = 25.0;  // 0: one bucket per parameter
-  bool overlap = true;          // buckets reduced on the communication thread
-  int repeats = 10;             // timed repetitions of each variant
+  double bucket_cap_mb = 25.0;      // 0: one bucket per parameter
+  bool overlap = true;              // buckets reduced on the communication thread
+  int repeats = 10;                 // timed repetitions of each variant
+  double allreduce_chunk_mb = 1.0;  // pieces of each bucket's allreduce; 0: whole
 };
 
 struct AllreduceBenchResult {

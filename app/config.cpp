@@ -48,6 +48,7 @@
   X(gradient_predivide_factor)   \
   X(bucket_cap_mb)               \
   X(first_bucket_mb)             \
+  X(allreduce_chunk_mb)          \
   X(overlap)                     \
   X(compression)                 \
   X(gradient_engine)             \
@@ -180,6 +181,8 @@ void add_train_options(CLI::App& cmd, TrainConfig& c) {
   add(cmd, "bucket_cap_mb", c.bucket_cap_mb,
       "fusion bucket cap in MiB (0: one allreduce per tensor)");
   add(cmd, "first_bucket_mb", c.first_bucket_mb, "cap of the first (last-layer) bucket in MiB");
+  add(cmd, "allreduce_chunk_mb", c.allreduce_chunk_mb,
+      "each bucket's MPI allreduce is issued in pieces of this many MiB (0: whole buckets)");
   add_bool(cmd, "overlap", c.overlap, "reduce gradient buckets while backward runs");
   add(cmd, "compression", c.compression, "none | fp16 | bf16 gradients on the wire");
   add(cmd, "gradient_engine", c.gradient_engine,
@@ -274,6 +277,7 @@ void validate(const TrainConfig& c) {
                         {"warmup_epochs", c.warmup_epochs},
                         {"bucket_cap_mb", c.bucket_cap_mb},
                         {"first_bucket_mb", c.first_bucket_mb},
+                        {"allreduce_chunk_mb", c.allreduce_chunk_mb},
                         {"stall_warning_s", c.stall_warning_s},
                         {"stall_abort_s", c.stall_abort_s},
                         {"lr_min", c.lr_min}}) {

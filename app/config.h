@@ -65,6 +65,7 @@ struct TrainConfig {
   double gradient_predivide_factor = 1.0;  // divide by f before the sum, by size/f after
   double bucket_cap_mb = 25.0;             // fusion bucket size cap (MiB), 0: one per tensor
   double first_bucket_mb = 1.0;            // first (last-layer) bucket cap (MiB)
+  double allreduce_chunk_mb = 1.0;         // pieces of each bucket's MPI allreduce (MiB), 0: whole
   bool overlap = true;                     // reduce buckets while backward runs
   std::string compression = "none";        // none | fp16 | bf16 on the wire
   std::string gradient_engine = "auto";    // auto | nccl | mpi: what reduces gradient buckets

@@ -60,6 +60,7 @@ struct BenchArgs {
   std::string timeline;  // Chrome trace of the timed steps ("": none)
   bool allreduce = false;
   std::vector<double> bucket_caps{25.0};
+  std::vector<double> chunks{1.0};
   double first_bucket_mb = 1.0;
   int repeats = 10;
   bool no_overlap = false;
@@ -70,10 +71,12 @@ struct BenchArgs {
 int bench_allreduce(const BenchArgs& args, lockstep::distributed::Communicator& comm) {
   for (const std::string& model : args.models) {
     for (double cap : args.bucket_caps) {
-      const auto r = lockstep::app::run_allreduce_bench(
-          {model, args.first_bucket_mb, cap, !args.no_overlap, args.repeats}, comm);
-      if (comm.rank() == 0) std::cout << lockstep::app::format_allreduce_result(r, comm.size());
-      std::cout.flush();
+      for (double chunk : args.chunks) {
+        const auto r = lockstep::app::run_allreduce_bench(
+            {model, args.first_bucket_mb, cap, !args.no_overlap, args.repeats, chunk}, comm);
+        if (comm.rank() == 0) std::cout << lockstep::app::format_allreduce_result(r, comm.size());
+        std::cout.flush();
+      }
     }
   }
   return 0;
@@ -150,6 +153,10 @@ int main(int argc, char** argv) {
   bench_cmd
       ->add_option("--bucket-cap-mb,--bucket_cap_mb", bench_args.bucket_caps,
                    "--allreduce: bucket caps, MiB (0: one bucket per parameter)")
+      ->capture_default_str();
+  bench_cmd
+      ->add_option("--allreduce-chunk-mb,--allreduce_chunk_mb", bench_args.chunks,
+                   "--allreduce: pieces of each bucket's allreduce, MiB (0: whole buckets)")
       ->capture_default_str();
   bench_cmd
       ->add_option("--first-bucket-mb,--first_bucket_mb", bench_args.first_bucket_mb,

@@ -32,6 +32,7 @@ distributed::DistributedOptimizerConfig dopt_config(const TrainConfig& c) {
   d.gradient_predivide_factor = c.gradient_predivide_factor;
   d.first_bucket_mb = c.first_bucket_mb;
   d.bucket_cap_mb = c.bucket_cap_mb;
+  d.allreduce_chunk_mb = c.allreduce_chunk_mb;
   d.compression = distributed::parse_compression(c.compression);
   d.backward_passes_per_step = static_cast<int>(c.backward_passes_per_step);
   d.overlap = c.overlap;

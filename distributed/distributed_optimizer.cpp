@@ -28,6 +28,10 @@ void validate(const DistributedOptimizerConfig& c) {
   if (c.gradient_predivide_factor != 1.0 && c.op != ReduceOp::kAverage) {
     fail_input("distributed optimizer: gradient_predivide_factor needs op = average");
   }
+  if (!std::isfinite(c.allreduce_chunk_mb) || c.allreduce_chunk_mb < 0) {
+    fail_input("distributed optimizer: allreduce_chunk_mb = ", c.allreduce_chunk_mb,
+               " must be >= 0");
+  }
   if (c.backward_passes_per_step < 1) {
     fail_input("distributed optimizer: backward_passes_per_step = ", c.backward_passes_per_step,
                " must be >= 1");

@@ -1,9 +1,12 @@
 // The reduction side of the distributed optimizer: the communication
 // thread's loop, the allreduce of one bucket (with 16-bit compression and
 // its overflow check), and writing results back into Parameter::grad.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <limits>
+#include <span>
 #include <string>
 
 #include "distributed/device_reducer.h"
@@ -48,7 +51,25 @@ std::string overflow_message(size_t bucket, Compression compression, bool local_
                         "): the loss diverged on another rank; lower the learning rate");
 }
 
+// reduce(piece) over consecutive pieces of data of at most `chunk` values
+// (one call for an empty span).
+template <typename T, typename Reduce>
+void in_chunks(std::span<T> data, size_t chunk, const Reduce& reduce) {
+  size_t offset = 0;
+  do {
+    const size_t n = std::min(chunk, data.size() - offset);
+    reduce(data.subspan(offset, n));
+    offset += n;
+  } while (offset < data.size());
+}
+
 }  // namespace
+
+size_t DistributedOptimizer::chunk_values(size_t bytes_per_value) const {
+  const double bytes = config_.allreduce_chunk_mb * 1024.0 * 1024.0;
+  if (bytes <= 0.0) return std::numeric_limits<size_t>::max();
+  return std::max<size_t>(1, static_cast<size_t>(bytes / static_cast<double>(bytes_per_value)));
+}
 
 void DistributedOptimizer::comm_loop() {
   std::unique_lock<std::mutex> lock(mutex_);
@@ -94,9 +115,13 @@ void DistributedOptimizer::reduce_bucket(size_t b, int tid) {
   {
     TimelineSpan span(config_.timeline, s.allreduce_name, "allreduce", tid);
     if (compression == Compression::kNone) {
-      grad_comm_.allreduce(data, ReduceOp::kSum);
+      in_chunks(data, chunk_values(sizeof(float)),
+                [&](std::span<float> piece) { grad_comm_.allreduce(piece, ReduceOp::kSum); });
     } else {
-      grad_comm_.allreduce_16bit(s.wire, compression, ReduceOp::kSum);
+      in_chunks(std::span<uint16_t>(s.wire), chunk_values(sizeof(uint16_t)),
+                [&](std::span<uint16_t> piece) {
+                  grad_comm_.allreduce_16bit(piece, compression, ReduceOp::kSum);
+                });
     }
   }
   count_allreduce(b, seconds_since(start));

@@ -57,8 +57,7 @@ TEST(CpuOptimizer, GradScaleEqualsScalingTheGradientFirst) {
     scaled[i] = grad[i] * 0.25f;
   }
   for (bool adam : {false, true}) {
-    std::vector<float> w1(n, 0.5f), w2(n, 0.5f), a1(n, 0.1f), a2(n, 0.1f), b1(n, 0.2f),
-        b2(n, 0.2f);
+    std::vector<float> w1(n, 0.5f), w2(n, 0.5f), a1(n, 0.1f), a2(n, 0.1f), b1(n, 0.2f), b2(n, 0.2f);
     for (int t = 0; t < 2; ++t) {
       if (adam) {
         AdamParams p;

@@ -78,6 +78,8 @@ TEST(GradientBuckets, RefusesBadConfigs) {
       std::string::npos);
   EXPECT_NE(make({.backward_passes_per_step = 0}).find("backward_passes_per_step"),
             std::string::npos);
+  EXPECT_NE(make({.allreduce_chunk_mb = -1.0}).find("allreduce_chunk_mb = -1 must be >= 0"),
+            std::string::npos);
   EXPECT_THROW(parse_compression("fp8"), InputError);
   EXPECT_EQ(parse_compression("bf16"), Compression::kBf16);
 }

@@ -172,6 +172,38 @@ TEST(DistributedOptimizer, Fp16OverflowIsAnErrorNotNaNWeights) {
 }
 
 // The bucket goes to the communicator as 16-bit values: half the bytes.
+// A bucket of 1000 values with pieces of 1600 bytes: 400 floats per
+// allreduce (or 800 16-bit values), consecutive, every value reduced once;
+// 0: one allreduce. Counted as one bucket allreduce either way.
+TEST(DistributedOptimizer, BucketsAreReducedInPiecesOfAtMostTheChunk) {
+  auto backend = nn::make_cpu_backend(1);
+  const double chunk_mb = 1600.0 / (1024 * 1024);
+  struct Case {
+    Compression compression;
+    double chunk_mb;
+    std::vector<size_t> float_calls, calls_16bit;
+  };
+  for (const Case& c : {Case{Compression::kNone, chunk_mb, {400, 400, 200}, {}},
+                        Case{Compression::kNone, 0.0, {1000}, {}},
+                        Case{Compression::kFp16, chunk_mb, {}, {800, 200}}}) {
+    SCOPED_TRACE(::testing::Message() << to_string(c.compression) << " chunk " << c.chunk_mb);
+    FakeCommunicator comm(2);
+    HandParam w(1000, 0.75f);
+    DistributedOptimizer dopt(
+        comm, *backend, w.list, *w.sgd,
+        {.op = ReduceOp::kSum, .allreduce_chunk_mb = c.chunk_mb, .compression = c.compression});
+    dopt.on_grad_ready(0);
+    dopt.synchronize();
+    EXPECT_EQ(comm.calls, c.float_calls);
+    EXPECT_EQ(comm.calls_16bit, c.calls_16bit);
+    for (size_t k = 1; k < comm.addresses.size(); ++k) {
+      EXPECT_EQ(comm.addresses[k], comm.addresses[k - 1] + c.float_calls[k - 1]);
+    }
+    for (float v : w.p.grad.span()) ASSERT_EQ(v, 1.5f);
+    EXPECT_EQ(dopt.stats().allreduces, 1);
+  }
+}
+
 TEST(DistributedOptimizer, CompressionSendsTwoBytesPerValue) {
   auto backend = nn::make_cpu_backend(1);
   for (Compression c : {Compression::kNone, Compression::kFp16, Compression::kBf16}) {

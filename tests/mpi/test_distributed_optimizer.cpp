@@ -164,6 +164,7 @@ INSTANTIATE_TEST_SUITE_P(
         Setting{"DefaultFusion", {}, 1e-5}, Setting{"NoFusion", {.bucket_cap_mb = 0}, 1e-5},
         Setting{"TinyBuckets", {.first_bucket_mb = 0.0001, .bucket_cap_mb = 0.0005}, 1e-5},
         Setting{"OverlapOff", {.overlap = false}, 1e-5},
+        Setting{"SmallChunks", {.allreduce_chunk_mb = 0.0001}, 1e-5},
         Setting{"Accumulation2", {.bucket_cap_mb = 0.001, .backward_passes_per_step = 2}, 1e-5},
         Setting{"Predivide", {.gradient_predivide_factor = 2.0}, 1e-5},
         Setting{"Fp16", {.compression = Compression::kFp16}, 5e-3},
@@ -174,7 +175,10 @@ INSTANTIATE_TEST_SUITE_P(
                  .compression = Compression::kFp16},
                 5e-3},
         Setting{"Bf16", {.compression = Compression::kBf16}, 5e-2},
-        Setting{"Bf16NoOverlap", {.compression = Compression::kBf16, .overlap = false}, 5e-2}),
+        Setting{"Bf16NoOverlap", {.compression = Compression::kBf16, .overlap = false}, 5e-2},
+        Setting{"Bf16SmallChunks",
+                {.allreduce_chunk_mb = 0.0001, .compression = Compression::kBf16},
+                5e-2}),
     setting_name);
 
 // Rank 0's optimizer has taken a step (momentum, steps, last lr); the others
