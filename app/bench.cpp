@@ -44,7 +44,8 @@ BenchResult run_bench(const BenchCase& bench, distributed::Communicator& comm, d
   model->reset_parameters(42, nn::Device::kCpu);
   auto optimizer =
       nn::make_optimizer({.kind = "sgd", .momentum = 0.5f}, model->parameters(), nn::Device::kCpu);
-  distributed::DistributedOptimizer dopt(comm, *backend, model->parameters(), *optimizer);
+  distributed::DistributedOptimizer dopt(comm, *backend, model->parameters(), *optimizer,
+                                         {.allreduce_chunk_mb = bench.allreduce_chunk_mb});
   dopt.broadcast_parameters(0);
 
   // Synthetic, normalised-looking inputs and labels, different per rank.

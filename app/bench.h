@@ -21,9 +21,10 @@
 namespace lockstep::app {
 
 struct BenchCase {
-  std::string model;   // mnist_net | alexnet_cifar
-  int64_t batch = 64;  // per rank
-  int threads = 1;     // compute threads per rank
+  std::string model;                // mnist_net | alexnet_cifar
+  int64_t batch = 64;               // per rank
+  int threads = 1;                  // compute threads per rank
+  double allreduce_chunk_mb = 1.0;  // DistributedOptimizerConfig's
 };
 
 struct BenchResult {

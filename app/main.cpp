@@ -93,20 +93,26 @@ int bench(const BenchArgs& args, lockstep::distributed::Communicator& comm) {
   if (!args.timeline.empty()) timeline = lockstep::distributed::make_timeline(args.timeline, comm);
   for (const std::string& model : args.models) {
     for (int threads : args.threads) {
-      lockstep::app::BenchCase c{model, args.batch, threads};
-      if (c.batch == 0) c.batch = model == "mnist_net" ? 64 : 128;
-      const auto r = lockstep::app::run_bench(c, comm, args.seconds, timeline.get());
-      if (comm.rank() != 0) continue;
-      std::printf("%-14s batch %4lld x %d rank%s  %d thread%s  %10.1f img/s  %8.3f ms/step\n",
-                  model.c_str(), static_cast<long long>(c.batch), comm.size(),
-                  comm.size() == 1 ? " " : "s", threads, threads == 1 ? " " : "s",
-                  r.images_per_second, 1e3 * r.seconds_per_step);
-      std::printf(
-          "bench {\"model\": \"%s\", \"batch\": %lld, \"ranks\": %d, \"threads\": %d, "
-          "\"images_per_second\": %.1f}\n",
-          model.c_str(), static_cast<long long>(c.batch), comm.size(), threads,
-          r.images_per_second);
-      std::fflush(stdout);
+      for (double chunk : args.chunks) {
+        lockstep::app::BenchCase c{model, args.batch, threads, chunk};
+        if (c.batch == 0) c.batch = model == "mnist_net" ? 64 : 128;
+        const auto r = lockstep::app::run_bench(c, comm, args.seconds, timeline.get());
+        if (comm.rank() != 0) continue;
+        char chunk_note[48] = "";
+        if (args.chunks.size() > 1) {
+          std::snprintf(chunk_note, sizeof(chunk_note), "  chunk %g MiB", chunk);
+        }
+        std::printf("%-14s batch %4lld x %d rank%s  %d thread%s  %10.1f img/s  %8.3f ms/step%s\n",
+                    model.c_str(), static_cast<long long>(c.batch), comm.size(),
+                    comm.size() == 1 ? " " : "s", threads, threads == 1 ? " " : "s",
+                    r.images_per_second, 1e3 * r.seconds_per_step, chunk_note);
+        std::printf(
+            "bench {\"model\": \"%s\", \"batch\": %lld, \"ranks\": %d, \"threads\": %d, "
+            "\"allreduce_chunk_mb\": %g, \"images_per_second\": %.1f}\n",
+            model.c_str(), static_cast<long long>(c.batch), comm.size(), threads, chunk,
+            r.images_per_second);
+        std::fflush(stdout);
+      }
     }
   }
   if (timeline) {
@@ -156,7 +162,8 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bench_cmd
       ->add_option("--allreduce-chunk-mb,--allreduce_chunk_mb", bench_args.chunks,
-                   "--allreduce: pieces of each bucket's allreduce, MiB (0: whole buckets)")
+                   "pieces of each bucket's allreduce, MiB (0: whole buckets); several: one "
+                   "run each")
       ->capture_default_str();
   bench_cmd
       ->add_option("--first-bucket-mb,--first_bucket_mb", bench_args.first_bucket_mb,

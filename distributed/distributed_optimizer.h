@@ -90,8 +90,10 @@
 // fresh temporary buffer per call: on the 2-core machine (2 ranks,
 // alexnet_cifar's 93 MB, `lockstep bench --allreduce`, one run) the whole
 // reduction took 46.5 ms unchunked, 34.9 with 16 MiB pieces, 29.7 with 4,
-// 26.9 with 1 and 27.9 with 0.25; training ran 5-7% faster (543-548 against
-// 568-585 img/s). NCCL (the DeviceReducer) chunks by itself.
+// 26.9 with 1 and 27.9 with 0.25; 2-rank training (`lockstep bench
+// --allreduce-chunk-mb 0 1 0 1 0 1`) ran 2-4.5% faster in each of three
+// alternating pairs (medians 548.6 against 564.2 img/s). NCCL (the
+// DeviceReducer) chunks by itself.
 //
 // The average: the reduction leaves sums; the factor f / size (average) is
 // applied by step() inside the inner optimizer's update (nn::SgdParams::
