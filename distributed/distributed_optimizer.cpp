@@ -143,9 +143,9 @@ void DistributedOptimizer::reset_pass() {
 void DistributedOptimizer::accumulate(size_t i, bool first_pass) {
   const BucketState& s = state_[param_bucket_[i]];
   TimelineSpan span(config_.timeline, s.pack_name, "pack");
+  if (in_bucket(i)) return;  // backward wrote it there (the span marks it ready)
   const nn::Tensor& grad = params_[i]->grad;
   float* dst = bucket_slot(i);
-  if (grad.data() == dst) return;  // backward wrote it there (the span marks it ready)
   if (first_pass) {
     backend_.copy(grad.numel(), grad.data(), dst);
   } else {

@@ -181,10 +181,10 @@ void DistributedOptimizer::unpack_on_host(size_t b, int tid) {
   TimelineSpan span(config_.timeline, state_[b].unpack_name, "unpack", tid);
   const float* data = state_[b].host_data();
   for (size_t j = 0; j < bucket.params.size(); ++j) {
+    if (in_bucket(bucket.params[j])) continue;  // reduced where it is
     nn::Tensor& grad = params_[bucket.params[j]]->grad;
-    const float* src = data + bucket.offsets[j];
-    if (grad.data() == src) continue;  // kept in the bucket: reduced where it is
-    std::memcpy(grad.data(), src, static_cast<size_t>(grad.numel()) * sizeof(float));
+    std::memcpy(grad.data(), data + bucket.offsets[j],
+                static_cast<size_t>(grad.numel()) * sizeof(float));
   }
   const double elapsed = seconds_since(start);
   std::lock_guard<std::mutex> lock(mutex_);

@@ -57,6 +57,10 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
 #endif
 }
 
+void check_dimensions(const Shape& shape) {
+  for (int64_t d : shape) LOCKSTEP_CHECK(d >= 0, "negative dimension in ", shape_string(shape));
+}
+
 }  // namespace
 
 std::string to_string(Device device) {
@@ -92,15 +96,13 @@ Tensor::Tensor(Shape shape, Device device)
       capacity_(numel_),
       device_(device),
       data_(allocate(device, numel_), TensorDeleter{device, true}) {
-  for (int64_t d : shape_) LOCKSTEP_CHECK(d >= 0, "negative dimension in ", shape_string(shape_));
+  check_dimensions(shape_);
 }
 
 Tensor Tensor::view(float* data, Shape shape, Device device) {
   Tensor out;
   out.shape_ = std::move(shape);
-  for (int64_t d : out.shape_) {
-    LOCKSTEP_CHECK(d >= 0, "negative dimension in ", shape_string(out.shape_));
-  }
+  check_dimensions(out.shape_);
   out.numel_ = shape_numel(out.shape_);
   out.capacity_ = out.numel_;
   out.device_ = device;
