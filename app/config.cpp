@@ -63,7 +63,16 @@
   X(keep_checkpoints)            \
   X(resume)                      \
   X(timeline)                    \
-  X(progress)
+  X(progress)                    \
+  X(write_safetensors)           \
+  X(init_from)                   \
+  X(init_skip)                   \
+  X(tensorboard)                 \
+  X(log_every)                   \
+  X(top_k)                       \
+  X(val_fraction)                \
+  X(keep_best)                   \
+  X(patience)
 
 namespace lockstep::app {
 namespace {
@@ -207,6 +216,26 @@ void add_train_options(CLI::App& cmd, TrainConfig& c) {
   add(cmd, "resume", c.resume, "\"\" | auto (newest in run_dir) | checkpoint path");
   add(cmd, "timeline", c.timeline, "write a Chrome-trace JSON timeline to this file");
   add(cmd, "progress", c.progress, "auto (live line on a terminal) | plain | none");
+
+  // Results that leave lockstep: weights for PyTorch, initial weights.
+  add_bool(cmd, "write_safetensors", c.write_safetensors,
+           "write run_dir/model.safetensors (PyTorch state_dict names) at the end of training");
+  add(cmd, "init_from", c.init_from,
+      "start from the weights of this safetensors file (lockstep's or PyTorch's save_file)");
+  add(cmd, "init_skip", c.init_skip,
+      "init_from: leave out tensors matching these wildcards (e.g. \"fc2.*\" for a new head)");
+  add_bool(cmd, "tensorboard", c.tensorboard,
+           "rank 0 writes TensorBoard event files under run_dir/tensorboard");
+  add(cmd, "log_every", c.log_every,
+      "tensorboard: rank 0's train loss every N optimizer steps (0: per epoch only)");
+  add(cmd, "top_k", c.top_k,
+      "evaluation: also count a sample correct when its class is among the k largest outputs");
+  add(cmd, "val_fraction", c.val_fraction,
+      "hold out this fraction of each class of the training set for validation (0: none)");
+  add_bool(cmd, "keep_best", c.keep_best,
+           "keep the checkpoint of the best validation accuracy as run_dir/best.lsck");
+  add(cmd, "patience", c.patience,
+      "stop when validation accuracy has not improved for N epochs (0: never)");
 }
 
 void apply_config_file(CLI::App& cmd, const std::string& path) {
@@ -262,13 +291,16 @@ void validate(const TrainConfig& c) {
   positive("lr", c.lr);
   positive("backward_passes_per_step", static_cast<double>(c.backward_passes_per_step));
   positive("gradient_predivide_factor", c.gradient_predivide_factor);
+  positive("top_k", static_cast<double>(c.top_k));
   for (auto [key, v] : {std::pair{"train_subset", c.train_subset},
                         {"test_subset", c.test_subset},
                         {"image_size", c.image_size},
                         {"threads", c.threads},
                         {"eval_every", c.eval_every},
                         {"checkpoint_every", c.checkpoint_every},
-                        {"keep_checkpoints", c.keep_checkpoints}}) {
+                        {"keep_checkpoints", c.keep_checkpoints},
+                        {"log_every", c.log_every},
+                        {"patience", c.patience}}) {
     non_negative(key, static_cast<double>(v));
   }
   for (auto [key, v] : {std::pair{"momentum", c.momentum},
@@ -306,6 +338,12 @@ void validate(const TrainConfig& c) {
   if (c.gradient_predivide_factor != 1.0 && c.reduce_op != "average") {
     fail_input("config key gradient_predivide_factor needs reduce_op = \"average\"");
   }
+  if (!(c.val_fraction >= 0.0 && c.val_fraction < 1.0))
+    fail_input("config key val_fraction must be in [0, 1), got ", c.val_fraction);
+  if ((c.keep_best || c.patience > 0) && (c.val_fraction <= 0.0 || c.eval_every <= 0))
+    fail_input(
+        "config keys keep_best and patience need a validation split: set val_fraction > 0 "
+        "(and eval_every > 0)");
   if (c.normalize_mean.size() != c.normalize_std.size()) {
     fail_input("config keys normalize_mean and normalize_std need the same number of values (",
                c.normalize_mean.size(), " and ", c.normalize_std.size(), ")");

@@ -10,6 +10,8 @@
 #include "app/checkpoint.h"
 #include "app/config.h"
 #include "app/data_show.h"
+#include "app/export_command.h"
+#include "app/plot_command.h"
 #include "app/predict.h"
 #include "app/timeline_report.h"
 #include "app/trainer.h"
@@ -23,6 +25,8 @@ using lockstep::app::TrainConfig;
 struct EvaluateArgs {
   std::string checkpoint, data_dir;
   int64_t test_subset = -1, threads = 0;
+  int64_t top_k = 0;       // 0: the checkpoint's top_k
+  std::string report_dir;  // confusion matrix and per-class accuracy files ("": none)
 };
 
 int train(const TrainConfig& config, lockstep::distributed::Communicator& comm) {
@@ -42,12 +46,16 @@ int evaluate(const EvaluateArgs& args, lockstep::distributed::Communicator& comm
   if (!args.data_dir.empty()) config.data_dir = args.data_dir;
   if (args.test_subset >= 0) config.test_subset = args.test_subset;
   config.threads = args.threads;
+  if (args.top_k > 0) config.top_k = args.top_k;
   lockstep::app::Trainer trainer(config, comm);
   const auto r = trainer.evaluate();
   if (comm.rank() == 0) {
-    std::printf("%s: test loss %.4f acc %.2f%% (%lld samples of %s)\n", args.checkpoint.c_str(),
-                r.loss, 100.0 * r.accuracy, static_cast<long long>(r.samples),
-                config.dataset.c_str());
+    std::printf("%s: test loss %.4f acc %.2f%% (%lld samples of %s), top-%lld acc %.2f%%\n",
+                args.checkpoint.c_str(), r.loss, 100.0 * r.accuracy,
+                static_cast<long long>(r.samples), config.dataset.c_str(),
+                static_cast<long long>(r.classes->top_k()), 100.0 * r.top_k_accuracy);
+    if (!args.report_dir.empty())
+      lockstep::app::write_class_reports(args.report_dir, *r.classes, trainer.class_names());
   }
   return 0;
 }
@@ -143,6 +151,9 @@ int main(int argc, char** argv) {
   eval_cmd->add_option("--test-subset,--test_subset", eval_args.test_subset,
                        "first N test samples");
   eval_cmd->add_option("--threads", eval_args.threads, "compute threads per rank (0: auto)");
+  eval_cmd->add_option("--top-k,--top_k", eval_args.top_k, "top-k accuracy (0: as trained)");
+  eval_cmd->add_option("--report-dir,--report_dir", eval_args.report_dir,
+                       "write confusion_matrix.csv/.png and per_class_accuracy.csv here");
   auto* info_cmd = app.add_subcommand("info", "print how lockstep was built and what it sees");
   auto* options_cmd = app.add_subcommand("options", "print every train option as markdown");
   BenchArgs bench_args;
@@ -192,6 +203,14 @@ int main(int argc, char** argv) {
   auto* export_cmd =
       data_cmd->add_subcommand("export", "write a dataset as an image folder of PNGs");
   lockstep::app::add_export_options(*export_cmd, export_args);
+  lockstep::app::ModelExportArgs model_export_args;
+  auto* model_export_cmd = app.add_subcommand(
+      "export", "write a checkpoint's model as safetensors (for PyTorch) or ONNX");
+  lockstep::app::add_model_export_options(*model_export_cmd, model_export_args);
+  lockstep::app::PlotArgs plot_args;
+  auto* plot_cmd =
+      app.add_subcommand("plot", "loss and accuracy curves of runs as a PNG (gnuplot)");
+  lockstep::app::add_plot_options(*plot_cmd, plot_args);
   auto* timeline_cmd = app.add_subcommand("timeline", "read Chrome traces written by --timeline");
   timeline_cmd->require_subcommand(1);
   lockstep::app::TimelineSummaryArgs timeline_args;
@@ -221,6 +240,9 @@ int main(int argc, char** argv) {
     if (*predict_cmd) return comm->rank() == 0 ? lockstep::app::run_predict(predict_args) : 0;
     if (*summary_cmd)
       return comm->rank() == 0 ? lockstep::app::run_timeline_summary(timeline_args) : 0;
+    if (*plot_cmd) return comm->rank() == 0 ? lockstep::app::run_plot(plot_args) : 0;
+    if (*model_export_cmd)
+      return comm->rank() == 0 ? lockstep::app::run_model_export(model_export_args) : 0;
     if (*export_cmd) return comm->rank() == 0 ? lockstep::app::run_data_export(export_args) : 0;
     if (*show_cmd) {
       if (!show_args.config.config_file.empty())

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "app/best_model.h"
+#include "app/class_metrics.h"
 #include "app/config.h"
 #include "app/device.h"
 #include "app/report.h"
@@ -24,10 +26,14 @@
 
 namespace lockstep::app {
 
+class TensorBoardLog;
+
 struct EvalResult {
-  double loss = 0.0;      // mean per sample
-  double accuracy = 0.0;  // fraction correct
-  int64_t samples = 0;    // every test sample exactly once, over all ranks
+  double loss = 0.0;                            // mean per sample
+  double accuracy = 0.0;                        // fraction correct
+  int64_t samples = 0;                          // every test sample exactly once, over all ranks
+  double top_k_accuracy = 0.0;                  // true class among the top_k outputs
+  std::shared_ptr<const ClassMetrics> classes;  // confusion matrix, per-class accuracy
 };
 
 class Trainer {
@@ -41,25 +47,30 @@ class Trainer {
 
   // Trains from the current epoch to config.epochs.
   void run();
-  // Evaluates on this rank's shard of the test set, reduced over all ranks.
-  EvalResult evaluate();
+  // Evaluates on this rank's shard of the test set (or of the validation
+  // split), reduced over all ranks: every sample counts once.
+  EvalResult evaluate(bool validation = false);
 
   nn::Model& model() { return *model_; }
   int64_t epochs_done() const { return epochs_done_; }
   const std::vector<EpochResult>& history() const { return history_; }
   const TrainConfig& config() const { return config_; }
+  const std::vector<std::string>& class_names() const { return train_.class_names; }
 
  private:
   EpochResult train_epoch(int64_t epoch);
   void resume();
-  void save_checkpoint();
+  // best: also (or, when no numbered checkpoint is due, only) run_dir/best.lsck.
+  void save_checkpoint(bool numbered = true, bool best = false);
+  // Evaluates the validation split into r; true for a new best accuracy.
+  bool validate_epoch(EpochResult& r);
   std::vector<std::pair<std::string, nn::Tensor*>> state_tensors();
   void check_fingerprint();
   void banner();
 
   TrainConfig config_;
   distributed::Communicator& comm_;
-  data::Dataset train_, test_;
+  data::Dataset train_, test_, val_;  // val_: empty without val_fraction
   data::Normalization normalization_;
   data::Augmentation augmentation_;
   std::unique_ptr<nn::Backend> backend_;
@@ -72,6 +83,9 @@ class Trainer {
   std::unique_ptr<distributed::DistributedOptimizer> dopt_;
   std::unique_ptr<nn::LrSchedule> schedule_;
   std::unique_ptr<Report> report_;
+  std::unique_ptr<TensorBoardLog> tensorboard_;       // rank 0, when config.tensorboard
+  std::shared_ptr<const ClassMetrics> last_classes_;  // of the last test evaluation
+  BestModelTracker best_{0};
   int threads_ = 1;
   int64_t epochs_done_ = 0;
   int64_t global_step_ = 0;
