@@ -65,7 +65,8 @@ void integer(onnx::NodeProto* n, const char* name, int64_t value) {
   a->set_i(value);
 }
 
-// One conversion per layer type: true when it took the layer.
+// One conversion per layer type: true when it took the layer. A new layer
+// type adds one function here and one entry in conversions().
 using Conversion = std::function<bool(nn::Layer&, GraphBuilder&)>;
 
 bool conv2d(nn::Layer& layer, GraphBuilder& g) {
@@ -125,6 +126,15 @@ const std::vector<Conversion>& conversions() {
   return all;
 }
 
+// Appends layer's nodes (a composite's conversion calls this for each child).
+void convert(nn::Layer& layer, GraphBuilder& g) {
+  for (const Conversion& c : conversions()) {
+    if (c(layer, g)) return;
+  }
+  fail_input("ONNX export: layer ", layer.name(), " (", layer.describe(),
+             ") has no ONNX conversion yet");
+}
+
 void value_info(onnx::ValueInfoProto* v, const std::string& name, const nn::Shape& dims) {
   v->set_name(name);
   auto* type = v->mutable_type()->mutable_tensor_type();
@@ -169,15 +179,7 @@ void save_onnx(const std::string& path, nn::Model& model, const ModelCard& card)
   graph->set_name(card.model);
   value_info(graph->add_input(), "input", card.input_shape);
   GraphBuilder g{graph, "input"};
-  for (const auto& layer : model.layers()) {
-    bool done = false;
-    for (const Conversion& convert : conversions()) {
-      if ((done = convert(*layer, g))) break;
-    }
-    if (!done)
-      fail_input("ONNX export: layer ", layer->name(), " (", layer->describe(),
-                 ") has no ONNX conversion yet");
-  }
+  for (const auto& layer : model.layers()) convert(*layer, g);
   // The last node's output is renamed "output".
   if (graph->node_size() == 0) fail_input("ONNX export: model ", card.model, " has no layers");
   graph->mutable_node(graph->node_size() - 1)->set_output(0, "output");
