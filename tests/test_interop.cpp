@@ -99,6 +99,7 @@ void lockstep_to_pytorch(const Case& c) {
                   dir.file("model.safetensors") + " --onnx " + dir.file("model.onnx") +
                   " --pixels " + dir.file("pixels.u8") + " --count " + std::to_string(kImages) +
                   " --outputs " + dir.file("outputs.csv"));
+  std::printf("%s", r.output.c_str());  // the differences found, for the log
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("PASS"), std::string::npos) << r.output;
 }

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 class MnistNet(nn.Module):
     """The reference workshop network (pytorch_mnist.py)."""
 
-    def __init__(self):
+    def __init__(self, classes=10):
         super().__init__()
         self.conv1 = nn.Conv2d(1, 10, kernel_size=5)
         self.conv2 = nn.Conv2d(10, 20, kernel_size=5)
@@ -65,7 +65,62 @@ class AlexnetCifar(nn.Module):
         return self.classifier(torch.flatten(self.features(x), 1))
 
 
-MODELS = {"mnist_net": (MnistNet, (1, 28, 28)), "alexnet_cifar": (AlexnetCifar, (3, 32, 32))}
+class BasicBlock(nn.Module):
+    """He et al.'s CIFAR block; option A (strided, zero-padded) shortcut."""
+
+    def __init__(self, in_planes, planes, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_planes, planes, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.stride, self.extra = stride, planes - in_planes
+
+    def forward(self, x):
+        out = self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x)))))
+        shortcut = x
+        if self.stride != 1 or self.extra:
+            before = self.extra // 2
+            shortcut = F.pad(x[:, :, ::self.stride, ::self.stride],
+                             (0, 0, 0, 0, before, self.extra - before))
+        return F.relu(out + shortcut)
+
+
+class ResNet20(nn.Module):
+    def __init__(self, classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 16, 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(16)
+        stages, planes = [], 16
+        for width, stride in ((16, 1), (32, 2), (64, 2)):
+            blocks = [BasicBlock(planes, width, stride)]
+            blocks += [BasicBlock(width, width, 1) for _ in range(2)]
+            stages.append(nn.Sequential(*blocks))
+            planes = width
+        self.layer1, self.layer2, self.layer3 = stages
+        self.linear = nn.Linear(64, classes)
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.layer3(self.layer2(self.layer1(out)))
+        return self.linear(F.adaptive_avg_pool2d(out, 1).flatten(1))
+
+
+MODELS = {"mnist_net": (MnistNet, (1, 28, 28)), "alexnet_cifar": (AlexnetCifar, (3, 32, 32)),
+          "resnet20": (ResNet20, (3, 32, 32))}
+
+
+def randomize_batchnorm(model):
+    """Fresh BatchNorm layers are the identity in eval mode: give them
+    statistics and affine parameters worth testing."""
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.2, 0.2)
+                m.num_batches_tracked.fill_(7)
 
 
 def fail(message):
@@ -101,12 +156,14 @@ def make_weights(a):
     from safetensors.torch import save_file
     torch.manual_seed(a.seed)
     model = MODELS[a.model][0]()
+    randomize_batchnorm(model)
     model.eval()
     state = {k: v.contiguous() for k, v in model.state_dict().items()}
     save_file(state, f"{a.out_dir}/pt.safetensors")
     for dtype, tag in ((torch.float16, "f16"), (torch.bfloat16, "bf16")):
-        save_file({k: v.to(dtype) for k, v in state.items()}, f"{a.out_dir}/pt_{tag}.safetensors")
-        save_file({k: v.to(dtype).float() for k, v in state.items()},
+        floats = {k: v for k, v in state.items() if v.is_floating_point()}
+        save_file({k: v.to(dtype) for k, v in floats.items()}, f"{a.out_dir}/pt_{tag}.safetensors")
+        save_file({k: v.to(dtype).float() for k, v in floats.items()},
                   f"{a.out_dir}/pt_{tag}_as_f32.safetensors")
     x = inputs(a.model, a.pixels, a.count, json.loads(a.mean), json.loads(a.std))
     with torch.no_grad():
@@ -125,8 +182,7 @@ def check_export(a):
             fail(f"{a.weights}: __metadata__ lacks {key}: {meta}")
     if meta["model"] != a.model:
         fail(f"{a.weights}: metadata model {meta['model']}, expected {a.model}")
-    model = MODELS[a.model][0](len(json.loads(meta["class_names"]))) \
-        if a.model == "alexnet_cifar" else MODELS[a.model][0]()
+    model = MODELS[a.model][0](len(json.loads(meta["class_names"])))
     model.load_state_dict(load_file(a.weights), strict=True)
     model.eval()
     x = inputs(a.model, a.pixels, a.count, json.loads(meta["normalize_mean"]),
