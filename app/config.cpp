@@ -69,6 +69,7 @@
   X(init_skip)                   \
   X(tensorboard)                 \
   X(log_every)                   \
+  X(tensorboard_histograms)      \
   X(top_k)                       \
   X(val_fraction)                \
   X(keep_best)                   \
@@ -228,6 +229,8 @@ void add_train_options(CLI::App& cmd, TrainConfig& c) {
            "rank 0 writes TensorBoard event files under run_dir/tensorboard");
   add(cmd, "log_every", c.log_every,
       "tensorboard: rank 0's train loss every N optimizer steps (0: per epoch only)");
+  add_bool(cmd, "tensorboard_histograms", c.tensorboard_histograms,
+           "tensorboard: a histogram of every parameter at the end of each epoch");
   add(cmd, "top_k", c.top_k,
       "evaluation: also count a sample correct when its class is among the k largest outputs");
   add(cmd, "val_fraction", c.val_fraction,

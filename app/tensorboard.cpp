@@ -1,5 +1,6 @@
 #include "app/tensorboard.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -102,6 +103,7 @@ void event_scalars(std::string_view event, std::vector<ScalarEvent>& out) {
       while (next_field(value, g)) {
         if (g.number == 1 && g.wire == 2) s.tag = std::string(g.data);
         if (g.number == 2 && g.wire == 5) std::memcpy(&s.value, &g.value, 4);
+        if (g.number == 5) s.is_scalar = false;
       }
       found.push_back(s);
     }
@@ -128,9 +130,52 @@ std::string scalar_event(const std::string& tag, int64_t step, float value, doub
   return e;
 }
 
+std::string histogram_event(const std::string& tag, int64_t step, const std::vector<float>& values,
+                            int buckets, double wall_time) {
+  double lo = values.empty() ? 0.0 : values[0], hi = lo, sum = 0.0, squares = 0.0;
+  for (float v : values) {
+    lo = std::min<double>(lo, v);
+    hi = std::max<double>(hi, v);
+    sum += v;
+    squares += double(v) * v;
+  }
+  const double width = hi > lo ? (hi - lo) / buckets : 1.0;
+  std::vector<double> counts(static_cast<size_t>(buckets), 0.0);
+  for (float v : values) {
+    const auto b = static_cast<size_t>(std::min<double>(buckets - 1, (v - lo) / width));
+    counts[b] += 1.0;
+  }
+  std::string limits, bucket_counts;
+  for (int b = 0; b < buckets; ++b) {
+    const double limit = b + 1 == buckets ? hi : lo + width * (b + 1);
+    limits.append(reinterpret_cast<const char*>(&limit), 8);
+    bucket_counts.append(reinterpret_cast<const char*>(&counts[static_cast<size_t>(b)]), 8);
+  }
+  std::string h;
+  fixed_field(h, 1, lo);
+  fixed_field(h, 2, hi);
+  fixed_field(h, 3, static_cast<double>(values.size()));
+  fixed_field(h, 4, sum);
+  fixed_field(h, 5, squares);
+  bytes_field(h, 6, limits);  // packed doubles
+  bytes_field(h, 7, bucket_counts);
+  std::string v;
+  bytes_field(v, 1, tag);
+  bytes_field(v, 5, h);
+  std::string summary;
+  bytes_field(summary, 1, v);
+  std::string e;
+  fixed_field(e, 1, wall_time);
+  varint(e, 2 << 3);
+  varint(e, static_cast<uint64_t>(step));
+  bytes_field(e, 5, summary);
+  return e;
+}
+
 std::vector<ScalarEvent> read_scalar_events(const std::string& bytes) {
   std::vector<ScalarEvent> out;
   for (const std::string& record : read_tfrecords(bytes)) event_scalars(record, out);
+  std::erase_if(out, [](const ScalarEvent& s) { return !s.is_scalar; });
   return out;
 }
 
@@ -175,6 +220,19 @@ void TensorBoardLog::write(const std::string& record) {
 
 void TensorBoardLog::scalar(const std::string& tag, int64_t step, double value) {
   write(scalar_event(tag, step, static_cast<float>(value), now()));
+}
+
+void TensorBoardLog::histogram(const std::string& tag, int64_t step,
+                               const std::vector<float>& values) {
+  write(histogram_event(tag, step, values, 30, now()));
+}
+
+void TensorBoardLog::weight_histograms(const nn::Model& model, int64_t epoch) {
+  for (const nn::Parameter* p : model.parameters()) {
+    nn::Tensor host(p->value.shape(), nn::Device::kCpu);
+    host.copy_from(p->value);
+    histogram("epoch/weights/" + p->name, epoch, {host.data(), host.data() + host.numel()});
+  }
 }
 
 void TensorBoardLog::step_loss(int64_t global_step, double loss_sum, double count) {

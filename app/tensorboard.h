@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "nn/model.h"
+
 namespace lockstep::app {
 
 struct EpochResult;
@@ -26,12 +28,18 @@ struct ScalarEvent {
   std::string tag;
   int64_t step = 0;
   float value = 0.0f;
+  bool is_scalar = true;  // false: a histogram (value unused)
 };
 
 // The Event proto bytes of one scalar (wall_time in seconds since 1970).
 std::string scalar_event(const std::string& tag, int64_t step, float value, double wall_time);
-// The scalars of an event file's bytes (other events and a damaged tail are
-// skipped).
+// The Event proto bytes of a histogram of values (Summary.Value.histo = 5:
+// HistogramProto min = 1, max = 2, num = 3, sum = 4, sum_squares = 5,
+// bucket_limit = 6, bucket = 7) in `buckets` equal-width buckets.
+std::string histogram_event(const std::string& tag, int64_t step, const std::vector<float>& values,
+                            int buckets, double wall_time);
+// The scalars of an event file's bytes (histograms, other events and a
+// damaged tail are skipped).
 std::vector<ScalarEvent> read_scalar_events(const std::string& bytes);
 
 class TensorBoardLog {
@@ -47,6 +55,11 @@ class TensorBoardLog {
   TensorBoardLog& operator=(const TensorBoardLog&) = delete;
 
   void scalar(const std::string& tag, int64_t step, double value);
+  // A histogram of values under tag (indexed by epoch when the tag starts
+  // with "epoch/").
+  void histogram(const std::string& tag, int64_t step, const std::vector<float>& values);
+  // epoch/weights/<parameter name>: a histogram of every parameter.
+  void weight_histograms(const nn::Model& model, int64_t epoch);
   // epoch/train_loss, train_accuracy, test_loss, test_accuracy and
   // test_top_k_accuracy (when evaluated), val_loss and val_accuracy (with
   // a validation split), lr, images_per_second,

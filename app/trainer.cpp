@@ -222,6 +222,8 @@ void Trainer::run() {
     history_.push_back(train_epoch(epoch));
     report_->epoch(history_.back(), config_.epochs);
     if (tensorboard_) tensorboard_->epoch(history_.back());
+    if (tensorboard_ && config_.tensorboard_histograms)
+      tensorboard_->weight_histograms(*model_, epochs_done_);
   }
   if (last_classes_ && comm_.rank() == 0 && !config_.run_dir.empty())
     write_class_reports(config_.run_dir, *last_classes_, train_.class_names);

@@ -50,6 +50,15 @@ TEST(TfRecord, Crc32cAndFramingMatchTheReferenceValues) {
   EXPECT_EQ(app::read_tfrecords(damaged).size(), 1u);
 }
 
+TEST(TensorBoardEvents, HistogramsAreNotReadAsScalars) {
+  const std::string e = app::histogram_event("epoch/weights/w", 2, {1.0f, 2.0f, 2.0f, 5.0f}, 4, 0);
+  EXPECT_TRUE(app::read_scalar_events(app::tfrecord(e)).empty());
+  // The counts (field 7, packed doubles) sum to the values: 1 | 2 2 | - | 5.
+  const std::string counts(reinterpret_cast<const char*>(std::vector<double>{1, 2, 0, 1}.data()),
+                           32);
+  EXPECT_NE(e.find(counts), std::string::npos);
+}
+
 TEST(TensorBoardEvents, ScalarEventsDecodeBack) {
   const std::string e = app::scalar_event("epoch/train_loss", 300, 0.25f, 1.7e9);
   const auto s = app::read_scalar_events(app::tfrecord(e));
@@ -128,14 +137,14 @@ struct TrainedRun {
 
 TEST(TensorBoardRun, HoldsMetricsCsvValuesAndResumeAppendsWithoutRepeats) {
   TrainedRun run;
-  run.train(2);
+  run.train(2, "--tensorboard-histograms");
   expect_log_matches_metrics(run.dir.file("run"), 2, 4);  // 4 steps per epoch, every 2
-  run.train(3, "--resume auto");
+  run.train(3, "--resume auto --tensorboard-histograms");
   expect_log_matches_metrics(run.dir.file("run"), 3, 6);
   // A run that went on past its last checkpoint: epoch 3 is trained again
   // from epoch 2's checkpoint, and its records replace the first ones.
   std::filesystem::remove(run.dir.file("run/checkpoints/checkpoint-epoch0003-step00000012.lsck"));
-  run.train(3, "--resume auto");
+  run.train(3, "--resume auto --tensorboard-histograms");
   expect_log_matches_metrics(run.dir.file("run"), 3, 6);
 
   LOCKSTEP_REQUIRE_INTEROP_PYTHON();
@@ -143,7 +152,9 @@ TEST(TensorBoardRun, HoldsMetricsCsvValuesAndResumeAppendsWithoutRepeats) {
   const auto r =
       testing::run_interop("check-tensorboard --logdir " + run.dir.file("run/tensorboard") +
                            " --metrics " + run.dir.file("run/metrics.csv") + " --pairs '" +
-                           pairs.dump() + "' --step-tag step/train_loss --step-count 6");
+                           pairs.dump() + "' --step-tag step/train_loss --step-count 6" +
+                           " --histogram-tag epoch/weights/conv1.weight" +
+                           " --histogram-epochs 3 --histogram-values 250");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("PASS"), std::string::npos) << r.output;
 }

@@ -209,7 +209,7 @@ def check_export(a):
 
 def check_tensorboard(a):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-    acc = EventAccumulator(a.logdir, size_guidance={"scalars": 0})
+    acc = EventAccumulator(a.logdir, size_guidance={"scalars": 0, "histograms": 0})
     acc.Reload()
     tags = acc.Tags()["scalars"]
     with open(a.metrics) as f:
@@ -236,6 +236,15 @@ def check_tensorboard(a):
         if steps != sorted(set(steps)) or len(steps) != a.step_count:
             fail(f"{a.step_tag}: steps {steps}, expected {a.step_count} increasing, no repeats")
         print(f"ok {a.step_tag}: {len(steps)} increasing steps")
+    if a.histogram_tag:
+        events = acc.Histograms(a.histogram_tag)
+        steps = [e.step for e in events]
+        nums = {e.histogram_value.num for e in events}
+        if steps != sorted(set(steps)) or len(steps) != a.histogram_epochs:
+            fail(f"{a.histogram_tag}: steps {steps}, expected {a.histogram_epochs} epochs")
+        if nums != {a.histogram_values}:
+            fail(f"{a.histogram_tag}: counts {nums}, expected {a.histogram_values}")
+        print(f"ok {a.histogram_tag}: {len(steps)} histograms of {a.histogram_values} values")
 
 
 def main():
@@ -262,6 +271,9 @@ def main():
     t.add_argument("--pairs", required=True)
     t.add_argument("--step-tag", default="")
     t.add_argument("--step-count", type=int, default=0)
+    t.add_argument("--histogram-tag", default="")
+    t.add_argument("--histogram-epochs", type=int, default=0)
+    t.add_argument("--histogram-values", type=int, default=0)
     a = p.parse_args()
     {"make-weights": make_weights, "check-export": check_export,
      "check-tensorboard": check_tensorboard}[a.command](a)
