@@ -33,7 +33,6 @@ std::string help_of(const Key& key) {
 // CLI11's placeholder after a flag: BOOL, INT, FLOAT, TEXT, ... (lists: one or more).
 std::string placeholder(const Key& key) {
   const std::string t = type_name(key);
-  if (t == "true/false") return "BOOL";
   if (t == "integer") return "INT";
   if (t == "number") return "FLOAT";
   if (t == "string") return "TEXT";
@@ -65,12 +64,17 @@ void add_config_options(CLI::App& cmd, Command command) {
   for (const Key& key : config_schema()) {
     if ((key.commands & command) == 0) continue;
     CLI::Option* opt = cmd.add_option(option_names(key.name), keep, help_of(key));
+    if (std::holds_alternative<bool C::*>(key.field)) {
+      // --overlap, --overlap false, --overlap=false. The default goes into
+      // the placeholder: CLI11 would give default_str to a bare --overlap.
+      opt->type_name("BOOL=" + display_value(key, defaults));
+      opt->expected(0, 1);
+      continue;
+    }
     opt->type_name(placeholder(key));
     opt->default_str(display_value(key, defaults));
-    if (std::holds_alternative<bool C::*>(key.field)) {
-      opt->expected(0, 1);  // --overlap, --overlap false, --overlap=false
-    } else if (is_list(key)) {
-      opt->expected(0, CLI::detail::expected_max_vector_size)->allow_extra_args(true);
+    if (is_list(key)) {
+      opt->expected(1, CLI::detail::expected_max_vector_size)->allow_extra_args(true);
       opt->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
     }
   }
