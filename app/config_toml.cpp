@@ -164,6 +164,11 @@ void apply_config_file(const std::string& path, Command command, TrainConfig& co
       fail_input(where, "key ", key->name, " has value ", one_line(format_node(node)),
                  " of the wrong type (", type_name(*key), " expected)");
     }
+    try {
+      check_value(*key, config);
+    } catch (const InputError& e) {
+      fail_input(where, e.what());  // the range error, with the file and line
+    }
   }
 }
 

@@ -6,7 +6,7 @@
 #include "app/config.h"
 #include "app/data_setup.h"
 #include "app/evaluation.h"
-#include "app/trainer.h"
+#include "app/train_settings.h"
 #include "data/catalog.h"
 #include "distributed/fingerprint.h"
 #include "nn/model_zoo.h"

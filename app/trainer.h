@@ -13,6 +13,7 @@
 #include "app/device.h"
 #include "app/evaluation.h"
 #include "app/report.h"
+#include "app/train_settings.h"
 #include "data/dataset.h"
 #include "data/transform.h"
 #include "distributed/communicator.h"
@@ -80,8 +81,5 @@ class Trainer {
   int64_t global_step_ = 0;
   std::vector<EpochResult> history_;
 };
-
-// Resolves config.threads = 0: the cores of this node shared by its ranks.
-int compute_threads(const TrainConfig& config, const distributed::Communicator& comm);
 
 }  // namespace lockstep::app

@@ -89,6 +89,14 @@ TEST(ConfigFile, WrongTypesNameTheKeyAndTheExpectedType) {
             ":1: key lr has value \"0.1\" of the wrong type (number expected)");
 }
 
+TEST(ConfigFile, RangeErrorsNameTheLine) {
+  EXPECT_EQ(file_error("epochs = 1\nthreads = 100000\n"),
+            ":2: config key threads must be from 0 to 1024, got 100000");
+  EXPECT_EQ(file_error("lr = inf\n"), ":1: config key lr must be a finite number, got inf");
+  EXPECT_EQ(file_error("batch_size = 0\n"),
+            ":1: config key batch_size must be > 0 and <= 16777216, got 0");
+}
+
 TEST(ConfigFile, SyntaxErrorsNameTheLine) {
   EXPECT_EQ(file_error("epochs = 2\nlr_milestones = [1, 2\n"),
             ":2: Error while parsing array: encountered end-of-file");
