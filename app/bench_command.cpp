@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "app/bench.h"
+#include "app/config.h"
 #include "distributed/stall.h"
 
 namespace lockstep::app {
@@ -46,7 +47,7 @@ void print_case(const BenchCase& c, const BenchResult& r, int ranks, bool note_c
 void add_bench_options(CLI::App& cmd, BenchArgs& args) {
   cmd.add_option("--model", args.models, "models (default: mnist_net alexnet_cifar)");
   cmd.add_option("--threads", args.threads, "thread counts per rank (default: 1 2)")
-      ->check(CLI::Range(0, 1024));
+      ->check(CLI::Range(0, kMaxThreads));
   cmd.add_option("--batch", args.batch,
                  "batch per rank (0: 64 for mnist_net, 128 for alexnet_cifar)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 24));

@@ -90,6 +90,10 @@ struct TrainConfig {
   std::string progress = "auto";  // auto (live line on a terminal) | plain | none
 };
 
+// Most compute or decoding threads a rank may ask for (`threads` and the
+// --threads of other subcommands); 0 always means "as many as cores".
+inline constexpr int kMaxThreads = 1024;
+
 // The subcommands that read config keys (a key lists those that use it).
 enum Command : unsigned { kTrain = 1u, kDataShow = 2u, kEvaluate = 4u };
 

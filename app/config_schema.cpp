@@ -218,7 +218,7 @@ std::vector<Key> make_schema() {
        .field = &C::threads,
        .help = "compute threads per rank (0: cores / ranks on the node)",
        .unit = "threads",
-       .range = between(0, 1024),
+       .range = between(0, kMaxThreads),
        .commands = kAll,
        .fingerprint = false},
       {.name = "eval_every",

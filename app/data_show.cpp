@@ -147,7 +147,8 @@ void add_export_options(CLI::App& cmd, ExportArgs& args) {
       ->required();
   cmd.add_option("--limit", args.limit, "at most N images per class and split (0: all)")
       ->capture_default_str();
-  cmd.add_option("--threads", args.threads, "encoding threads (0: every core)");
+  cmd.add_option("--threads", args.threads, "encoding threads (0: every core)")
+      ->check(CLI::Range(0, kMaxThreads));
 }
 
 int run_data_show(const ShowArgs& args) {

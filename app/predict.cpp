@@ -150,7 +150,8 @@ void add_predict_options(CLI::App& cmd, PredictArgs& args) {
       ->required();
   cmd.add_option("--top-k,--top_k", args.top_k, "classes shown per image")->capture_default_str();
   cmd.add_option("--csv", args.csv, "also write path,top1,prob1,... to this CSV file");
-  cmd.add_option("--threads", args.threads, "compute and decoding threads (0: every core)");
+  cmd.add_option("--threads", args.threads, "compute and decoding threads (0: every core)")
+      ->check(CLI::Range(0, kMaxThreads));
 }
 
 int run_predict(const PredictArgs& args) {
