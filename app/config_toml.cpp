@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <sstream>
 
 #include "app/config_schema.h"
@@ -14,11 +15,6 @@ namespace lockstep::app {
 namespace {
 
 using C = TrainConfig;
-
-template <typename... F>
-struct Overloaded : F... {
-  using F::operator()...;
-};
 
 // text on one line: control characters as \xNN.
 std::string printable(std::string_view text) {
@@ -70,51 +66,51 @@ std::string suggestion(const std::string& name) {
   return best.empty() ? "" : " (did you mean " + best + "?)";
 }
 
-bool all_of(const toml::node& node, bool (toml::node::*is)() const noexcept) {
-  const toml::array* a = node.as_array();
-  return a != nullptr &&
-         std::all_of(a->begin(), a->end(), [&](const toml::node& e) { return (e.*is)(); });
+// node as a T, or nothing when it holds another type (an integer is also a
+// number; a list must hold only Ts).
+std::optional<bool> read(const toml::node& n, bool*) {
+  return n.is_boolean() ? n.value<bool>() : std::nullopt;
+}
+std::optional<int64_t> read(const toml::node& n, int64_t*) {
+  return n.is_integer() ? n.value<int64_t>() : std::nullopt;
+}
+std::optional<uint64_t> read(const toml::node& n, uint64_t*) {
+  const auto v = read(n, static_cast<int64_t*>(nullptr));
+  if (!v || *v < 0) return std::nullopt;
+  return static_cast<uint64_t>(*v);
+}
+std::optional<double> read(const toml::node& n, double*) {
+  return n.is_number() ? n.value<double>() : std::nullopt;
+}
+std::optional<float> read(const toml::node& n, float*) {
+  const auto v = read(n, static_cast<double*>(nullptr));
+  if (!v) return std::nullopt;
+  return static_cast<float>(*v);
+}
+std::optional<std::string> read(const toml::node& n, std::string*) {
+  return n.is_string() ? n.value<std::string>() : std::nullopt;
+}
+template <typename T>
+std::optional<std::vector<T>> read(const toml::node& n, std::vector<T>*) {
+  const toml::array* array = n.as_array();
+  if (array == nullptr) return std::nullopt;
+  std::vector<T> out;
+  for (const toml::node& e : *array) {
+    const auto v = read(e, static_cast<T*>(nullptr));
+    if (!v) return std::nullopt;
+    out.push_back(*v);
+  }
+  return out;
 }
 
 // Sets the field of key from node; false when node has the wrong type.
 bool set_from_node(const Key& key, const toml::node& node, TrainConfig& c) {
   return std::visit(
-      Overloaded{
-          [&](bool C::*f) {
-            return node.is_boolean() && ((c.*f = node.value<bool>().value()), true);
-          },
-          [&](int64_t C::*f) {
-            return node.is_integer() && ((c.*f = node.value<int64_t>().value()), true);
-          },
-          [&](uint64_t C::*f) {
-            if (!node.is_integer() || node.value<int64_t>().value() < 0) return false;
-            c.*f = static_cast<uint64_t>(node.value<int64_t>().value());
-            return true;
-          },
-          [&](double C::*f) { return node.is_number() && ((c.*f = *node.value<double>()), true); },
-          [&](std::string C::*f) {
-            return node.is_string() && ((c.*f = *node.value<std::string>()), true);
-          },
-          [&](std::vector<float> C::*f) {
-            if (!all_of(node, &toml::node::is_number)) return false;
-            (c.*f).clear();
-            for (const auto& e : *node.as_array()) {
-              (c.*f).push_back(static_cast<float>(*e.value<double>()));
-            }
-            return true;
-          },
-          [&](std::vector<int64_t> C::*f) {
-            if (!all_of(node, &toml::node::is_integer)) return false;
-            (c.*f).clear();
-            for (const auto& e : *node.as_array()) (c.*f).push_back(*e.value<int64_t>());
-            return true;
-          },
-          [&](std::vector<std::string> C::*f) {
-            if (!all_of(node, &toml::node::is_string)) return false;
-            (c.*f).clear();
-            for (const auto& e : *node.as_array()) (c.*f).push_back(*e.value<std::string>());
-            return true;
-          }},
+      [&](auto C::*field) {
+        auto value = read(node, &(c.*field));
+        if (value) c.*field = std::move(*value);
+        return value.has_value();
+      },
       key.field);
 }
 
