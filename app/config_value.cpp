@@ -79,6 +79,38 @@ bool parse_bool(const Key& key, const std::string& text) {
   bad_text(key, text, "true or false");
 }
 
+// The text of a flag as a T: one value (the last given; none for a bare
+// true/false flag), or each value for a list.
+int64_t parse(const Key& key, const std::string& t, int64_t*) {
+  return parse_integer<int64_t>(key, t);
+}
+uint64_t parse(const Key& key, const std::string& t, uint64_t*) {
+  return parse_integer<uint64_t>(key, t);
+}
+bool parse(const Key& key, const std::string& t, bool*) {
+  return parse_bool(key, t);
+}
+double parse(const Key& key, const std::string& t, double*) {
+  return parse_double(key, t);
+}
+float parse(const Key& key, const std::string& t, float*) {
+  return static_cast<float>(parse_double(key, t));
+}
+std::string parse(const Key&, const std::string& t, std::string*) {
+  return t;
+}
+
+template <typename T>
+T from_text(const Key& key, const std::vector<std::string>& values, T*) {
+  return parse(key, values.empty() ? "" : values.back(), static_cast<T*>(nullptr));
+}
+template <typename T>
+std::vector<T> from_text(const Key& key, const std::vector<std::string>& values, std::vector<T>*) {
+  std::vector<T> out;
+  for (const std::string& v : values) out.push_back(parse(key, v, static_cast<T*>(nullptr)));
+  return out;
+}
+
 void check_number(const Key& key, double v) {
   const Range& r = key.range;
   const bool low = r.min_exclusive ? !(v > r.min) : !(v >= r.min);
@@ -153,26 +185,7 @@ std::string describe_allowed(const Key& key) {
 }
 
 void set_from_text(const Key& key, const std::vector<std::string>& values, TrainConfig& c) {
-  const std::string last = values.empty() ? "" : values.back();
-  std::visit(Overloaded{[&](bool C::*f) { c.*f = parse_bool(key, last); },
-                        [&](int64_t C::*f) { c.*f = parse_integer<int64_t>(key, last); },
-                        [&](uint64_t C::*f) { c.*f = parse_integer<uint64_t>(key, last); },
-                        [&](double C::*f) { c.*f = parse_double(key, last); },
-                        [&](std::string C::*f) { c.*f = last; },
-                        [&](std::vector<float> C::*f) {
-                          (c.*f).clear();
-                          for (const auto& v : values) {
-                            (c.*f).push_back(static_cast<float>(parse_double(key, v)));
-                          }
-                        },
-                        [&](std::vector<int64_t> C::*f) {
-                          (c.*f).clear();
-                          for (const auto& v : values) {
-                            (c.*f).push_back(parse_integer<int64_t>(key, v));
-                          }
-                        },
-                        [&](std::vector<std::string> C::*f) { c.*f = values; }},
-             key.field);
+  std::visit([&](auto C::*field) { c.*field = from_text(key, values, &(c.*field)); }, key.field);
 }
 
 void check_value(const Key& key, const TrainConfig& c) {
