@@ -9,9 +9,11 @@
 //    .help = "mix this much of a uniform target into the labels",
 //    .range = between(0, 1)},
 //
-// .unit, .allowed (enumerations), .commands (default: train only) and
-// .fingerprint (default: every rank must agree) are optional. Supported
-// field types are those of Field below. Then run scripts/gen_config_docs.sh.
+// .unit, .range (numbers), .allowed (enumerations), .commands (default:
+// train only) and .fingerprint (default: every rank must agree) are
+// optional; designators go in the order of Key's members. Supported field
+// types are those of Field below. Then run scripts/gen_config_docs.sh (a
+// test fails while configs/README.md is out of date).
 #pragma once
 
 #include <limits>

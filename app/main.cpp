@@ -28,7 +28,8 @@ int main(int argc, char** argv) {
       cli.add_subcommand("train", "train a model (settings from --config, then flags)");
   app::add_config_options(*train_cmd, app::kTrain);
   app::EvaluateArgs eval_args;
-  auto* eval_cmd = cli.add_subcommand("evaluate", "evaluate a checkpoint on its test set");
+  auto* eval_cmd = cli.add_subcommand(
+      "evaluate", "evaluate a checkpoint on its test set (flags override its stored config)");
   app::add_evaluate_options(*eval_cmd, eval_args);
   auto* info_cmd = cli.add_subcommand("info", "print how lockstep was built and what it sees");
   auto* options_cmd = cli.add_subcommand("options", "print every config key as markdown");
