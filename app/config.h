@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -116,6 +117,9 @@ void apply_command_line(const CLI::App& cmd, Command command, TrainConfig& confi
 // InputError naming the file and line for a syntax error, a duplicate or
 // unknown key (with a suggestion), a section, or a value of the wrong type.
 void apply_config_file(const std::string& path, Command command, TrainConfig& config);
+// The same for the text of such a file; path is only used in messages.
+void apply_config_text(std::string_view text, const std::string& path, Command command,
+                       TrainConfig& config);
 
 // Checks every key's range or allowed values, then combinations of keys;
 // throws InputError naming the key.

@@ -127,22 +127,24 @@ std::string format_node(const toml::node& node) {
   return out.str();
 }
 
-toml::table parse(const std::string& path) {
+}  // namespace
+
+void apply_config_file(const std::string& path, Command command, TrainConfig& config) {
   std::ifstream in(path, std::ios::binary);
   std::string text;
   if (in) text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
   if (!in || in.bad()) fail_input("config file ", path, ": cannot be read (missing?)");
+  apply_config_text(text, path, command, config);
+}
+
+void apply_config_text(std::string_view text, const std::string& path, Command command,
+                       TrainConfig& config) {
+  toml::table table;
   try {
-    return toml::parse(text, path);
+    table = toml::parse(text, path);
   } catch (const toml::parse_error& e) {
     fail_input("config file ", path, ":", e.source().begin.line, ": ", printable(e.description()));
   }
-}
-
-}  // namespace
-
-void apply_config_file(const std::string& path, Command command, TrainConfig& config) {
-  const toml::table table = parse(path);
   for (const auto& [name, node] : table) {
     const std::string where =
         detail::concat("config file ", path, ":", node.source().begin.line, ": ");

@@ -134,6 +134,21 @@ TEST(ConfigFile, MissingFileIsNamed) {
       {"config file /nonexistent/x.toml: cannot be read"}));
 }
 
+TEST(ConfigFile, TextReadsAsAFileNamedByItsSource) {
+  TrainConfig c;
+  app::apply_config_text("epochs = 3\nlr = 1e-3\n", "inline", app::kTrain, c);
+  EXPECT_EQ(c.epochs, 3);
+  EXPECT_EQ(c.lr, 1e-3);
+  EXPECT_TRUE(testing::throws_input_error(
+      [&] { app::apply_config_text("epochs = [", "inline", app::kTrain, c); },
+      {"config file inline:1: Error while parsing array"}));
+  // Keys of other subcommands are known but not applied.
+  TrainConfig show;
+  app::apply_config_text("epochs = 3\nseed = 7\n", "inline", app::kDataShow, show);
+  EXPECT_EQ(show.epochs, TrainConfig{}.epochs);
+  EXPECT_EQ(show.seed, 7u);
+}
+
 // A file's values, through JSON (as checkpoints store them) and back.
 TEST(ConfigFile, RoundTripsThroughJson) {
   ScratchDir dir;
