@@ -9,6 +9,7 @@
 #include <sstream>
 #include <thread>
 
+#include "app/config.h"
 #include "app/trained_model.h"
 #include "data/image_io.h"
 #include "data/parallel_for.h"
@@ -152,7 +153,8 @@ void add_predict_options(CLI::App& cmd, PredictArgs& args) {
   cmd.add_option("--csv", args.csv, "also write path,top1,prob1,... to this CSV file");
   cmd.add_option("--outputs-csv,--outputs_csv", args.outputs_csv,
                  "also write path,out0,out1,... (the model's raw outputs) to this CSV file");
-  cmd.add_option("--threads", args.threads, "compute and decoding threads (0: every core)");
+  cmd.add_option("--threads", args.threads, "compute and decoding threads (0: every core)")
+      ->check(CLI::Range(0, kMaxThreads));
 }
 
 int run_predict(const PredictArgs& args) {

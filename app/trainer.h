@@ -10,10 +10,11 @@
 #include <vector>
 
 #include "app/best_model.h"
-#include "app/class_metrics.h"
 #include "app/config.h"
 #include "app/device.h"
+#include "app/evaluation.h"
 #include "app/report.h"
+#include "app/train_settings.h"
 #include "data/dataset.h"
 #include "data/transform.h"
 #include "distributed/communicator.h"
@@ -27,14 +28,6 @@
 namespace lockstep::app {
 
 class TensorBoardLog;
-
-struct EvalResult {
-  double loss = 0.0;                            // mean per sample
-  double accuracy = 0.0;                        // fraction correct
-  int64_t samples = 0;                          // every test sample exactly once, over all ranks
-  double top_k_accuracy = 0.0;                  // true class among the top_k outputs
-  std::shared_ptr<const ClassMetrics> classes;  // confusion matrix, per-class accuracy
-};
 
 class Trainer {
  public:
@@ -59,11 +52,21 @@ class Trainer {
 
  private:
   EpochResult train_epoch(int64_t epoch);
-  void resume();
-  // best: also (or, when no numbered checkpoint is due, only) run_dir/best.lsck.
-  void save_checkpoint(bool numbered = true, bool best = false);
+  // Throws DistributedError unless every rank has `batches` batches.
+  void check_batch_count(int64_t epoch_number, int64_t batches);
+  // One optimizer step over `passes` batches of loader (read into batch); adds to totals and
+  // data_seconds (time spent waiting for batches).
+  void train_step(data::BatchLoader& loader, data::Batch& batch, int64_t epoch, int64_t passes,
+                  double lr, Totals& totals, double& data_seconds);
+  // Evaluation and checkpoint due after epoch r.epoch, timed into r.
+  void finish_epoch(EpochResult& r);
   // Evaluates the validation split into r; true for a new best accuracy.
   bool validate_epoch(EpochResult& r);
+  // At the end of run(): rank 0's class reports and model.safetensors.
+  void write_results();
+  void resume();
+  // numbered: the next numbered checkpoint; best: run_dir/best.lsck.
+  void save_checkpoint(bool numbered = true, bool best = false);
   std::vector<std::pair<std::string, nn::Tensor*>> state_tensors();
   void check_fingerprint();
   void banner();
@@ -91,8 +94,5 @@ class Trainer {
   int64_t global_step_ = 0;
   std::vector<EpochResult> history_;
 };
-
-// Resolves config.threads = 0: the cores of this node shared by its ranks.
-int compute_threads(const TrainConfig& config, const distributed::Communicator& comm);
 
 }  // namespace lockstep::app

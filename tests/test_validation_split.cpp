@@ -148,7 +148,11 @@ TEST(ValidationSplit, KeepBestAndPatienceFollowTheValidationAccuracy) {
 TEST(ValidationSplit, BadSettingsNameTheKey) {
   auto r = run_lockstep("train --val-fraction 1.5 --progress none --run-dir /tmp/none");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("val_fraction must be in [0, 1)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("val_fraction"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("1.5"), std::string::npos) << r.output;
+  r = run_lockstep("train --val-fraction 1 --progress none --run-dir /tmp/none");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("val_fraction must be below 1"), std::string::npos) << r.output;
   r = run_lockstep("train --keep-best --progress none --run-dir /tmp/none");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("keep_best and patience need a validation split"), std::string::npos)
