@@ -159,6 +159,11 @@ class CudaBackend final : public Backend {
   }
   void* native_stream() override { return ctx_.stream(); }
 
+  void upload(const void* host, void* device, size_t bytes) {
+    ctx_.activate();
+    ctx_.copy_to_device(device, host, bytes);
+  }
+
  private:
   cuda::DeviceContext ctx_;
 };
@@ -214,6 +219,12 @@ std::string cuda_devices_description() {
         << gibibytes(prop.totalGlobalMem) << ", " << prop.multiProcessorCount << " SMs)";
   }
   return out.str();
+}
+
+void cuda_upload(Backend& backend, const void* host, void* device, size_t bytes) {
+  auto* cuda = dynamic_cast<CudaBackend*>(&backend);
+  LOCKSTEP_CHECK(cuda != nullptr, "cuda_upload on the ", backend.name(), " backend");
+  cuda->upload(host, device, bytes);
 }
 
 std::unique_ptr<Backend> make_cuda_backend(int device_index, bool deterministic,

@@ -43,6 +43,12 @@ std::string cuda_devices_description();
 // GEMMs (nn/cuda/precision.h; tensors stay float32). Throws InputError when
 // the device is not visible, LibraryError when CUDA, cuDNN or cuBLAS cannot
 // start on it.
+// Copies `bytes` of host memory to device memory of `backend` (a CUDA
+// backend), queued on its stream after the ops queued so far, through pinned
+// staging buffers: `host` may be reused at once, and the DMA is a true
+// asynchronous copy. Throws Error when backend is not a CUDA backend.
+void cuda_upload(Backend& backend, const void* host, void* device, size_t bytes);
+
 std::unique_ptr<Backend> make_cuda_backend(int device_index, bool deterministic,
                                            cuda::Precision precision = cuda::Precision::kFp32);
 
