@@ -32,6 +32,7 @@
 
 #include "cuda_test_util.h"
 #include "nn/cuda/cuda_backend.h"
+#include "nn/cuda/cuda_check.h"
 #include "nn/error.h"
 #include "nn/tensor.h"
 
@@ -68,6 +69,18 @@ TEST(CudaDevices, CountAndDescriptionNeverThrow) {
 TEST_F(CudaBackendTest, NamesItsDevice) {
   EXPECT_EQ(gpu().device(), Device::kCuda);
   EXPECT_EQ(gpu().name().rfind("cuda:0 (", 0), 0u) << gpu().name();
+}
+
+// A failed runtime call reported by CUDA_CHECK is consumed there: the next
+// kernel launch's check does not report it again (in the NCCL tests a failed
+// cudaSetDevice on one rank used to fail that rank's next launch only).
+TEST_F(CudaBackendTest, AFailureReportedOnceIsNotReportedByTheNextLaunch) {
+  EXPECT_THROW(CUDA_CHECK(cudaSetDevice(1 << 20)), LibraryError);
+  const int64_t n = 1000;
+  Tensor x({n}, Device::kCuda);
+  EXPECT_NO_THROW(gpu().fill(n, 3.0f, x.data()));
+  EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
+  EXPECT_EQ(cuda_test::to_host(x).data()[n - 1], 3.0f);
 }
 
 // Backend work and Tensor copies (legacy default stream) are ordered without
