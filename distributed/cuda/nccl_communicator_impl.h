@@ -23,6 +23,7 @@ namespace lockstep::distributed {
 
 [[noreturn]] inline void throw_nccl_error(ncclResult_t result, const char* expression,
                                           const char* file, int line) {
+  cudaGetLastError();  // a runtime failure inside NCCL is reported here, not at a later check
   const char* last = ncclGetLastError(nullptr);
   const bool has_last = last != nullptr && *last != '\0';
   throw LibraryError(detail::concat("NCCL call failed: ", expression, " (", file, ":", line,

@@ -59,6 +59,8 @@ struct CudaRuntime {
 
 [[noreturn]] inline void throw_cudnn_error(cudnnStatus_t status, const char* expression,
                                            const char* file, int line) {
+  CudaRuntime runtime;
+  consume_failure(runtime, cudaSuccess);  // a runtime failure inside cuDNN, if any
   // cuDNN 9 keeps a detailed message of the last failure on this thread.
   char last[512] = {};
   cudnnGetLastErrorString(last, sizeof(last));
@@ -71,6 +73,8 @@ struct CudaRuntime {
 
 [[noreturn]] inline void throw_cublas_error(cublasStatus_t status, const char* expression,
                                             const char* file, int line) {
+  CudaRuntime runtime;
+  consume_failure(runtime, cudaSuccess);  // a runtime failure inside cuBLAS, if any
   throw LibraryError(detail::concat("cuBLAS call failed: ", expression, " (", file, ":", line,
                                     "): ", cublasGetStatusName(status), ": ",
                                     cublasGetStatusString(status)));
