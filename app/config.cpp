@@ -57,6 +57,7 @@
   X(stall_abort_s)               \
   X(device)                      \
   X(deterministic)               \
+  X(precision)                   \
   X(threads)                     \
   X(eval_every)                  \
   X(checkpoint_every)            \
@@ -199,6 +200,10 @@ void add_train_options(CLI::App& cmd, TrainConfig& c) {
   add(cmd, "device", c.device, "cpu | cuda | auto (cuda when a GPU is visible)");
   add_bool(cmd, "deterministic", c.deterministic,
            "cuda: only deterministic cuDNN convolution algorithms");
+  // precision: the CUDA backend's 16-bit convolutions and GEMMs (nn/cuda/precision.h).
+  add(cmd, "precision", c.precision,
+      "fp32 | bf16 | fp16: convolution and GEMM inputs rounded to 16 bits, float32 "
+      "accumulation, float32 weights (bf16/fp16: device cuda only; fp16 has no loss scaling)");
   add(cmd, "threads", c.threads, "compute threads per rank (0: cores / ranks on the node)");
   add(cmd, "eval_every", c.eval_every, "evaluate every N epochs (0: never)");
 
@@ -297,6 +302,11 @@ void validate(const TrainConfig& c) {
     fail_input("config key gradient_engine = \"nccl\" needs device = \"cuda\" or \"auto\"");
   }
   one_of("device", c.device, {"cpu", "cuda", "auto"});
+  one_of("precision", c.precision, {"fp32", "bf16", "fp16"});
+  if (c.precision != "fp32" && c.device == "cpu") {
+    fail_input("config key precision = \"", c.precision,
+               "\" needs device = \"cuda\" (the CPU backend computes in fp32 only)");
+  }
   one_of("progress", c.progress, {"auto", "plain", "none"});
   one_of("loss", c.loss, {"auto", "nll", "cross_entropy"});
   if (c.model != "custom" && !c.layers.empty()) {

@@ -35,9 +35,18 @@ std::unique_ptr<nn::Backend> make_backend(const TrainConfig& config,
   if (!choice.note.empty() && comm.local_rank() == 0) {
     std::fprintf(stderr, "lockstep: rank %d: note: %s\n", comm.rank(), choice.note.c_str());
   }
-  if (!choice.cuda) return nn::make_cpu_backend(threads);
+  if (!choice.cuda) {
+    if (config.precision != "fp32") {
+      fail_input("config key precision = \"", config.precision, "\": rank ", comm.rank(),
+                 " computes on the CPU, which has fp32 kernels only; use precision = \"fp32\" ",
+                 "or give every rank a GPU");
+    }
+    return nn::make_cpu_backend(threads);
+  }
 #if LOCKSTEP_HAVE_CUDA
-  return nn::make_cuda_backend(choice.device_index, config.deterministic);
+  const auto precision = nn::cuda::parse_precision(config.precision);
+  LOCKSTEP_CHECK(precision.has_value(), "precision ", config.precision, " passed validation");
+  return nn::make_cuda_backend(choice.device_index, config.deterministic, *precision);
 #else
   return nullptr;
 #endif
