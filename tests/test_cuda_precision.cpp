@@ -25,6 +25,7 @@
 
 #include "cuda_test_util.h"
 #include "nn/cuda/cuda_backend.h"
+#include "nn/cuda/device_context.h"
 #include "nn/cuda/precision.h"
 #include "nn/error.h"
 #include "nn/model_zoo.h"
@@ -127,6 +128,33 @@ TYPED_TEST(CudaPrecisionTest, ConvolutionsMatchTheFloat32Cpu) {
     cpu.conv2d_backward_data(g, w.data(), dy.data(), dx.data());
     gpu.conv2d_backward_data(g, wd.data(), dyd.data(), dxd.data());
     expect_close(dx, dxd, tol, "dx");
+  }
+}
+
+// Every plan keeps the descriptor's math type (FMA at fp32: never TF32;
+// tensor-op at 16 bits) and the workspace cuDNN asks for its chosen
+// algorithms, measured (cudnnFind) or by heuristics.
+TYPED_TEST(CudaPrecisionTest, PlansKeepTheMathTypeAndTheirAlgorithmsWorkspace) {
+  for (const bool deterministic : {true, false}) {
+    cuda::DeviceContext ctx(0, deterministic, this->kPrecision);
+    const Conv2dGeometry g = conv(8, 64, 16, 128, 3, 1, 1);
+    cuda::ConvPlan& plan = ctx.conv_plan(g);
+    EXPECT_EQ(&plan, &ctx.conv_plan(g));  // cached per shape
+    cudnnMathType_t math{};
+    ASSERT_EQ(cudnnGetConvolutionMathType(plan.conv.get(), &math), CUDNN_STATUS_SUCCESS);
+    EXPECT_EQ(math, this->kPrecision == Precision::kFp32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH);
+    size_t bytes = 0;
+    ASSERT_EQ(cudnnGetConvolutionForwardWorkspaceSize(ctx.cudnn(), plan.x.get(), plan.w.get(),
+                                                      plan.conv.get(), plan.y.get(),
+                                                      plan.forward.algo, &bytes),
+              CUDNN_STATUS_SUCCESS);
+    EXPECT_EQ(plan.forward.workspace_bytes, bytes);
+    ASSERT_EQ(cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                  ctx.cudnn(), plan.x.get(), plan.y.get(), plan.conv.get(), plan.w.get(),
+                  plan.backward_filter.algo, &bytes),
+              CUDNN_STATUS_SUCCESS);
+    EXPECT_EQ(plan.backward_filter.workspace_bytes, bytes);
+    EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess) << "the search left an error behind";
   }
 }
 
