@@ -62,6 +62,7 @@
   X(checkpoint_every)            \
   X(keep_checkpoints)            \
   X(resume)                      \
+  X(overwrite)                   \
   X(timeline)                    \
   X(progress)
 
@@ -141,8 +142,12 @@ void add_train_options(CLI::App& cmd, TrainConfig& c) {
       "folder: resize every image to S x S pixels (0: keep; all images must share one size)");
   add_bool(cmd, "skip_bad_images", c.skip_bad_images,
            "folder: skip empty, damaged or truncated images instead of failing (noted)");
-  add(cmd, "train_subset", c.train_subset, "train on the first N samples only (0: all)");
-  add(cmd, "test_subset", c.test_subset, "evaluate on the first N test samples only (0: all)");
+  add(cmd, "train_subset", c.train_subset,
+      "train on N samples only (0: all): the first N of a built-in set, N stratified by class of "
+      "an "
+      "image folder");
+  add(cmd, "test_subset", c.test_subset,
+      "evaluate on N test samples only (0: all), chosen as for train_subset");
   add(cmd, "normalize_mean", c.normalize_mean,
       "per-channel mean of pixels in [0, 1] (empty: dataset default)");
   add(cmd, "normalize_std", c.normalize_std,
@@ -194,7 +199,8 @@ void add_train_options(CLI::App& cmd, TrainConfig& c) {
   add(cmd, "stall_warning_s", c.stall_warning_s,
       "warn when a collective waits longer than this (s)");
   add(cmd, "stall_abort_s", c.stall_abort_s,
-      "abort the job when a collective waits longer than this (s, 0: never)");
+      "end the job when a collective waits longer than this (s, 0: never); start-up, the first "
+      "training step and the first evaluation are not counted");
 
   add(cmd, "device", c.device, "cpu | cuda | auto (cuda when a GPU is visible)");
   add_bool(cmd, "deterministic", c.deterministic,
@@ -205,6 +211,10 @@ void add_train_options(CLI::App& cmd, TrainConfig& c) {
   add(cmd, "checkpoint_every", c.checkpoint_every, "write a checkpoint every N epochs (0: never)");
   add(cmd, "keep_checkpoints", c.keep_checkpoints, "keep the newest N checkpoints (0: all)");
   add(cmd, "resume", c.resume, "\"\" | auto (newest in run_dir) | checkpoint path");
+  // Issue 12 (robust resume): a fresh run may replace another run's checkpoints.
+  add_bool(cmd, "overwrite", c.overwrite,
+           "fresh run into a run_dir holding checkpoints: delete them and metrics.csv (else "
+           "refused)");
   add(cmd, "timeline", c.timeline, "write a Chrome-trace JSON timeline to this file");
   add(cmd, "progress", c.progress, "auto (live line on a terminal) | plain | none");
 }

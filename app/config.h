@@ -71,7 +71,7 @@ struct TrainConfig {
   std::string gradient_engine = "auto";    // auto | nccl | mpi: what reduces gradient buckets
   int64_t backward_passes_per_step = 1;    // gradient accumulation passes per step
   double stall_warning_s = 60.0;           // warn when a collective waits longer (s)
-  double stall_abort_s = 0.0;              // abort the job after this wait (s, 0: never)
+  double stall_abort_s = 600.0;            // end the job after this wait (s, 0: never)
 
   // --- execution
   std::string device = "cpu";  // cpu | cuda | auto
@@ -85,6 +85,10 @@ struct TrainConfig {
   std::string resume;             // "" | auto | path of a checkpoint
   std::string timeline;           // Chrome-trace JSON file ("" : off)
   std::string progress = "auto";  // auto (live line on a terminal) | plain | none
+
+  // Issue 12 (robust resume): a fresh run into a run_dir holding checkpoints
+  // deletes them (and metrics.csv) instead of refusing to start.
+  bool overwrite = false;
 };
 
 // Registers every TrainConfig field on cmd as --key and --key-with-dashes.

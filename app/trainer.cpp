@@ -10,6 +10,9 @@
 #include "app/checkpoint.h"
 #include "app/data_setup.h"
 #include "app/device.h"
+#include "app/resume_policy.h"
+#include "app/run_dir.h"
+#include "app/training_guard.h"
 #include "data/batch_loader.h"
 #include "data/catalog.h"
 #include "data/sampler.h"
@@ -98,7 +101,10 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
   const bool root = comm_.rank() == 0;
   // An empty run_dir (evaluation of a checkpoint) writes no files.
   const bool files = !config_.run_dir.empty();
-  if (root && files) std::filesystem::create_directories(config_.run_dir);
+  if (root && files) {
+    prepare_run_dir(config_);  // refuses to mix a fresh run with another run's checkpoints
+    std::filesystem::create_directories(config_.run_dir);
+  }
   report_ = std::make_unique<Report>(root, config_.progress,
                                      files ? config_.run_dir + "/metrics.csv" : "",
                                      !config_.resume.empty());
@@ -106,10 +112,10 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
   threads_ = compute_threads(config_, comm_);
   const data::FolderOptions folder = folder_options(config_, threads_);
   std::vector<std::string> notes;  // image folders: skipped files, cache trouble
-  train_ = data::load_dataset(config_.dataset, config_.data_dir, true, folder, &notes)
-               .head(config_.train_subset);
-  test_ = data::load_dataset(config_.dataset, config_.data_dir, false, folder, &notes)
-              .head(config_.test_subset);
+  train_ = take_subset(data::load_dataset(config_.dataset, config_.data_dir, true, folder, &notes),
+                       config_.train_subset, config_.dataset);
+  test_ = take_subset(data::load_dataset(config_.dataset, config_.data_dir, false, folder, &notes),
+                      config_.test_subset, config_.dataset);
   for (const std::string& note : notes) report_->line(note);
   normalization_ = train_normalization(config_);
   augmentation_ = train_augmentation(config_);
@@ -132,11 +138,7 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
   dconfig.gradient_comm = gradient_comm_.get();
   dopt_ = std::make_unique<distributed::DistributedOptimizer>(
       comm_, *backend_, model_->parameters(), *optimizer_, dconfig);
-  distributed::StallPolicy stall;
-  stall.warning_seconds = config_.stall_warning_s;
-  stall.abort_seconds = config_.stall_abort_s;
-  comm_.set_stall_policy(stall);
-  if (gradient_comm_) gradient_comm_->set_stall_policy(stall);
+  arm_stall_abort(false);
 
   check_fingerprint();
   resume();
@@ -147,6 +149,15 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
 }
 
 Trainer::~Trainer() = default;
+
+void Trainer::arm_stall_abort(bool armed) {
+  distributed::StallPolicy stall;
+  stall.warning_seconds = config_.stall_warning_s;
+  stall.abort_seconds = armed ? config_.stall_abort_s : 0.0;
+  comm_.set_stall_policy(stall);
+  if (gradient_comm_) gradient_comm_->set_stall_policy(stall);
+  stall_abort_armed_ = armed;
+}
 
 void Trainer::check_fingerprint() {
   auto items = fingerprint_items(config_);
@@ -185,6 +196,11 @@ void Trainer::banner() {
 }
 
 void Trainer::run() {
+  if (epochs_done_ >= config_.epochs) {
+    report_->line("run in " + config_.run_dir + " already complete: " +
+                  std::to_string(epochs_done_) + " of " + std::to_string(config_.epochs) +
+                  " epochs trained; nothing to train (raise epochs to train more)");
+  }
   for (int64_t epoch = epochs_done_; epoch < config_.epochs; ++epoch) {
     history_.push_back(train_epoch(epoch));
     report_->epoch(history_.back(), config_.epochs);
@@ -193,6 +209,9 @@ void Trainer::run() {
     for (const std::string& lost : distributed::finish_timeline(*timeline_, comm_)) {
       report_->line("timeline: could not merge " + lost);
     }
+  }
+  if (comm_.rank() == 0 && !config_.run_dir.empty() && epochs_done_ >= config_.epochs) {
+    mark_run_complete(config_.run_dir, epochs_done_, config_.epochs);
   }
 }
 
@@ -251,8 +270,11 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
       {
         distributed::TimelineSpan span(timeline_.get(), "forward", "compute");
         model_->forward(*backend_, stager_->images(batch), ctx);
-        totals.add(model_->loss(*backend_, stager_->labels(batch),
-                                1.0f / static_cast<float>(passes * batch.size()), true));
+        const nn::LossStats loss =
+            model_->loss(*backend_, stager_->labels(batch),
+                         1.0f / static_cast<float>(passes * batch.size()), true);
+        check_finite_loss(loss.loss_sum, r.epoch, step + 1, lr);
+        totals.add(loss);
       }
       distributed::TimelineSpan span(timeline_.get(), "backward", "compute");
       model_->backward(*backend_, dopt_->grad_ready_callback());
@@ -262,6 +284,7 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
       dopt_->step(static_cast<float>(lr));
     }
     ++global_step_;
+    if (!stall_abort_armed_) arm_stall_abort(true);  // the first step of this launch is done
     report_->progress(r.epoch, config_.epochs, step, steps, totals.loss / totals.count,
                       totals.count * comm_.size() / seconds_since(train_start));
   }
@@ -301,6 +324,7 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
 }
 
 EvalResult Trainer::evaluate() {
+  if (!evaluated_once_) arm_stall_abort(false);
   auto sampler = data::DistributedSampler::for_evaluation(test_.size(), comm_.rank(), comm_.size());
   data::BatchLoaderOptions lo;
   lo.batch_size = config_.test_batch_size;
@@ -318,6 +342,10 @@ EvalResult Trainer::evaluate() {
   e.samples = static_cast<int64_t>(totals.count);
   e.loss = totals.count > 0 ? totals.loss / totals.count : 0.0;
   e.accuracy = totals.count > 0 ? totals.correct / totals.count : 0.0;
+  if (!evaluated_once_) {
+    evaluated_once_ = true;
+    arm_stall_abort(true);
+  }
   return e;
 }
 
@@ -344,33 +372,33 @@ void Trainer::save_checkpoint() {
   meta["rng"] = {{"seed", config_.seed}, {"next_epoch", epochs_done_}};
   meta["sampler"] = {{"epoch", epochs_done_}, {"batch", 0}};
   meta["config"] = to_json(config_);
+  const Checkpoint checkpoint = make_checkpoint(meta, state_tensors());
+  check_finite_state(checkpoint, epochs_done_);
   CheckpointStore store(config_.run_dir + "/checkpoints",
                         static_cast<int>(config_.keep_checkpoints));
-  store.save(epochs_done_, global_step_, make_checkpoint(meta, state_tensors()));
+  store.save(epochs_done_, global_step_, checkpoint);
 }
 
 void Trainer::resume() {
   if (config_.resume.empty()) return;
   std::string meta_text;
   if (comm_.rank() == 0) {
-    std::string path = config_.resume;
-    if (path == "auto") {
-      path = CheckpointStore(config_.run_dir + "/checkpoints", 0).latest();
-      if (path.empty())
-        report_->line("resume auto: no checkpoint in " + config_.run_dir +
-                      ", starting from scratch");
+    const ResumeSource source = find_resume_checkpoint(config_.resume, config_.run_dir);
+    for (const std::string& skipped : source.skipped) {
+      report_->line("resume auto: skipping a bad checkpoint: " + skipped);
     }
-    if (!path.empty()) {
-      const Checkpoint ckpt = load_checkpoint(path);
-      const auto& m = ckpt.meta;
+    if (!source.found) {
+      report_->line("resume auto: no readable checkpoint in " + config_.run_dir +
+                    "/checkpoints, starting from scratch");
+    } else {
+      const std::string& path = source.path;
+      const auto& m = source.checkpoint.meta;
       const auto stored = train_config_from_json(m.value("config", nlohmann::json::object()), path);
-      if (stored.model != config_.model || stored.layers != config_.layers ||
-          stored.dataset != config_.dataset) {
-        fail_input(path, ": checkpoint was trained with model ", stored.model, " on ",
-                   stored.dataset, " but the config says model ", config_.model, " on ",
-                   config_.dataset);
+      refuse_model_or_data_changes(stored, config_, path);
+      for (const std::string& change : changed_settings(stored, config_)) {
+        report_->line("resume: setting changed since the checkpoint: " + change);
       }
-      restore_tensors(ckpt, path, state_tensors());
+      restore_tensors(source.checkpoint, path, state_tensors());
       nlohmann::json position;
       try {
         optimizer_->set_steps(m.at("optimizer").at("steps").get<int64_t>());
