@@ -72,7 +72,7 @@ TEST(CpuThreadPool, UsesTheWorkersForLargeWork) {
     });
   }
   EXPECT_EQ(runs.load(), 40);
-  EXPECT_EQ(off_caller.load(), 20);
+  EXPECT_GE(off_caller.load(), 20);  // every job ran a chunk on a worker (or both)
 }
 
 TEST(CpuThreadPool, ExceptionInAWorkerReachesTheCaller) {
