@@ -394,7 +394,8 @@ void Trainer::resume() {
       const std::string& path = source.path;
       const auto& m = source.checkpoint.meta;
       const auto stored = train_config_from_json(m.value("config", nlohmann::json::object()), path);
-      refuse_model_or_data_changes(stored, config_, path);
+      // Training continues the run; evaluation (no run_dir) may pick its data.
+      if (!config_.run_dir.empty()) refuse_model_or_data_changes(stored, config_, path);
       for (const std::string& change : changed_settings(stored, config_)) {
         report_->line("resume: setting changed since the checkpoint: " + change);
       }

@@ -130,6 +130,11 @@ TEST(RunRecovery, ResumePrintsChangedSettingsAndRefusesModelOrDataChanges) {
       << r.output;
   EXPECT_TRUE(contains(r.output, "setting changed since the checkpoint: epochs: 1 -> 2"))
       << r.output;
+  // Evaluation is no resume of the run: it may take another test subset.
+  const std::string latest = app::CheckpointStore(dir.file("checkpoints"), 0).latest();
+  r = run_lockstep("evaluate --checkpoint " + latest + " --test-subset 64");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "(64 samples of fashion-mnist)")) << r.output;
 }
 
 TEST(RunRecovery, NonFiniteLossStopsTrainingWithoutACheckpoint) {
