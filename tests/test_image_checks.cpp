@@ -1,5 +1,6 @@
-// PNG headers checked before stb_image decodes: sizes over the limit named
-// as such whatever their magnitude, damaged chunk structure refused.
+// PNG headers and JPEG Huffman tables checked before stb_image decodes:
+// sizes over the limit named as such whatever their magnitude, damaged
+// chunk structure and overfull Huffman tables refused.
 #include <gtest/gtest.h>
 #include <zlib.h>
 
@@ -64,6 +65,22 @@ TEST(PngCheck, DamagedChunksAreRefusedBeforeDecoding) {
   fix_crc(zero, 8);
   EXPECT_TRUE(throws_input_error([&] { data::image_info(zero, "z.png"); }, {"z.png", "0x1"}));
   EXPECT_NO_THROW(data::decode_image(gray_png(), "ok.png"));
+}
+
+// A DHT segment whose table declares more than 256 codes (found by
+// tests/fuzz/fuzz_image: stb_image wrote past the table).
+TEST(JpegCheck, OverfullHuffmanTableIsRefused) {
+  const data::Image image{8, 8, 1, std::vector<uint8_t>(64, 100)};
+  std::vector<uint8_t> jpeg = data::encode_jpeg(image);
+  EXPECT_NO_THROW(data::decode_image(jpeg, "ok.jpg"));
+  size_t dht = 2;
+  while (dht + 1 < jpeg.size() && !(jpeg[dht] == 0xFF && jpeg[dht + 1] == 0xC4)) {
+    dht += 2 + (static_cast<size_t>(jpeg[dht + 2]) << 8 | jpeg[dht + 3]);
+  }
+  ASSERT_LT(dht + 21, jpeg.size()) << "no DHT segment";
+  for (size_t i = 5; i < 21; ++i) jpeg[dht + i] = 0x20;  // 16 lengths x 32 codes = 512
+  EXPECT_TRUE(throws_input_error([&] { data::decode_image(jpeg, "h.jpg"); },
+                                 {"h.jpg", "Huffman table declares 512 codes (at most 256)"}));
 }
 
 }  // namespace
