@@ -139,7 +139,7 @@ TEST(RunRecovery, ResumePrintsChangedSettingsAndRefusesModelOrDataChanges) {
 
 TEST(RunRecovery, NonFiniteLossStopsTrainingWithoutACheckpoint) {
   REQUIRE_FASHION_MNIST();
-  for (const char* lr : {"1e30", "inf"}) {
+  for (const char* lr : {"1e30", "1e38"}) {  // inf itself is refused by validation
     ScratchDir dir;
     const auto r = run_lockstep(small_run(dir.path(), 2) + " --lr " + lr);
     EXPECT_EQ(r.exit_code, 1) << lr << "\n" << r.output;

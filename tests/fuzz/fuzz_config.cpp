@@ -1,17 +1,14 @@
-// Config files: parsing, typing and validation of every key.
-#include <CLI/CLI.hpp>
+// Config files: TOML parsing, typing and validation of every key.
+#include <string_view>
 
 #include "app/config.h"
-#include "fuzz/fuzz_input.h"
 #include "nn/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  lockstep::fuzz::MemoryFile file(data, size);
-  CLI::App cmd;
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
   lockstep::app::TrainConfig config;
-  lockstep::app::add_train_options(cmd, config);
   try {
-    lockstep::app::apply_config_file(cmd, file.path());
+    lockstep::app::apply_config_text(text, "fuzz.toml", lockstep::app::kTrain, config);
     lockstep::app::validate(config);
   } catch (const lockstep::InputError&) {
   }
