@@ -37,7 +37,7 @@ void check_png_structure(std::span<const uint8_t> bytes, const std::string& path
   if (width == 0 || height == 0) {
     fail_input(path, ": damaged PNG: its header claims ", width, "x", height, " pixels");
   }
-  if (width * height > max_pixels) {
+  if (width > max_pixels / height) {  // width * height > max_pixels, without overflow
     fail_input(path, ": image of ", width, "x", height, " pixels is over the limit of ",
                max_pixels / 1000000, " megapixels; refused before decoding");
   }

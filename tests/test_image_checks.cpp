@@ -30,7 +30,7 @@ std::vector<uint8_t> gray_png() {
 }
 
 TEST(PngCheck, HeaderOverTheLimitGetsTheOverSizeMessage) {
-  for (uint32_t side : {20000u, 100000u, 0x7fffffffu}) {
+  for (uint32_t side : {20000u, 100000u, 0x7fffffffu, 0xffffffffu}) {
     std::vector<uint8_t> png = gray_png();
     put_be32(png, 16, side);
     put_be32(png, 20, side);
