@@ -113,6 +113,8 @@ class CheckpointStore {
   std::string latest() const;
   // Paths of every complete checkpoint, oldest first.
   std::vector<std::string> list() const;
+  // Paths of every numbered checkpoint, complete or not, oldest first.
+  std::vector<std::string> numbered() const;
 
   const std::string& dir() const { return dir_; }
   // "checkpoint-epoch0003-step00000360.lsck"

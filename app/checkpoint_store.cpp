@@ -133,6 +133,13 @@ std::vector<std::string> CheckpointStore::list() const {
   return paths;
 }
 
+std::vector<std::string> CheckpointStore::numbered() const {
+  std::vector<std::string> paths;
+  for (StoredCheckpoint& c : scan(dir_, /*complete_only=*/false))
+    paths.push_back(std::move(c.path));
+  return paths;
+}
+
 std::string CheckpointStore::latest() const {
   const std::vector<StoredCheckpoint> all = scan(dir_, /*complete_only=*/false);
   for (auto it = all.rbegin(); it != all.rend(); ++it) {

@@ -75,7 +75,7 @@ struct TrainConfig {
   std::string gradient_engine = "auto";    // auto | nccl | mpi: what reduces gradient buckets
   int64_t backward_passes_per_step = 1;    // gradient accumulation passes per step
   double stall_warning_s = 60.0;           // warn when a collective waits longer (s)
-  double stall_abort_s = 0.0;              // abort the job after this wait (s, 0: never)
+  double stall_abort_s = 600.0;            // end the job after this wait (s, 0: never)
 
   // --- execution
   std::string device = "cpu";  // cpu | cuda | auto
@@ -104,6 +104,10 @@ struct TrainConfig {
   double val_fraction = 0.0;            // validation split taken from the training set (0: none)
   bool keep_best = false;               // keep run_dir/best.lsck: the best validation accuracy
   int64_t patience = 0;                 // stop after N epochs without validation gain (0: never)
+
+  // Issue 12 (robust resume): a fresh run into a run_dir holding checkpoints
+  // deletes them (and metrics.csv) instead of refusing to start.
+  bool overwrite = false;
 };
 
 // Most compute or decoding threads a rank may ask for (`threads` and the

@@ -52,12 +52,13 @@ std::vector<Key> make_schema() {
        .commands = kShow},
       {.name = "train_subset",
        .field = &C::train_subset,
-       .help = "train on the first N samples only (0: all)",
+       .help = "train on N samples only (0: all): the first N of a built-in set, N stratified by "
+               "class of an image folder",
        .unit = "samples",
        .range = between(0, kMaxSamples)},
       {.name = "test_subset",
        .field = &C::test_subset,
-       .help = "evaluate on the first N test samples only (0: all)",
+       .help = "evaluate on N test samples only (0: all), chosen as for train_subset",
        .unit = "samples",
        .range = between(0, kMaxSamples),
        .commands = kTrain | kEvaluate},
@@ -202,7 +203,8 @@ std::vector<Key> make_schema() {
        .range = at_least(0)},
       {.name = "stall_abort_s",
        .field = &C::stall_abort_s,
-       .help = "abort the job when a collective waits longer than this (0: never)",
+       .help = "end the job when a collective waits longer than this (0: never); start-up, the "
+               "first training step and the first evaluation are not counted",
        .unit = "s",
        .range = at_least(0)},
       // --- execution
@@ -245,6 +247,11 @@ std::vector<Key> make_schema() {
       {.name = "resume",
        .field = &C::resume,
        .help = "\"\" | auto (newest in run_dir) | checkpoint path"},
+      // Issue 12 (robust resume): a fresh run may replace another run's checkpoints.
+      {.name = "overwrite",
+       .field = &C::overwrite,
+       .help = "fresh run into a run_dir holding checkpoints: delete them and metrics.csv (else "
+               "refused)"},
       {.name = "timeline",
        .field = &C::timeline,
        .help = "write a Chrome-trace JSON timeline to this file",

@@ -1,6 +1,7 @@
 #include "app/data_setup.h"
 
 #include "data/catalog.h"
+#include "data/subset.h"
 
 namespace lockstep::app {
 
@@ -26,6 +27,11 @@ data::FolderOptions folder_options(const TrainConfig& config, int64_t threads) {
   o.skip_bad_images = config.skip_bad_images;
   o.threads = threads;
   return o;
+}
+
+data::Dataset take_subset(data::Dataset dataset, int64_t n, const std::string& dataset_kind) {
+  if (dataset_kind == "folder") return data::stratified_subset(dataset, n);
+  return std::move(dataset).head(n);
 }
 
 }  // namespace lockstep::app

@@ -30,9 +30,10 @@ int run_evaluate(const CLI::App& cmd, const EvaluateArgs& args, distributed::Com
 
   const int threads = compute_threads(config, comm);
   std::vector<std::string> notes;  // image folders: skipped files, cache trouble
-  const data::Dataset test = data::load_dataset(config.dataset, config.data_dir, false,
-                                                folder_options(config, threads), &notes)
-                                 .head(config.test_subset);
+  const data::Dataset test = take_subset(
+      data::load_dataset(config.dataset, config.data_dir, false, folder_options(config, threads),
+                         &notes),
+      config.test_subset, config.dataset);
   if (comm.rank() == 0) {
     for (const std::string& note : notes) std::printf("%s\n", note.c_str());
   }

@@ -9,8 +9,11 @@
 #include "app/checkpoint.h"
 #include "app/data_setup.h"
 #include "app/device.h"
+#include "app/resume_policy.h"
+#include "app/run_dir.h"
 #include "app/tensorboard.h"
 #include "app/train_settings.h"
+#include "app/training_guard.h"
 #include "app/weights_io.h"
 #include "data/batch_loader.h"
 #include "data/catalog.h"
@@ -37,7 +40,10 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
   const bool root = comm_.rank() == 0;
   // An empty run_dir (evaluation of a checkpoint) writes no files.
   const bool files = !config_.run_dir.empty();
-  if (root && files) std::filesystem::create_directories(config_.run_dir);
+  if (root && files) {
+    prepare_run_dir(config_);  // refuses to mix a fresh run with another run's checkpoints
+    std::filesystem::create_directories(config_.run_dir);
+  }
   report_ = std::make_unique<Report>(root, config_.progress,
                                      files ? config_.run_dir + "/metrics.csv" : "",
                                      !config_.resume.empty());
@@ -45,10 +51,10 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
   threads_ = compute_threads(config_, comm_);
   const data::FolderOptions folder = folder_options(config_, threads_);
   std::vector<std::string> notes;  // image folders: skipped files, cache trouble
-  train_ = data::load_dataset(config_.dataset, config_.data_dir, true, folder, &notes)
-               .head(config_.train_subset);
-  test_ = data::load_dataset(config_.dataset, config_.data_dir, false, folder, &notes)
-              .head(config_.test_subset);
+  train_ = take_subset(data::load_dataset(config_.dataset, config_.data_dir, true, folder, &notes),
+                       config_.train_subset, config_.dataset);
+  test_ = take_subset(data::load_dataset(config_.dataset, config_.data_dir, false, folder, &notes),
+                      config_.test_subset, config_.dataset);
   if (config_.val_fraction > 0)
     val_ = data::split_off_validation(train_, config_.val_fraction, config_.seed);
   best_ = BestModelTracker(config_.patience);
@@ -77,11 +83,7 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
   dconfig.gradient_comm = gradient_comm_.get();
   dopt_ = std::make_unique<distributed::DistributedOptimizer>(
       comm_, *backend_, model_->parameters(), *optimizer_, dconfig);
-  distributed::StallPolicy stall;
-  stall.warning_seconds = config_.stall_warning_s;
-  stall.abort_seconds = config_.stall_abort_s;
-  comm_.set_stall_policy(stall);
-  if (gradient_comm_) gradient_comm_->set_stall_policy(stall);
+  arm_stall_abort(false);
 
   check_fingerprint();
   resume();
@@ -97,6 +99,15 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
 }
 
 Trainer::~Trainer() = default;
+
+void Trainer::arm_stall_abort(bool armed) {
+  distributed::StallPolicy stall;
+  stall.warning_seconds = config_.stall_warning_s;
+  stall.abort_seconds = armed ? config_.stall_abort_s : 0.0;
+  comm_.set_stall_policy(stall);
+  if (gradient_comm_) gradient_comm_->set_stall_policy(stall);
+  stall_abort_armed_ = armed;
+}
 
 void Trainer::check_fingerprint() {
   auto items = fingerprint_items(config_);
@@ -138,6 +149,11 @@ void Trainer::banner() {
 }
 
 void Trainer::run() {
+  if (epochs_done_ >= config_.epochs) {
+    report_->line("run in " + config_.run_dir + " already complete: " +
+                  std::to_string(epochs_done_) + " of " + std::to_string(config_.epochs) +
+                  " epochs trained; nothing to train (raise epochs to train more)");
+  }
   for (int64_t epoch = epochs_done_; epoch < config_.epochs; ++epoch) {
     // Also true at once for a resumed run that had already stopped.
     if (best_.should_stop(epochs_done_)) {
@@ -158,6 +174,9 @@ void Trainer::run() {
     for (const std::string& lost : distributed::finish_timeline(*timeline_, comm_)) {
       report_->line("timeline: could not merge " + lost);
     }
+  }
+  if (comm_.rank() == 0 && !config_.run_dir.empty() && epochs_done_ >= config_.epochs) {
+    mark_run_complete(config_.run_dir, epochs_done_, config_.epochs);
   }
 }
 
@@ -244,8 +263,11 @@ void Trainer::train_step(data::BatchLoader& loader, data::Batch& batch, int64_t 
     {
       distributed::TimelineSpan span(timeline_.get(), "forward", "compute");
       model_->forward(*backend_, stager_->images(batch), ctx);
-      totals.add(model_->loss(*backend_, stager_->labels(batch),
-                              1.0f / static_cast<float>(passes * batch.size()), true));
+      const nn::LossStats loss =
+          model_->loss(*backend_, stager_->labels(batch),
+                       1.0f / static_cast<float>(passes * batch.size()), true);
+      check_finite_loss(loss.loss_sum, epoch + 1, global_step_ + 1, lr);
+      totals.add(loss);
     }
     distributed::TimelineSpan span(timeline_.get(), "backward", "compute");
     model_->backward(*backend_, dopt_->grad_ready_callback());
@@ -255,6 +277,7 @@ void Trainer::train_step(data::BatchLoader& loader, data::Batch& batch, int64_t 
     dopt_->step(static_cast<float>(lr));
   }
   ++global_step_;
+  if (!stall_abort_armed_) arm_stall_abort(true);  // the first step of this launch is done
 }
 
 void Trainer::finish_epoch(EpochResult& r) {
@@ -291,8 +314,14 @@ bool Trainer::validate_epoch(EpochResult& r) {
 }
 
 EvalResult Trainer::evaluate(bool validation) {
+  const bool first = !evaluated_once_;
+  if (first) arm_stall_abort(false);  // the first evaluation may autotune: not counted
   EvalResult e = evaluate_model(*model_, *backend_, *stager_, validation ? val_ : test_,
                                 normalization_, config_.test_batch_size, comm_, config_.top_k);
+  if (first) {
+    evaluated_once_ = true;
+    arm_stall_abort(true);
+  }
   if (!validation) last_classes_ = e.classes;
   return e;
 }
@@ -331,6 +360,7 @@ void Trainer::save_checkpoint(bool numbered, bool best) {
   meta["config"] = to_json(config_);
   meta["best"] = best_.to_json();
   const Checkpoint checkpoint = make_checkpoint(meta, state_tensors());
+  check_finite_state(checkpoint, epochs_done_);
   // The best one lives apart, so pruning the newest never removes it.
   if (best) app::save_checkpoint(config_.run_dir + "/best.lsck", checkpoint);
   if (!numbered) return;
@@ -343,24 +373,23 @@ void Trainer::resume() {
   if (config_.resume.empty()) return;
   std::string meta_text;
   if (comm_.rank() == 0) {
-    std::string path = config_.resume;
-    if (path == "auto") {
-      path = CheckpointStore(config_.run_dir + "/checkpoints", 0).latest();
-      if (path.empty())
-        report_->line("resume auto: no checkpoint in " + config_.run_dir +
-                      ", starting from scratch");
+    const ResumeSource source = find_resume_checkpoint(config_.resume, config_.run_dir);
+    for (const std::string& skipped : source.skipped) {
+      report_->line("resume auto: skipping a bad checkpoint: " + skipped);
     }
-    if (!path.empty()) {
-      const Checkpoint ckpt = load_checkpoint(path);
-      const auto& m = ckpt.meta;
+    if (!source.found) {
+      report_->line("resume auto: no readable checkpoint in " + config_.run_dir +
+                    "/checkpoints, starting from scratch");
+    } else {
+      const std::string& path = source.path;
+      const auto& m = source.checkpoint.meta;
       const auto stored = train_config_from_json(m.value("config", nlohmann::json::object()), path);
-      if (stored.model != config_.model || stored.layers != config_.layers ||
-          stored.dataset != config_.dataset) {
-        fail_input(path, ": checkpoint was trained with model ", stored.model, " on ",
-                   stored.dataset, " but the config says model ", config_.model, " on ",
-                   config_.dataset);
+      // Training continues the run; evaluation (no run_dir) may pick its data.
+      if (!config_.run_dir.empty()) refuse_model_or_data_changes(stored, config_, path);
+      for (const std::string& change : changed_settings(stored, config_)) {
+        report_->line("resume: setting changed since the checkpoint: " + change);
       }
-      restore_tensors(ckpt, path, state_tensors());
+      restore_tensors(source.checkpoint, path, state_tensors());
       nlohmann::json position;
       try {
         optimizer_->set_steps(m.at("optimizer").at("steps").get<int64_t>());

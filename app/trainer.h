@@ -70,6 +70,10 @@ class Trainer {
   std::vector<std::pair<std::string, nn::Tensor*>> state_tensors();
   void check_fingerprint();
   void banner();
+  // Long local phases (start-up with data decoding, the first step and the
+  // first evaluation with cuDNN autotuning) do not count towards
+  // stall_abort_s: armed false lifts the abort limit, true restores it.
+  void arm_stall_abort(bool armed);
 
   TrainConfig config_;
   distributed::Communicator& comm_;
@@ -92,6 +96,8 @@ class Trainer {
   int threads_ = 1;
   int64_t epochs_done_ = 0;
   int64_t global_step_ = 0;
+  bool stall_abort_armed_ = false;
+  bool evaluated_once_ = false;
   std::vector<EpochResult> history_;
 };
 

@@ -30,6 +30,8 @@
 #include <fstream>
 #include <memory>
 
+#include "data/jpeg_check.h"
+#include "data/png_check.h"
 #include "nn/error.h"
 
 namespace lockstep::data {
@@ -141,6 +143,8 @@ ImageInfo image_info(std::span<const uint8_t> bytes, const std::string& path) {
   if (!is_png(bytes) && !is_jpeg(bytes) && !is_bmp(bytes)) {
     fail_input(path, ": not a PNG, JPEG or BMP image (unknown signature)");
   }
+  if (is_png(bytes)) check_png_structure(bytes, path, kMaxImagePixels);
+  if (is_jpeg(bytes)) check_jpeg_structure(bytes, path);
   int w = 0, h = 0, c = 0;
   if (!stbi_info_from_memory(bytes.data(), static_cast<int>(bytes.size()), &w, &h, &c)) {
     const std::string reason = stbi_failure_reason() ? stbi_failure_reason() : "unknown";

@@ -4,14 +4,27 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <string>
+#include <thread>
+
+#include "nn/error.h"
 
 namespace lockstep::distributed {
+
+namespace {
+
+// An InputError (a bad config key, data file or checkpoint) is usually met by
+// every rank alike. A rank other than 0 gives rank 0 this long to report it
+// and end the job (which ends this rank silently) before it reports its own.
+constexpr int kQuietRankGraceMs = 3000;
+
+}  // namespace
 
 void fail_job(Communicator& comm, std::string_view message, int exit_code) noexcept {
   std::string line = "lockstep: rank ";
@@ -36,6 +49,11 @@ void fail_job(Communicator& comm, const std::exception& error, int exit_code) no
 int run_guarded(Communicator& comm, const std::function<int()>& body) noexcept {
   try {
     return body();
+  } catch (const InputError& error) {
+    if (comm.rank() != 0 && comm.size() > 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(kQuietRankGraceMs));
+    }
+    fail_job(comm, error);
   } catch (const std::exception& error) {
     fail_job(comm, error);
   } catch (...) {
@@ -85,6 +103,9 @@ void on_signal(int signal) {
   }
   pause_for_launcher();
   errno = saved;
+  // Asked to stop: exit with the shell's code for it (128 + signal), which
+  // launchers pass on as an exit code rather than as a crash.
+  if (signal == SIGINT || signal == SIGTERM) _exit(128 + signal);
   // SA_RESETHAND restored the default action: die of the same signal.
   raise(signal);
 }

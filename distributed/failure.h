@@ -27,15 +27,21 @@ namespace lockstep::distributed {
                            int exit_code = 1) noexcept;
 
 // Returns body()'s result; if body throws, fail_job() with the exception's
-// message (the job ends with exit code 1).
+// message (the job ends with exit code 1). An InputError is usually raised
+// alike on every rank: in a job of several ranks, a rank other than 0 waits
+// up to 3 s before it reports one, so that rank 0 reports it once and ends
+// the job; a rank that alone meets it still reports it after the wait.
 int run_guarded(Communicator& comm, const std::function<int()>& body) noexcept;
 
 // Process-wide (signal dispositions are per process): for SIGINT, SIGTERM,
 // SIGHUP, SIGQUIT, SIGSEGV, SIGBUS, SIGFPE, SIGILL and SIGABRT, a handler
 // writes one line "lockstep: rank R: <what happened>; ending the job" with
-// async-signal-safe write(), restores the default action and re-raises the
-// signal, so the rank dies of it and the launcher (mpiexec, srun, aprun)
-// ends the other ranks. An uncaught exception (std::terminate) prints its
+// async-signal-safe write(). SIGINT and SIGTERM (a user or a scheduler
+// asking the job to stop) then exit with 128 + signal; the others restore
+// the default action and re-raise the signal, so the rank dies of it. Either
+// way the launcher (mpiexec, srun, aprun) ends the other ranks. Checkpoints
+// are written atomically, so a rank stopped mid-write leaves the previous
+// one intact. An uncaught exception (std::terminate) prints its
 // message the same way and aborts. Call again to update the rank.
 void install_failure_handlers(int rank);
 

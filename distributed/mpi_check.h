@@ -5,9 +5,12 @@
 // lockstep creates sets it.
 #pragma once
 
+#include <fcntl.h>
 #include <mpi.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <thread>
 
@@ -53,6 +56,14 @@ inline std::string mpi_error_string(int code) {
 // runs on the loaded 2-core machine). A tenth of a second lets it forward.
 inline void let_launcher_forward_output() noexcept {
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
+}
+
+// Points stderr at /dev/null, just before MPI_Abort (whose own banner would
+// follow the one line that already said why).
+inline void silence_stderr() noexcept {
+  std::fflush(stderr);
+  const int null_fd = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+  if (null_fd >= 0) ::dup2(null_fd, STDERR_FILENO);
 }
 
 }  // namespace lockstep::distributed

@@ -158,7 +158,10 @@ class MpiCommunicator final : public Communicator {
   void barrier() override;
   [[noreturn]] void abort(int exit_code) noexcept override {
     let_launcher_forward_output();
-    MPI_Abort(comm_.comm, exit_code);
+    silence_stderr();  // our line says why; MPICH's "Abort(1) on node 0" banner would repeat it
+    // MPI_COMM_WORLD, not comm_: MPICH 4.0 ends only the calling process
+    // when MPI_Abort is given a duplicated communicator.
+    MPI_Abort(MPI_COMM_WORLD, exit_code);
     std::_Exit(exit_code);
   }
 

@@ -71,6 +71,7 @@ MpiEnvironment::~MpiEnvironment() noexcept {
     std::fputs(line.c_str(), stderr);
     std::fflush(stderr);
     let_launcher_forward_output();
+    silence_stderr();
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   MPI_Finalize();

@@ -3,7 +3,11 @@
 # which runs `LAUNCHER... $LOCKSTEP train --config CONFIG --resume auto ARGS...`
 # and writes one log per run (into $LOG_DIR, else the run directory) that
 # starts with the host, date, git revision, launcher command and the resolved
-# config (the TOML file as it is, then the command-line overrides).
+# config (the TOML file as it is, then the command-line overrides). It
+# returns 0 only when the run reached its last epoch: lockstep's rank 0 then
+# writes RUN_DIR/COMPLETE, which is removed before the launch. A launcher
+# that reports success for a run cut short (mpiexec after SIGTERM) or a
+# failure after it finished does not decide.
 #   job_arguments, default_option: argument handling of the batch scripts.
 #   mpi_launcher N   sets the array `launcher` to a local mpiexec for N ranks,
 #                    spelled for MPICH or Open MPI (from `mpiexec --version`).
@@ -116,6 +120,16 @@ lockstep_train() {
     echo "-----"
   } >"$log"
   echo "log: $log" >&2
+  rm -f "$run_dir/COMPLETE"
   set -o pipefail
-  "${launch[@]}" "$LOCKSTEP" "${args[@]}" 2>&1 | tee -a "$log"
+  local status=0
+  { "${launch[@]}" "$LOCKSTEP" "${args[@]}" 2>&1 | tee -a "$log"; status=${PIPESTATUS[0]}; } || true
+  if [ -f "$run_dir/COMPLETE" ]; then
+    echo "job: $(cat "$run_dir/COMPLETE") (launcher exit status $status)" | tee -a "$log" >&2
+    return 0
+  fi
+  echo "${0##*/}: the run in $run_dir did not reach its last epoch (launcher exit status" \
+    "$status); resubmit to continue from its newest checkpoint" | tee -a "$log" >&2
+  [ "$status" -ne 0 ] || status=1
+  return "$status"
 }

@@ -1,5 +1,6 @@
 #include "nn/model_zoo.h"
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 
@@ -196,6 +197,12 @@ std::unique_ptr<Model> build_model(const std::string& name,
       fail_input("model \"", name, "\" is a zoo model: give layers only with model = \"custom\"");
     }
     specs = zoo_layer_specs(name);
+    // The last layer is sized to the dataset's classes (10 in the references).
+    std::string& last_linear = *std::find_if(specs.rbegin(), specs.rend(), [](const auto& s) {
+      return s.find("linear out=") != std::string::npos;
+    });
+    last_linear =
+        last_linear.substr(0, last_linear.find("out=")) + "out=" + std::to_string(num_classes);
     const Shape expected = name == "mnist_net" ? Shape{1, 28, 28} : Shape{3, 32, 32};
     if (input_shape != expected) {
       fail_input("model \"", name, "\" is the reference network for ", shape_string(expected),

@@ -24,8 +24,9 @@ namespace lockstep::nn {
 std::vector<std::string> zoo_model_names();
 
 // Builds a zoo model by name, or, when name is "custom", the model described
-// by layer_specs. input_shape is one sample's (C, H, W); num_classes must
-// match the model's output. loss: "auto" (nll after log_softmax, else
+// by layer_specs. input_shape is one sample's (C, H, W). A zoo model's last
+// linear layer gets num_classes outputs; a custom model's output must match
+// num_classes. loss: "auto" (nll after log_softmax, else
 // cross_entropy), "nll" or "cross_entropy". Throws InputError naming the
 // faulty spec, layer or size.
 std::unique_ptr<Model> build_model(const std::string& name,

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs the Debian packages lockstep needs to build, test and train.
+# Installs the Debian packages lockstep needs to build, test and train;
+# with --test also what the CI lanes need (clang and its libFuzzer runtime
+# for the sanitizer and fuzz builds, stress-ng for the run under load).
 # Idempotent: packages already present are left as they are.
 set -euo pipefail
 
@@ -10,6 +12,9 @@ packages=(
   dataset-fashion-mnist shellcheck curl gnuplot-nox
   libonnx-dev libprotobuf-dev
 )
+if [ "${1:-}" = "--test" ]; then
+  packages+=(clang libclang-rt-dev stress-ng)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -53,20 +53,26 @@ TEST(CpuThreadPool, SmallWorkRunsInlineOnTheCaller) {
 
 TEST(CpuThreadPool, UsesTheWorkersForLargeWork) {
   // Chunks run on the caller or on a worker (an idle thread takes chunks
-  // nobody started), each exactly once; with chunks that take a while, a
-  // worker certainly gets some.
+  // nobody started), each exactly once. A chunk on the caller waits until
+  // another chunk has started on a worker: only a worker can take it, so
+  // this ends only when the workers do take work, however loaded the machine.
   ThreadPool pool(2);
   std::atomic<int> off_caller{0}, runs{0};
   const auto caller = std::this_thread::get_id();
   for (int job = 0; job < 20; ++job) {
+    std::atomic<bool> worker_started{false};
     pool.parallel_for(2, 1, [&](int64_t, int64_t, int) {
-      if (std::this_thread::get_id() != caller) off_caller++;
       runs++;
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (std::this_thread::get_id() != caller) {
+        off_caller++;
+        worker_started = true;
+        return;
+      }
+      while (!worker_started) std::this_thread::yield();
     });
   }
   EXPECT_EQ(runs.load(), 40);
-  EXPECT_GT(off_caller.load(), 0);
+  EXPECT_GE(off_caller.load(), 20);  // every job ran a chunk on a worker (or both)
 }
 
 TEST(CpuThreadPool, ExceptionInAWorkerReachesTheCaller) {

@@ -46,8 +46,12 @@ TEST(DistributedOptimizer, GradientsLiveInTheirBucketsUntilDestruction) {
         EXPECT_EQ(g.data(), start + b.offsets[j]) << params[b.params[j]]->name;
       }
     }
+    // This rank's own gradients, from a twin model: reading m's while the
+    // communication thread reduces the buckets already announced would race.
+    auto twin = small_model(3);
+    backward(*twin, *backend, make_batch(range_ids(4, 4)), 0.25f);
+    const std::vector<float> local = grads(*twin);
     backward(*m, *backend, make_batch(range_ids(4, 4)), 0.25f, dopt.grad_ready_callback());
-    const std::vector<float> local = grads(*m);
     EXPECT_EQ(dopt.reduce_gradients(), 0.5f);  // the average's factor, left to the update
     sums = grads(*m);
     EXPECT_EQ(sums, times(local, 2.0f));  // two identical ranks
@@ -70,8 +74,10 @@ TEST(DistributedOptimizer, AGradientReplacedAfterConstructionIsStillReduced) {
   auto sgd = nn::make_optimizer({}, m->parameters(), Device::kCpu);
   DistributedOptimizer dopt(comm, *backend, m->parameters(), *sgd, {.op = ReduceOp::kSum});
   first.grad = Tensor(first.value.shape());
+  auto twin = small_model(3);  // m's own gradients, read without racing the reduction
+  backward(*twin, *backend, make_batch(range_ids(0, 4)), 0.25f);
+  const std::vector<float> local = grads(*twin);
   backward(*m, *backend, make_batch(range_ids(0, 4)), 0.25f, dopt.grad_ready_callback());
-  const std::vector<float> local = grads(*m);
   dopt.synchronize();
   EXPECT_FALSE(first.grad.is_view());
   EXPECT_NE(first.grad.data()[0], 0.0f);

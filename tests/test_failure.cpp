@@ -12,6 +12,7 @@
 #include <chrono>
 #include <fstream>
 #include <initializer_list>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -126,6 +127,33 @@ TEST(FailureEndToEnd, HealthyJobSucceeds) {
 
 TEST(FailureEndToEnd, ExceptionOnOneRankEndsTheJob) {
   expect_job_fails(2, "throw", {"lockstep: rank 1: helper: bad value in rank 1's input\n"});
+}
+
+// Lines of output that contain part.
+size_t count_lines_with(const std::string& output, const std::string& part) {
+  size_t n = 0;
+  std::istringstream in(output);
+  for (std::string line; std::getline(in, line);) n += line.find(part) != std::string::npos;
+  return n;
+}
+
+// The same error on every rank is printed once (by rank 0), with no MPI
+// abort banner after it.
+TEST(FailureEndToEnd, ErrorOnEveryRankIsPrintedOnce) {
+  for (int ranks : {1, 3}) {
+    const JobResult job = expect_job_fails(ranks, "throw_all", {});
+    EXPECT_EQ(count_lines_with(job.output, "bad value in every rank's input"), 1u) << job.output;
+    EXPECT_EQ(count_lines_with(job.output, "lockstep: rank 0: helper: bad value"), 1u)
+        << job.output;
+    EXPECT_EQ(job.output.find("MPI_Abort"), std::string::npos) << job.output;
+    EXPECT_EQ(job.exit_code, 1) << job.output;
+  }
+}
+
+// SIGTERM (a scheduler's wall-time limit) exits with 128 + 15.
+TEST(FailureEndToEnd, SigtermExitsWith143) {
+  const JobResult job = expect_job_fails(1, "sigterm_all", {"terminated (SIGTERM)"});
+  EXPECT_EQ(job.exit_code, 143) << job.output;
 }
 
 TEST(FailureEndToEnd, SigkillOnOneRankEndsTheJob) {

@@ -52,6 +52,20 @@ std::string build_error(const std::string& name, const std::vector<std::string>&
   return "no error";
 }
 
+// An image folder of any number of classes trains a zoo network: its last
+// layer follows the dataset.
+TEST(ModelZoo, LastLayerTakesTheDatasetsClassCount) {
+  for (const int64_t classes : {2, 10, 37}) {
+    auto mnist = build_model("mnist_net", {}, {1, 28, 28}, classes);
+    mnist->reset_parameters(1, Device::kCpu);
+    EXPECT_EQ(mnist->parameters().back()->value.shape(), (Shape{classes}));
+    auto alexnet = build_model("alexnet_cifar", {}, {3, 32, 32}, classes);
+    alexnet->reset_parameters(1, Device::kCpu);
+    EXPECT_EQ(alexnet->parameters().back()->value.shape(), (Shape{classes}));
+    EXPECT_EQ(alexnet->parameters().back()->name, "classifier.6.bias");
+  }
+}
+
 TEST(ModelZoo, RefusesMismatchedDataAndBadSpecs) {
   struct BadSpec {
     std::string name;

@@ -3,7 +3,8 @@
 //                             few output columns are wasted (MNIST conv1);
 //   im2col (conv_im2col.cpp): everything else (MNIST conv2, AlexNet-CIFAR),
 // both parallel over samples. The weight gradient is summed per chunk of
-// samples into private partials, then reduced in chunk order.
+// samples into private partials, then reduced in chunk order; the chunks do
+// not depend on the thread count, so neither does the result.
 #include <algorithm>
 
 #include "nn/cpu/conv_common.h"
@@ -14,8 +15,12 @@
 namespace lockstep::nn::cpu {
 namespace {
 
-// Weight gradients larger than this (floats) get one partial sum per thread
-// instead of one per chunk.
+// The batch is split into at most this many chunks of samples for the
+// weight gradient, whatever the thread count; weight gradients larger than
+// kManyPartialsWeights floats (whose partials cost memory traffic) into at
+// most kFewPartials.
+constexpr int64_t kManyPartials = 16;
+constexpr int64_t kFewPartials = 4;
 constexpr int64_t kManyPartialsWeights = int64_t{1} << 16;
 
 // out[e] = sum over chunks t of partials[t * stride + e] for e < count.
@@ -78,12 +83,10 @@ void conv2d_backward_filter(ThreadPool& pool, const Conv2dGeometry& g, const flo
                                          ? conv::wide_filter_chunk
                                          : conv::im2col_filter_chunk;
   // Every chunk zeroes and fills a private copy of dw, then the copies are
-  // summed: with large weights that traffic dominates, so they get only one
-  // chunk per thread.
-  const int64_t grain =
-      wsize > kManyPartialsWeights ? (g.batch + pool.threads() - 1) / pool.threads() : 1;
-  const int chunks = pool.chunks(g.batch, grain);
-  if (chunks == 1) {  // one thread: accumulate in place
+  // summed in chunk order.
+  const int chunks = static_cast<int>(
+      std::min(g.batch, wsize > kManyPartialsWeights ? kFewPartials : kManyPartials));
+  if (chunks == 1) {  // one sample: accumulate in place
     float* dbt = db ? db : scratch(ScratchSlot::kPartials, static_cast<size_t>(K));
     std::fill(dw, dw + wsize, 0.0f);
     std::fill(dbt, dbt + K, 0.0f);
@@ -91,10 +94,14 @@ void conv2d_backward_filter(ThreadPool& pool, const Conv2dGeometry& g, const flo
     return;
   }
   float* partials = scratch(ScratchSlot::kPartials, static_cast<size_t>(chunks * stride));
-  pool.parallel_for(g.batch, grain, [&](int64_t n0, int64_t n1, int t) {
-    float* dwt = partials + t * stride;
-    std::fill(dwt, dwt + stride, 0.0f);
-    chunk_fn(g, x, dy, n0, n1, dwt, dwt + wsize);
+  pool.parallel_for(chunks, 1, [&](int64_t c0, int64_t c1, int) {
+    for (int64_t c = c0; c < c1; ++c) {
+      float* dwt = partials + c * stride;
+      std::fill(dwt, dwt + stride, 0.0f);
+      const int chunk = static_cast<int>(c);
+      chunk_fn(g, x, dy, ThreadPool::chunk_begin(g.batch, chunks, chunk),
+               ThreadPool::chunk_begin(g.batch, chunks, chunk + 1), dwt, dwt + wsize);
+    }
   });
   reduce_partials(pool, partials, chunks, stride, wsize, dw);
   if (db) reduce_partials(pool, partials + wsize, chunks, stride, K, db);

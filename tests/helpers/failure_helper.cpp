@@ -3,7 +3,7 @@
 //
 //   lockstep_failure_helper MODE [--tag=ANY]
 //   MODE: ok | throw | sigkill | sigterm | segv | terminate | mismatch | stall |
-//         unwind
+//         unwind | throw_all (every rank) | sigterm_all (every rank)
 // The tag is ignored: tests use it to find leftover processes.
 #include <algorithm>
 #include <chrono>
@@ -25,8 +25,9 @@ using namespace lockstep::distributed;
 namespace {
 
 int run(Communicator& comm, const std::string& mode) {
-  const std::vector<std::string> modes = {"ok",   "throw",     "sigkill",  "sigterm",
-                                          "segv", "terminate", "mismatch", "stall"};
+  const std::vector<std::string> modes = {"ok",        "throw",      "sigkill",  "sigterm",
+                                          "segv",      "terminate",  "mismatch", "stall",
+                                          "throw_all", "sigterm_all"};
   if (std::find(modes.begin(), modes.end(), mode) == modes.end()) {
     fail_input("unknown mode '", mode, "' (ok, throw, sigkill, sigterm, segv, terminate, ",
                "mismatch, stall)");
@@ -55,6 +56,8 @@ int run(Communicator& comm, const std::string& mode) {
     comm.allreduce(std::span<float>(x), ReduceOp::kSum);
     return 0;
   }
+  if (mode == "throw_all") throw InputError("helper: bad value in every rank's input");
+  if (mode == "sigterm_all") raise(SIGTERM);
   if (rank == 1) {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the others wait in barrier
     if (mode == "throw") throw InputError("helper: bad value in rank 1's input");

@@ -2,6 +2,7 @@
 // ranks report (with the label, and on rank 0 the missing rank), and the
 // collective still completes with the right result.
 #include <gtest/gtest.h>
+#include <mpi.h>
 
 #include <chrono>
 #include <mutex>
@@ -15,41 +16,70 @@
 namespace lockstep::distributed {
 namespace {
 
+// Records the reports; once `enough` says the reports so far suffice, sends
+// one message to rank `late` on a side communicator. The late rank waits for
+// those messages instead of sleeping for a time, so what the waiting ranks
+// have reported does not depend on how loaded the machine is.
 struct Recorder {
   std::mutex mutex;
   std::vector<StallReport> reports;
+  std::function<bool(const std::vector<StallReport>&)> enough;
+  MPI_Comm side = MPI_COMM_NULL;
+  int late = 1;
+  bool released = false;
   std::function<void(const StallReport&)> callback() {
     return [this](const StallReport& report) {
       std::lock_guard lock(mutex);
       reports.push_back(report);
+      if (!released && side != MPI_COMM_NULL && enough && enough(reports)) {
+        released = true;
+        int one = 1;
+        MPI_Send(&one, 1, MPI_INT, late, 0, side);
+      }
     };
   }
 };
 
+// The late rank: waits until every other rank's recorder released it.
+void wait_until_released(MPI_Comm side, int size) {
+  for (int i = 0; i < size - 1; ++i) {
+    int one = 0;
+    MPI_Recv(&one, 1, MPI_INT, MPI_ANY_SOURCE, 0, side, MPI_STATUS_IGNORE);
+  }
+}
+
 TEST(StallWatchdog, LateRankIsReportedAndTheResultIsStillRight) {
   Recorder recorder;
+  MPI_Comm_dup(MPI_COMM_WORLD, &recorder.side);
+  // Released after two reports; rank 0 also waits until no rank but 1 is
+  // missing (every other waiting rank has told it).
+  recorder.enough = [](const std::vector<StallReport>& reports) {
+    const StallReport& last = reports.back();
+    return reports.size() >= 2 && (!last.ranks_known || last.missing_ranks == std::vector<int>{1});
+  };
   MpiCommunicatorOptions options;
   options.stall.warning_seconds = 0.5;
-  options.stall.abort_seconds = 60.0;
+  options.stall.abort_seconds = 600.0;
   options.stall.on_stall = recorder.callback();
   auto comm = make_mpi_communicator(MPI_COMM_WORLD, options);
   const int rank = comm->rank(), size = comm->size();
   comm->barrier();
   comm->set_stall_label("stall test step 7");
-  if (rank == 1) std::this_thread::sleep_for(std::chrono::seconds(2));
+  if (rank == 1) wait_until_released(recorder.side, size);
   std::vector<float> data(1000, static_cast<float>(rank + 1));
   comm->allreduce(std::span<float>(data), ReduceOp::kSum);
   const float expected = static_cast<float>(size * (size + 1) / 2);
   for (float v : data) ASSERT_EQ(v, expected);
 
   std::lock_guard lock(recorder.mutex);
+  MPI_Comm_free(&recorder.side);
   if (rank == 1) {
     EXPECT_TRUE(recorder.reports.empty()) << recorder.reports.front().message();
     return;
   }
-  // Reports at 0.5, 1.0, 1.5 s of a ~2 s wait (scheduling may lose one).
+  // Reports every 0.5 s on rank 0 (2, 4, ... times that on the others) until
+  // rank 1 was released, which took at least two.
   ASSERT_GE(recorder.reports.size(), 2u);
-  EXPECT_LE(recorder.reports.size(), 4u);
   for (const StallReport& report : recorder.reports) {
     EXPECT_EQ(report.rank, rank);
     EXPECT_EQ(report.operation, "allreduce");
@@ -74,7 +104,9 @@ TEST(StallWatchdog, LateRankIsReportedAndTheResultIsStillRight) {
 TEST(StallWatchdog, NoReportsWhenNobodyIsLate) {
   Recorder recorder;
   MpiCommunicatorOptions options;
-  options.stall.warning_seconds = 0.5;
+  // Far above any scheduling delay of a loaded machine, far below the
+  // test's time: a watchdog that reported without a wait would show.
+  options.stall.warning_seconds = 10.0;
   options.stall.on_stall = recorder.callback();
   auto comm = make_mpi_communicator(MPI_COMM_WORLD, options);
   std::vector<double> data(4096, 1.0);
@@ -89,6 +121,9 @@ TEST(StallWatchdog, NoReportsWhenNobodyIsLate) {
 TEST(StallWatchdog, PolicyAndLabelCanBeSetLater) {
   auto comm = testing::make_test_comm();
   Recorder recorder;
+  MPI_Comm_dup(MPI_COMM_WORLD, &recorder.side);
+  recorder.late = comm->size() - 1;
+  recorder.enough = [](const std::vector<StallReport>&) { return true; };
   StallPolicy policy;
   policy.warning_seconds = 0.3;
   policy.on_stall = recorder.callback();
@@ -96,10 +131,11 @@ TEST(StallWatchdog, PolicyAndLabelCanBeSetLater) {
   comm->set_stall_label("gather of step counts");
   comm->barrier();
   const int late = comm->size() - 1;
-  if (comm->rank() == late) std::this_thread::sleep_for(std::chrono::milliseconds(900));
+  if (comm->rank() == late) wait_until_released(recorder.side, comm->size());
   const std::vector<int64_t> gathered = comm->allgather_value<int64_t>(comm->rank() + 40);
   for (int r = 0; r < comm->size(); ++r) EXPECT_EQ(gathered[static_cast<size_t>(r)], r + 40);
   std::lock_guard lock(recorder.mutex);
+  MPI_Comm_free(&recorder.side);
   if (comm->rank() != late) {
     ASSERT_FALSE(recorder.reports.empty());
     EXPECT_EQ(recorder.reports.front().operation, "allgather");

@@ -1,0 +1,65 @@
+#include "data/jpeg_check.h"
+
+#include "nn/error.h"
+
+namespace lockstep::data {
+namespace {
+
+constexpr uint8_t kDht = 0xC4, kSos = 0xDA, kEoi = 0xD9;
+
+bool is_standalone(uint8_t marker) {  // markers without a length field
+  return marker == 0x01 || (marker >= 0xD0 && marker <= 0xD8);
+}
+
+// The tables of one DHT segment: bytes [begin, end).
+void check_dht(std::span<const uint8_t> b, size_t begin, size_t end, const std::string& path) {
+  for (size_t at = begin; at < end;) {
+    if (at + 17 > end) return;  // cut short: the decoder reports it
+    int codes = 0;
+    for (size_t i = 1; i <= 16; ++i) codes += b[at + i];
+    if (codes > 256) {
+      fail_input(path, ": damaged JPEG: a Huffman table declares ", codes, " codes (at most 256)");
+    }
+    if (at + 17 + static_cast<size_t>(codes) > end) {
+      fail_input(path, ": damaged JPEG: a Huffman table declares ", codes,
+                 " codes but its segment holds ", end - at - 17);
+    }
+    at += 17 + static_cast<size_t>(codes);
+  }
+}
+
+// The position after the entropy-coded data that starts at `at`: the next
+// marker (FF not followed by 00 or a restart marker).
+size_t skip_scan_data(std::span<const uint8_t> b, size_t at) {
+  for (; at + 1 < b.size(); ++at) {
+    if (b[at] != 0xFF) continue;
+    const uint8_t next = b[at + 1];
+    if (next != 0x00 && !(next >= 0xD0 && next <= 0xD7) && next != 0xFF) return at;
+  }
+  return b.size();
+}
+
+}  // namespace
+
+void check_jpeg_structure(std::span<const uint8_t> bytes, const std::string& path) {
+  for (size_t at = 2; at + 4 <= bytes.size();) {
+    if (bytes[at] != 0xFF) return;  // not a marker: left to the decoder
+    const uint8_t marker = bytes[at + 1];
+    if (marker == 0xFF) {  // fill byte
+      ++at;
+      continue;
+    }
+    if (marker == kEoi) return;
+    if (is_standalone(marker)) {
+      at += 2;
+      continue;
+    }
+    const size_t length = static_cast<size_t>(bytes[at + 2]) << 8 | bytes[at + 3];
+    const size_t end = at + 2 + length;
+    if (length < 2 || end > bytes.size()) return;
+    if (marker == kDht) check_dht(bytes, at + 4, end, path);
+    at = marker == kSos ? skip_scan_data(bytes, end) : end;
+  }
+}
+
+}  // namespace lockstep::data

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Builds lockstep (CPU only) with sanitizers and runs tests under them:
+#   scripts/sanitize.sh address,undefined  # unit tests and the 2- and 3-rank suites
+#                                          # (clang; also builds the fuzz targets)
+#   scripts/sanitize.sh thread             # threaded and multi-rank tests (TSan)
+# Build directory: build-asan or build-tsan. A report fails the test.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+lane=${1:?usage: scripts/sanitize.sh address,undefined|thread}
+targets=(lockstep lockstep_tests lockstep_mpi_tests lockstep_failure_helper)
+case $lane in
+  address,undefined)
+    dir=build-asan
+    # clang, so that the same build serves the libFuzzer targets.
+    extra=(-DCMAKE_CXX_COMPILER=clang++ -DLOCKSTEP_FUZZ=ON)
+    targets+=(fuzz_idx fuzz_cifar10 fuzz_checkpoint fuzz_config fuzz_layers fuzz_image)
+    tests=""
+    ;;
+  thread)
+    dir=build-tsan
+    extra=()
+    # Threads: the compute pool, the batch loader, the gradient reduction
+    # thread, the watchdog; ranks: the mpiexec suites and the failure jobs.
+    tests='^(CpuThreadPool|CpuThreads|Loader|DistributedOptimizer|Timeline|FailureEndToEnd|mpi_tests_)'
+    ;;
+  *) echo "sanitize: unknown lane '$lane' (address,undefined or thread)" >&2 && exit 2 ;;
+esac
+cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOCKSTEP_CUDA=OFF \
+  -DLOCKSTEP_SANITIZE="$lane" "${extra[@]}" >/dev/null
+cmake --build "$dir" -j "$(nproc)" --target "${targets[@]}"
+# MPICH is not built with the sanitizers: what it allocates once and keeps
+# (tests/lsan.supp) and its own synchronisation (tests/tsan.supp) are known.
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:strict_string_checks=1"
+export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+export TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp:halt_on_error=1:second_deadlock_stack=1"
+ctest --test-dir "$dir" --output-on-failure -j 2 ${tests:+-R "$tests"}

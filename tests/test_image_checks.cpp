@@ -1,0 +1,87 @@
+// PNG headers and JPEG Huffman tables checked before stb_image decodes:
+// sizes over the limit named as such whatever their magnitude, damaged
+// chunk structure and overfull Huffman tables refused.
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <vector>
+
+#include "data/image_io.h"
+#include "support/dataset_files.h"
+
+namespace lockstep {
+namespace {
+
+using testing::throws_input_error;
+
+void put_be32(std::vector<uint8_t>& b, size_t at, uint32_t v) {
+  for (int i = 0; i < 4; ++i) b[at + i] = static_cast<uint8_t>(v >> (24 - 8 * i));
+}
+
+// Recomputes the CRC of the chunk starting at `at` (length, type, data, CRC).
+void fix_crc(std::vector<uint8_t>& b, size_t at) {
+  const uint32_t length =
+      static_cast<uint32_t>(b[at]) << 24 | b[at + 1] << 16 | b[at + 2] << 8 | b[at + 3];
+  put_be32(b, at + 8 + length, static_cast<uint32_t>(crc32(0L, b.data() + at + 4, 4 + length)));
+}
+
+std::vector<uint8_t> gray_png() {
+  return data::encode_png(data::Image{1, 1, 1, {128}});
+}
+
+TEST(PngCheck, HeaderOverTheLimitGetsTheOverSizeMessage) {
+  for (uint32_t side : {20000u, 100000u, 0x7fffffffu, 0xffffffffu}) {
+    std::vector<uint8_t> png = gray_png();
+    put_be32(png, 16, side);
+    put_be32(png, 20, side);
+    fix_crc(png, 8);
+    EXPECT_TRUE(throws_input_error([&] { data::image_info(png, "big.png"); },
+                                   {"big.png", std::to_string(side) + "x" + std::to_string(side),
+                                    "64 megapixels", "refused before decoding"}))
+        << side;
+  }
+}
+
+TEST(PngCheck, DamagedChunksAreRefusedBeforeDecoding) {
+  // IHDR of length 0: the signature, then an empty IHDR chunk and IEND.
+  std::vector<uint8_t> empty_ihdr = gray_png();
+  empty_ihdr.resize(8);
+  const uint8_t chunk[] = {0, 0, 0, 0, 'I', 'H', 'D', 'R', 0, 0, 0, 0};
+  empty_ihdr.insert(empty_ihdr.end(), chunk, chunk + sizeof(chunk));
+  empty_ihdr.resize(64, 0);
+  fix_crc(empty_ihdr, 8);
+  EXPECT_TRUE(throws_input_error([&] { data::decode_image(empty_ihdr, "e.png"); },
+                                 {"e.png", "13-byte IHDR"}));
+  // An empty IDAT before the image data.
+  std::vector<uint8_t> empty_idat = gray_png();
+  const uint8_t idat[] = {0, 0, 0, 0, 'I', 'D', 'A', 'T', 0, 0, 0, 0};
+  empty_idat.insert(empty_idat.begin() + 33, idat, idat + sizeof(idat));
+  fix_crc(empty_idat, 33);
+  EXPECT_TRUE(throws_input_error([&] { data::decode_image(empty_idat, "i.png"); },
+                                 {"i.png", "empty IDAT"}));
+  // Zero pixels.
+  std::vector<uint8_t> zero = gray_png();
+  put_be32(zero, 16, 0);
+  fix_crc(zero, 8);
+  EXPECT_TRUE(throws_input_error([&] { data::image_info(zero, "z.png"); }, {"z.png", "0x1"}));
+  EXPECT_NO_THROW(data::decode_image(gray_png(), "ok.png"));
+}
+
+// A DHT segment whose table declares more than 256 codes (found by
+// tests/fuzz/fuzz_image: stb_image wrote past the table).
+TEST(JpegCheck, OverfullHuffmanTableIsRefused) {
+  const data::Image image{8, 8, 1, std::vector<uint8_t>(64, 100)};
+  std::vector<uint8_t> jpeg = data::encode_jpeg(image);
+  EXPECT_NO_THROW(data::decode_image(jpeg, "ok.jpg"));
+  size_t dht = 2;
+  while (dht + 1 < jpeg.size() && !(jpeg[dht] == 0xFF && jpeg[dht + 1] == 0xC4)) {
+    dht += 2 + (static_cast<size_t>(jpeg[dht + 2]) << 8 | jpeg[dht + 3]);
+  }
+  ASSERT_LT(dht + 21, jpeg.size()) << "no DHT segment";
+  for (size_t i = 5; i < 21; ++i) jpeg[dht + i] = 0x20;  // 16 lengths x 32 codes = 512
+  EXPECT_TRUE(throws_input_error([&] { data::decode_image(jpeg, "h.jpg"); },
+                                 {"h.jpg", "Huffman table declares 512 codes (at most 256)"}));
+}
+
+}  // namespace
+}  // namespace lockstep

@@ -1,0 +1,188 @@
+// Runs that meet trouble between launches: corrupt checkpoints under
+// `--resume auto`, finished runs resubmitted, fresh runs into another run's
+// directory, changed settings on resume, diverging losses, and what a job
+// script reports when the launcher's exit code cannot be trusted.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "app/checkpoint.h"
+#include "support/dataset_files.h"
+#include "support/run_command.h"
+
+namespace lockstep {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_command;
+using testing::run_lockstep;
+using testing::ScratchDir;
+
+bool have_fashion_mnist() {
+  return fs::exists(std::string(LOCKSTEP_FASHION_MNIST_DIR) + "/train-images-idx3-ubyte.gz");
+}
+
+#define REQUIRE_FASHION_MNIST()                                                   \
+  if (!have_fashion_mnist())                                                      \
+  GTEST_SKIP() << "Fashion-MNIST is not installed in " LOCKSTEP_FASHION_MNIST_DIR \
+                  " (scripts/setup.sh installs the Debian package dataset-fashion-mnist)"
+
+std::string small_run(const std::string& dir, int epochs, int train_subset = 256) {
+  return "train --dataset fashion-mnist --train-subset " + std::to_string(train_subset) +
+         " --test-subset 128 --epochs " + std::to_string(epochs) +
+         " --keep-checkpoints 0 --progress plain --threads 1 --run-dir " + dir;
+}
+
+size_t lines_in(const std::string& path) {
+  std::ifstream in(path);
+  size_t n = 0;
+  for (std::string line; std::getline(in, line);) ++n;
+  return n;
+}
+
+size_t count_lines_with(const std::string& output, const std::string& part) {
+  size_t n = 0;
+  std::istringstream in(output);
+  for (std::string line; std::getline(in, line);) n += line.find(part) != std::string::npos;
+  return n;
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST(RunRecovery, ResumeAutoSkipsCorruptCheckpointsAndNamesThem) {
+  REQUIRE_FASHION_MNIST();
+  ScratchDir dir;
+  auto r = run_lockstep(small_run(dir.path(), 3));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto paths = app::CheckpointStore(dir.file("checkpoints"), 0).numbered();
+  ASSERT_EQ(paths.size(), 3u);
+  // The newest loses its second half, the one before gets a flipped byte.
+  fs::resize_file(paths[2], fs::file_size(paths[2]) / 2);
+  {
+    std::fstream f(paths[1], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(paths[1]) / 2));
+    f.put('\x5a');
+  }
+  const std::string corrupt = dir.file("corrupt.lsck");  // the resume replaces paths[1]
+  fs::copy_file(paths[1], corrupt);
+  r = run_lockstep(small_run(dir.path(), 4) + " --resume auto");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(count_lines_with(r.output, "resume auto: skipping a bad checkpoint"), 2u) << r.output;
+  for (const std::string& bad : {paths[2], paths[1]}) {
+    EXPECT_EQ(count_lines_with(r.output, "skipping a bad checkpoint: checkpoint " + bad), 1u)
+        << bad << "\n"
+        << r.output;
+  }
+  EXPECT_TRUE(contains(r.output, "resuming from " + paths[0])) << r.output;
+  EXPECT_TRUE(contains(r.output, "epoch   2/4")) << r.output;
+  // An explicit path to a bad file stays an error that names it.
+  r = run_lockstep(small_run(dir.path(), 4) + " --resume " + corrupt);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, corrupt)) << r.output;
+}
+
+TEST(RunRecovery, FinishedRunSaysAlreadyCompleteAndTrainsNothing) {
+  REQUIRE_FASHION_MNIST();
+  ScratchDir dir;
+  auto r = run_lockstep(small_run(dir.path(), 1));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(fs::exists(dir.file("COMPLETE"))) << r.output;
+  r = run_lockstep(small_run(dir.path(), 1) + " --resume auto");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "already complete: 1 of 1 epochs")) << r.output;
+  EXPECT_FALSE(contains(r.output, "epoch   1/1")) << r.output;
+  EXPECT_EQ(lines_in(dir.file("metrics.csv")), 2u);
+  EXPECT_TRUE(fs::exists(dir.file("COMPLETE")));
+}
+
+TEST(RunRecovery, FreshRunRefusesAnotherRunsCheckpointsUnlessOverwrite) {
+  REQUIRE_FASHION_MNIST();
+  ScratchDir dir;
+  auto r = run_lockstep(small_run(dir.path(), 1));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_lockstep(small_run(dir.path(), 1) + " --seed 3");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  for (const char* remedy : {"--resume auto", "another --run-dir", "--overwrite"}) {
+    EXPECT_TRUE(contains(r.output, remedy)) << remedy << " missing from\n" << r.output;
+  }
+  EXPECT_EQ(count_lines_with(r.output, "lockstep: rank"), 1u) << r.output;
+  r = run_lockstep(small_run(dir.path(), 1) + " --seed 3 --overwrite");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(lines_in(dir.file("metrics.csv")), 2u);
+  EXPECT_EQ(app::CheckpointStore(dir.file("checkpoints"), 0).numbered().size(), 1u);
+}
+
+TEST(RunRecovery, ResumePrintsChangedSettingsAndRefusesModelOrDataChanges) {
+  REQUIRE_FASHION_MNIST();
+  ScratchDir dir;
+  auto r = run_lockstep(small_run(dir.path(), 1));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_lockstep(small_run(dir.path(), 2, 128) + " --resume auto");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "train_subset 256 -> 128")) << r.output;
+  r = run_lockstep(small_run(dir.path(), 2) + " --resume auto --lr 0.02");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "setting changed since the checkpoint: lr: 0.01 -> 0.02"))
+      << r.output;
+  EXPECT_TRUE(contains(r.output, "setting changed since the checkpoint: epochs: 1 -> 2"))
+      << r.output;
+  // Evaluation is no resume of the run: it may take another test subset.
+  const std::string latest = app::CheckpointStore(dir.file("checkpoints"), 0).latest();
+  r = run_lockstep("evaluate --checkpoint " + latest + " --test-subset 64");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "(64 samples of fashion-mnist)")) << r.output;
+}
+
+TEST(RunRecovery, NonFiniteLossStopsTrainingWithoutACheckpoint) {
+  REQUIRE_FASHION_MNIST();
+  for (const char* lr : {"1e30", "1e38"}) {  // inf itself is refused by validation
+    ScratchDir dir;
+    const auto r = run_lockstep(small_run(dir.path(), 2) + " --lr " + lr);
+    EXPECT_EQ(r.exit_code, 1) << lr << "\n" << r.output;
+    EXPECT_EQ(count_lines_with(r.output, "training diverged: the loss is"), 1u) << r.output;
+    EXPECT_TRUE(contains(r.output, "in epoch 1 step ")) << r.output;
+    EXPECT_TRUE(app::CheckpointStore(dir.file("checkpoints"), 0).numbered().empty()) << lr;
+    EXPECT_FALSE(fs::exists(dir.file("COMPLETE")));
+  }
+}
+
+TEST(RunRecovery, OneProcessErrorIsOneLine) {
+  const auto r = run_lockstep("train --batch-size 0");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  std::istringstream in(r.output);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 1u) << r.output;
+  EXPECT_TRUE(contains(lines[0], "lockstep: rank 0: config key batch_size must be > 0"))
+      << r.output;
+}
+
+// A stand-in launcher that reports success whatever the run did, as
+// mpiexec did after SIGTERM: the job script still tells the two apart.
+TEST(RunRecovery, JobScriptExitsNonZeroWhenTheRunDidNotFinish) {
+  REQUIRE_FASHION_MNIST();
+  ScratchDir dir;
+  const std::string launcher = dir.file("srun");
+  std::ofstream(launcher) << "#!/bin/sh\nshift\n\"$@\"\nexit 0\n";  // drops --cpu-bind
+  fs::permissions(launcher, fs::perms::owner_all);
+  const std::string job = "cd " LOCKSTEP_SOURCE_DIR " && PATH=" + dir.path() +
+                          ":$PATH LOCKSTEP=" LOCKSTEP_BINARY
+                          " DEVICE=cpu bash jobs/slurm.sbatch.sh configs/fashion_mnist.toml "
+                          "--train-subset 256 --test-subset 128 --epochs 1 --progress plain "
+                          "--run-dir " +
+                          dir.file("run");
+  auto r = run_command(job + " --lr inf");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "did not reach its last epoch (launcher exit status 0)"))
+      << r.output;
+  r = run_command(job + " --overwrite");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "complete: epoch 1 of 1")) << r.output;
+}
+
+}  // namespace
+}  // namespace lockstep
