@@ -170,6 +170,12 @@ class Backend {
   // cudaStream_t of the CUDA backend; null on the CPU, where every op has
   // finished when it returns.
   virtual void* native_stream() { return nullptr; }
+  // Makes the calling thread use this backend's device (CUDA: sets the
+  // current device), so that runtime calls made on a thread the backend did
+  // not start (a communicator checking where a pointer lives) create no
+  // context on another device. Call it first on such a thread; nothing on
+  // the CPU.
+  virtual void bind_thread() {}
 };
 
 // The CPU backend with `threads` worker threads (0: all hardware threads).

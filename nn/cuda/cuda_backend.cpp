@@ -155,6 +155,7 @@ class CudaBackend final : public Backend {
     ctx_.synchronize();
   }
   void* native_stream() override { return ctx_.stream(); }
+  void bind_thread() override { ctx_.activate(); }
 
  private:
   cuda::DeviceContext ctx_;
