@@ -30,7 +30,7 @@
 #include <utility>
 #include <vector>
 
-#include "cuda_test_util.h"
+#include "support/cuda_test_util.h"
 #include "nn/cuda/cuda_backend.h"
 #include "nn/error.h"
 #include "nn/tensor.h"

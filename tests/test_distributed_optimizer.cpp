@@ -1,10 +1,10 @@
 // DistributedOptimizer in one process: bucket layout, equality with the
 // wrapped optimizer at size 1, gradient accumulation, and errors from the
 // communication thread (with a fake communicator that plays identical
-// ranks). Averaging and compression: test_distributed_optimizer_reduce.cpp.
+// ranks). Averaging and compression: test_host_reduction.cpp.
 #include <gtest/gtest.h>
 
-#include "dopt_test_util.h"
+#include "support/dopt_test_util.h"
 
 namespace lockstep::distributed {
 namespace {

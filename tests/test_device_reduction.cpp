@@ -15,7 +15,7 @@
 
 #include "distributed/device_reducer.h"
 #include "distributed/distributed_optimizer.h"
-#include "dopt_test_util.h"
+#include "support/dopt_test_util.h"
 #include "nn/error.h"
 #include "nn/model_zoo.h"
 

@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "dopt_test_util.h"
+#include "support/dopt_test_util.h"
 
 namespace lockstep::distributed {
 namespace {
