@@ -13,11 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "distributed/bucket_layout.h"
 #include "distributed/device_reducer.h"
+#include "distributed/device_reduction.h"
 #include "distributed/distributed_optimizer.h"
-#include "support/dopt_test_util.h"
 #include "nn/error.h"
 #include "nn/model_zoo.h"
+#include "support/dopt_test_util.h"
 
 namespace lockstep::distributed {
 namespace {
@@ -177,6 +179,32 @@ TEST_P(DevicePath, CompressionUsesTheHostPath) {
 }
 
 INSTANTIATE_TEST_SUITE_P(OverlapOnAndOff, DevicePath, ::testing::Bool());
+
+// --- the strategy on its own ----------------------------------------------------
+
+TEST_P(DevicePath, StrategyPrescalesMarksEnqueuesInOrderAndUnpacks) {
+  auto backend = nn::make_cpu_backend(1);
+  FakeReducer reducer(3);
+  TwoParams p;
+  BucketLayout layout(p.list, Device::kCpu, 1.0, 0.0, /*buffers=*/true, /*views=*/false);
+  DeviceReduction device(layout, reducer, reducer, *backend, GetParam(), 0.5f);
+  p.set_grads(2.0f, -4.0f);
+  layout.pack(1, true, *backend);
+  device.bucket_ready(0, 7);  // bucket 0 holds b
+  layout.pack(0, true, *backend);
+  device.bucket_ready(1, 7);
+  device.finish(7);
+  EXPECT_EQ(p.a.grad.data()[2], 3.0f);  // 2 * 0.5 * 3 ranks
+  EXPECT_EQ(p.b.grad.data()[4], -6.0f);
+  // With overlap, bucket 0 may be queued before bucket 1 is marked.
+  const std::vector<std::string> calls = reducer.calls();
+  EXPECT_TRUE(calls == (std::vector<std::string>{"mark 0", "mark 1", "enqueue 0 5", "enqueue 1 3",
+                                                 "finish"}) ||
+              (GetParam() && calls == (std::vector<std::string>{"mark 0", "enqueue 0 5", "mark 1",
+                                                                "enqueue 1 3", "finish"})))
+      << ::testing::PrintToString(calls);
+  EXPECT_EQ(device.stats().allreduces, 2);
+}
 
 }  // namespace
 }  // namespace lockstep::distributed

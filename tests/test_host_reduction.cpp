@@ -6,6 +6,9 @@
 
 #include <cmath>
 
+#include <limits>
+
+#include "distributed/host_reduction.h"
 #include "support/dopt_test_util.h"
 
 namespace lockstep::distributed {
@@ -235,6 +238,65 @@ TEST(DistributedOptimizer, CompressedAverageIsTheSixteenBitSumScaled) {
   EXPECT_EQ(reduce_once(3, {.compression = Compression::kFp16}, 0.1f),
             0.2998046875f * static_cast<float>(1.0 / 3));
 }
+
+// --- the strategy on its own ----------------------------------------------------
+
+TEST(HostReduction, ChunkValuesFollowTheChunkSize) {
+  EXPECT_EQ(HostReduction::chunk_values(1.0, sizeof(float)), 262144u);
+  EXPECT_EQ(HostReduction::chunk_values(1.0, sizeof(uint16_t)), 524288u);
+  EXPECT_EQ(HostReduction::chunk_values(0.0, sizeof(float)), std::numeric_limits<size_t>::max());
+  EXPECT_EQ(HostReduction::chunk_values(1e-9, sizeof(float)), 1u);
+}
+
+class HostStrategy : public ::testing::TestWithParam<bool> {};
+
+// Buckets handed over in any order are summed in index order, labelled with
+// the step, prescaled, and left in Parameter::grad.
+TEST_P(HostStrategy, SumsEveryBucketInIndexOrder) {
+  auto backend = nn::make_cpu_backend(1);
+  FakeCommunicator comm(3);
+  nn::Parameter a{"a", Tensor({2}), Tensor({2})}, b{"b", Tensor({3}), Tensor({3})};
+  std::vector<nn::Parameter*> list{&a, &b};
+  BucketLayout layout(list, Device::kCpu, 1.0, 0.0, /*buffers=*/true, /*views=*/true);
+  HostReduction host(layout, comm, *backend,
+                     {.overlap = GetParam(), .allreduce_chunk_mb = 1.0, .prescale = 0.5f});
+  for (int64_t step = 1; step <= 2; ++step) {
+    for (float& v : a.grad.span()) v = 2.0f;
+    for (float& v : b.grad.span()) v = -4.0f;
+    host.bucket_ready(1, step);
+    host.bucket_ready(0, step);
+    host.finish(step);
+    EXPECT_EQ(a.grad.data()[1], 3.0f);  // 2 * 0.5 * 3 ranks
+    EXPECT_EQ(b.grad.data()[2], -6.0f);
+  }
+  EXPECT_EQ(comm.calls, (std::vector<size_t>{3, 2, 3, 2}));  // bucket 0 holds b
+  EXPECT_EQ(comm.labels, (std::vector<std::string>{"step 1 bucket 0", "step 1 bucket 1",
+                                                   "step 2 bucket 0", "step 2 bucket 1"}));
+  EXPECT_EQ(host.stats().allreduces, 4);
+  EXPECT_EQ(host.stats().bytes_reduced, 2 * 5 * 4);
+}
+
+TEST_P(HostStrategy, AFailedAllreduceIsThrownByFinishAndTheNextStepWorks) {
+  auto backend = nn::make_cpu_backend(1);
+  FakeCommunicator comm(2);
+  comm.fail_call = 1;
+  nn::Parameter a{"a", Tensor({2}), Tensor({2})}, b{"b", Tensor({3}), Tensor({3})};
+  std::vector<nn::Parameter*> list{&a, &b};
+  BucketLayout layout(list, Device::kCpu, 1.0, 0.0, /*buffers=*/true, /*views=*/false);
+  HostReduction host(layout, comm, *backend, {.overlap = GetParam()});
+  host.bucket_ready(0, 1);
+  host.bucket_ready(1, 1);
+  EXPECT_EQ(error_of([&] { host.finish(1); }), "MPI_Allreduce failed: fake network down");
+  for (float& v : a.grad.span()) v = 1.0f;
+  layout.pack(0, true, *backend);
+  layout.pack(1, true, *backend);
+  host.bucket_ready(0, 2);
+  host.bucket_ready(1, 2);
+  host.finish(2);
+  EXPECT_EQ(a.grad.data()[0], 2.0f);
+}
+
+INSTANTIATE_TEST_SUITE_P(OverlapOnAndOff, HostStrategy, ::testing::Bool());
 
 }  // namespace
 }  // namespace lockstep::distributed
