@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "distributed/communicator.h"
+#include "distributed/failure.h"
 #include "distributed/mpi_check.h"
 #include "distributed/mpi_communicator.h"
 #include "nn/error.h"
@@ -157,7 +158,7 @@ class MpiCommunicator final : public Communicator {
   void allgather(std::span<const std::byte> in, std::span<std::byte> out) override;
   void barrier() override;
   [[noreturn]] void abort(int exit_code) noexcept override {
-    let_launcher_forward_output();
+    pause_for_launcher();
     MPI_Abort(comm_.comm, exit_code);
     std::_Exit(exit_code);
   }
