@@ -37,8 +37,11 @@ TEST(DistributedOptimizer, GradientsLiveInTheirBucketsUntilDestruction) {
   const std::vector<float> before = grads(*m);
   std::vector<float> sums;
   {
-    DistributedOptimizer dopt(comm, *backend, params, *sgd,
-                              {.first_bucket_mb = 0.0001, .bucket_cap_mb = 0.002});
+    // Overlap off: `local` below is read before any bucket is reduced in
+    // place (with the thread, a bucket may be summed while it is read).
+    DistributedOptimizer dopt(
+        comm, *backend, params, *sgd,
+        {.first_bucket_mb = 0.0001, .bucket_cap_mb = 0.002, .overlap = false});
     ASSERT_GT(dopt.buckets().size(), 1u);
     EXPECT_EQ(grads(*m), before);  // moved with their values
     for (const GradientBucket& b : dopt.buckets()) {
