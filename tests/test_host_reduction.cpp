@@ -7,6 +7,10 @@
 #include <cmath>
 
 #include <limits>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "distributed/host_reduction.h"
 #include "support/dopt_test_util.h"
@@ -300,6 +304,97 @@ TEST_P(HostStrategy, AFailedAllreduceIsThrownByFinishAndTheNextStepWorks) {
 }
 
 INSTANTIATE_TEST_SUITE_P(OverlapOnAndOff, HostStrategy, ::testing::Bool());
+
+// A CPU backend that records the threads bind_thread() was called on; the
+// ops a host reduction does not use fail the test.
+class BindRecordingBackend final : public nn::Backend {
+ public:
+  std::vector<std::thread::id> bound;
+  nn::Device device() const override { return Device::kCpu; }
+  std::string name() const override { return "bind recorder"; }
+  void bind_thread() override { bound.push_back(std::this_thread::get_id()); }
+  void synchronize() override {}
+  void copy(int64_t n, const float* src, float* dst) override { cpu_->copy(n, src, dst); }
+  void axpy(int64_t n, float a, const float* x, float* y) override { cpu_->axpy(n, a, x, y); }
+  void scale(int64_t n, float a, float* x) override { cpu_->scale(n, a, x); }
+  void fill(int64_t n, float v, float* x) override { cpu_->fill(n, v, x); }
+  void conv2d_forward(const nn::Conv2dGeometry&, const float*, const float*, const float*,
+                      float*) override {
+    unused();
+  }
+  void conv2d_backward_data(const nn::Conv2dGeometry&, const float*, const float*,
+                            float*) override {
+    unused();
+  }
+  void conv2d_backward_filter(const nn::Conv2dGeometry&, const float*, const float*, float*,
+                              float*) override {
+    unused();
+  }
+  void maxpool2d_forward(const nn::Pool2dGeometry&, const float*, float*) override { unused(); }
+  void maxpool2d_backward(const nn::Pool2dGeometry&, const float*, const float*, const float*,
+                          float*) override {
+    unused();
+  }
+  void relu_forward(int64_t, const float*, float*) override { unused(); }
+  void relu_backward(int64_t, const float*, const float*, float*) override { unused(); }
+  void dropout_forward(const nn::DropoutGeometry&, const int64_t*, const float*, float*,
+                       float*) override {
+    unused();
+  }
+  void dropout_backward(const nn::DropoutGeometry&, const float*, const float*, float*) override {
+    unused();
+  }
+  void gemm(bool, bool, int64_t, int64_t, int64_t, float, const float*, const float*, float,
+            float*) override {
+    unused();
+  }
+  void add_row_bias(int64_t, int64_t, const float*, float*) override { unused(); }
+  void sum_rows(int64_t, int64_t, const float*, float*) override { unused(); }
+  void log_softmax_forward(int64_t, int64_t, const float*, float*) override { unused(); }
+  void log_softmax_backward(int64_t, int64_t, const float*, const float*, float*) override {
+    unused();
+  }
+  nn::LossStats nll_loss(int64_t, int64_t, const float*, const int32_t*, float, float*) override {
+    unused();
+    return {};
+  }
+  nn::LossStats softmax_cross_entropy(int64_t, int64_t, const float*, const int32_t*, float,
+                                      float*) override {
+    unused();
+    return {};
+  }
+  void sgd_update(int64_t, const nn::SgdParams&, float*, const float*, float*) override {
+    unused();
+  }
+  void adam_update(int64_t, const nn::AdamParams&, float*, const float*, float*, float*) override {
+    unused();
+  }
+
+ private:
+  static void unused() { ADD_FAILURE() << "a host reduction called a compute op"; }
+  std::unique_ptr<nn::Backend> cpu_ = nn::make_cpu_backend(1);
+};
+
+// Issue 16: the communication thread binds the backend's device before its
+// first communicator call (NCCL's pointer check would otherwise create a
+// context on GPU 0), and every reduction off the caller's thread runs there.
+TEST(HostReduction, TheCommunicationThreadBindsTheBackendFirst) {
+  BindRecordingBackend backend;
+  FakeCommunicator comm(2);
+  nn::Parameter a{"a", Tensor({2}), Tensor({2})}, b{"b", Tensor({3}), Tensor({3})},
+      c{"c", Tensor({4}), Tensor({4})};
+  std::vector<nn::Parameter*> list{&a, &b, &c};
+  BucketLayout layout(list, Device::kCpu, 1.0, 0.0, /*buffers=*/true, /*views=*/true);
+  {
+    HostReduction host(layout, comm, backend, {.overlap = true, .compression = Compression::kFp16});
+    for (size_t bucket = 0; bucket < 3; ++bucket) host.bucket_ready(bucket, 1);
+    host.finish(1);
+  }
+  ASSERT_EQ(backend.bound.size(), 1u);
+  EXPECT_NE(backend.bound[0], std::this_thread::get_id());
+  EXPECT_EQ(comm.calls_16bit, (std::vector<size_t>{4, 3, 2}));
+  EXPECT_EQ(comm.threads_16bit.front(), backend.bound[0]);  // bucket 0: always the thread's
+}
 
 }  // namespace
 }  // namespace lockstep::distributed
