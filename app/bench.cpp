@@ -5,18 +5,13 @@
 #include <cstdio>
 
 #include "distributed/distributed_optimizer.h"
+#include "nn/clock.h"
 #include "nn/counter_rng.h"
 #include "nn/model_zoo.h"
 #include "nn/optimizer.h"
 
 namespace lockstep::app {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 nn::Shape input_shape(const std::string& model) {
   return model == "mnist_net" ? nn::Shape{1, 28, 28} : nn::Shape{3, 32, 32};

@@ -1,5 +1,6 @@
-// Writing a checkpoint file (layout in checkpoint.h): through a temporary in
-// the same directory, fsync, rename over the target, fsync the directory.
+// Writing a checkpoint file (layout in checkpoint.h) through a
+// data::AtomicFile: a temporary in the same directory, fsync, rename over
+// the target, fsync the directory.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 
 #include "app/checkpoint.h"
 #include "app/checkpoint_format.h"
+#include "data/atomic_file.h"
 #include "nn/error.h"
 
 namespace lockstep::app {
@@ -128,19 +130,6 @@ void write_body(Writer& w, const Checkpoint& checkpoint, const std::string& meta
   LOCKSTEP_CHECK(w.written() == size, "wrote ", w.written(), " bytes, expected ", size);
 }
 
-// Makes a rename in dir durable. File systems that cannot sync directories
-// (EINVAL) are accepted.
-void sync_directory(const std::string& dir, const std::string& path) {
-  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (fd.get() < 0 || ::fsync(fd.get()) != 0) {
-    const int err = errno;
-    if (err == EINVAL) return;
-    fail_input("checkpoint ", path, " was written but its directory ", dir,
-               " could not be synced: ", errno_text(err),
-               "; check the file system before trusting this checkpoint");
-  }
-}
-
 }  // namespace
 
 void save_checkpoint(const std::string& path, const Checkpoint& checkpoint,
@@ -150,36 +139,11 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint,
   const std::string meta_text =
       checkpoint.meta.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
   const uint64_t size = encoded_size(checkpoint, meta_text);
-  const std::string temp = path + std::string(kTempMarker) + std::to_string(::getpid());
-  Fd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (fd.get() < 0) {
-    const int err = errno;
-    fail_input("cannot write checkpoint ", path, ": creating ", temp, " failed: ", errno_text(err),
-               "; check that the directory exists and is writable");
-  }
-  try {
-    Writer writer(fd.get(), path, options.fail_after_bytes);
-    write_body(writer, checkpoint, meta_text, size);
-    if (::fsync(fd.get()) != 0) {
-      const int err = errno;
-      fail_input("cannot write checkpoint ", path, ": fsync failed: ", errno_text(err),
-                 "; the previous checkpoint is kept");
-    }
-    if (const int err = fd.close(); err != 0) {
-      fail_input("cannot write checkpoint ", path, ": close failed: ", errno_text(err),
-                 "; the previous checkpoint is kept");
-    }
-    if (::rename(temp.c_str(), path.c_str()) != 0) {
-      const int err = errno;
-      fail_input("cannot write checkpoint ", path, ": renaming ", temp,
-                 " over it failed: ", errno_text(err), "; the previous checkpoint is kept");
-    }
-  } catch (...) {
-    ::unlink(temp.c_str());
-    throw;
-  }
-  const std::string dir = fs::path(path).parent_path().string();
-  sync_directory(dir.empty() ? "." : dir, path);
+  data::AtomicFile file(path, path + std::string(kTempMarker) + std::to_string(::getpid()),
+                        "checkpoint");
+  Writer writer(file.fd(), path, options.fail_after_bytes);
+  write_body(writer, checkpoint, meta_text, size);
+  file.commit(/*sync=*/true);
 }
 
 }  // namespace lockstep::app

@@ -20,19 +20,11 @@
 #include "data/sampler.h"
 #include "data/validation_split.h"
 #include "distributed/fingerprint.h"
+#include "nn/clock.h"
 #include "nn/error.h"
 #include "nn/model_zoo.h"
 
 namespace lockstep::app {
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-}  // namespace
 
 Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
     : config_(std::move(config)), comm_(comm) {
@@ -117,6 +109,8 @@ void Trainer::check_fingerprint() {
   items.emplace_back("dataset.train.size", std::to_string(train_.size()));
   items.emplace_back("dataset.test.size", std::to_string(test_.size()));
   items.emplace_back("dataset.validation.size", std::to_string(val_.size()));
+  items.emplace_back("dataset.train.hash", std::to_string(train_.fingerprint()));
+  items.emplace_back("dataset.test.hash", std::to_string(test_.fingerprint()));
   items.emplace_back("dataset.image",
                      nn::shape_string({train_.channels, train_.height, train_.width}));
   comm_.set_stall_label("start-up fingerprint check");

@@ -30,6 +30,7 @@
 #include <fstream>
 #include <memory>
 
+#include "data/atomic_file.h"
 #include "data/jpeg_check.h"
 #include "data/png_check.h"
 #include "nn/error.h"
@@ -250,28 +251,12 @@ std::vector<uint8_t> encode_jpeg(const Image& image, int quality) {
 
 void write_file_atomically(const std::string& path, std::span<const uint8_t> bytes, bool sync) {
   static std::atomic<uint64_t> counter{0};
-  const std::string tmp =
-      path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1));
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail_input(path, ": cannot be written (", std::strerror(errno), ")");
-  size_t done = 0;
-  int error = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      error = errno != 0 ? errno : EIO;
-      break;
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (error == 0 && sync && ::fsync(fd) != 0) error = errno;
-  if (::close(fd) != 0 && error == 0) error = errno;
-  if (error == 0 && ::rename(tmp.c_str(), path.c_str()) != 0) error = errno;
-  if (error != 0) {
-    ::unlink(tmp.c_str());
-    fail_input(path, ": write failed (", std::strerror(error), "); the previous file is unchanged");
-  }
+  AtomicFile file(
+      path,
+      path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1)),
+      "file");
+  file.write(bytes.data(), bytes.size());
+  file.commit(sync);
 }
 
 int64_t text_width(const std::string& text, int64_t scale) {

@@ -66,9 +66,9 @@ Image from_planar(const uint8_t* chw, int64_t channels, int64_t height, int64_t 
 std::vector<uint8_t> encode_png(const Image& image);
 // JPEG bytes (quality 1..100); used by tests and tools.
 std::vector<uint8_t> encode_jpeg(const Image& image, int quality = 95);
-// Writes bytes to path atomically: a temporary file in the same folder, then
-// rename (fsync'ed first when sync). Readers see the old file or the new
-// one, never a part. Throws InputError naming path; the temporary is removed.
+// Writes bytes to path atomically through an AtomicFile (atomic_file.h):
+// readers see the old file or the new one, never a part; sync: fsync the
+// file and its folder. Throws InputError naming path; the temporary is removed.
 void write_file_atomically(const std::string& path, std::span<const uint8_t> bytes,
                            bool sync = true);
 

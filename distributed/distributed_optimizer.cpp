@@ -1,21 +1,15 @@
 #include "distributed/distributed_optimizer.h"
 
-#include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <cstring>
 
 #include "distributed/device_reducer.h"
+#include "distributed/device_reduction.h"
+#include "distributed/host_reduction.h"
+#include "nn/clock.h"
 #include "nn/error.h"
 
 namespace lockstep::distributed {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
 
 void validate(const DistributedOptimizerConfig& c) {
   if (c.op != ReduceOp::kAverage && c.op != ReduceOp::kSum) {
@@ -38,119 +32,71 @@ void validate(const DistributedOptimizerConfig& c) {
   }
 }
 
+void check_parameters(const std::vector<nn::Parameter*>& params, nn::Device device) {
+  for (const nn::Parameter* p : params) {
+    if (p->value.device() != device || p->grad.device() != device ||
+        p->grad.numel() != p->value.numel()) {
+      fail_input("distributed optimizer: parameter ", p->name, " (",
+                 nn::to_string(p->value.device()),
+                 ") must have a gradient of the same size on the backend's device (",
+                 nn::to_string(device), ")");
+    }
+  }
+}
+
 }  // namespace
 
 DistributedOptimizer::DistributedOptimizer(Communicator& comm, nn::Backend& backend,
                                            const std::vector<nn::Parameter*>& params,
                                            nn::Optimizer& inner, DistributedOptimizerConfig config)
-    : comm_(comm),
-      backend_(backend),
-      params_(params),
-      inner_(inner),
-      config_(config),
-      grad_comm_(config.gradient_comm != nullptr ? *config.gradient_comm : comm) {
+    : comm_(comm), backend_(backend), params_(params), inner_(inner), config_(config) {
   validate(config_);
+  Communicator& grad_comm = config_.gradient_comm != nullptr ? *config_.gradient_comm : comm;
   passes_per_step_ = config_.backward_passes_per_step;
-  passthrough_ = grad_comm_.size() == 1 && passes_per_step_ == 1 &&
-                 config_.compression == Compression::kNone &&
-                 config_.gradient_predivide_factor == 1.0;
   const double f = config_.gradient_predivide_factor;
-  prescale_ = static_cast<float>(1.0 / f);
-  postscale_ = config_.op == ReduceOp::kAverage ? static_cast<float>(f / grad_comm_.size()) : 1.0f;
-  on_host_ = backend_.device() == nn::Device::kCpu;
-  if (!passthrough_ && config_.compression == Compression::kNone) {
-    reducer_ = grad_comm_.device_reducer();
+  const auto prescale = static_cast<float>(1.0 / f);
+  postscale_ = config_.op == ReduceOp::kAverage ? static_cast<float>(f / grad_comm.size()) : 1.0f;
+  // One rank, one pass, nothing to round: the reduction is the identity.
+  const bool passthrough = grad_comm.size() == 1 && passes_per_step_ == 1 &&
+                           config_.compression == Compression::kNone && f == 1.0;
+  DeviceReducer* reducer = nullptr;
+  if (!passthrough && config_.compression == Compression::kNone) {
+    reducer = grad_comm.device_reducer();
   }
-
-  std::vector<int64_t> numels;
-  for (const nn::Parameter* p : params_) {
-    if (p->value.device() != backend_.device() || p->grad.device() != backend_.device() ||
-        p->grad.numel() != p->value.numel()) {
-      fail_input("distributed optimizer: parameter ", p->name, " (",
-                 nn::to_string(p->value.device()),
-                 ") must have a gradient of the same size on the backend's device (",
-                 nn::to_string(backend_.device()), ")");
-    }
-    numels.push_back(p->value.numel());
+  check_parameters(params_, backend_.device());
+  // Gradients kept in the buckets: host tensors, no accumulation, reduced by MPI.
+  const bool views =
+      !passthrough && backend_.device() == nn::Device::kCpu && !reducer && passes_per_step_ == 1;
+  layout_ = std::make_unique<BucketLayout>(params_, backend_.device(), config_.first_bucket_mb,
+                                           config_.bucket_cap_mb, !passthrough, views);
+  if (reducer) {
+    strategy_ = std::make_unique<DeviceReduction>(*layout_, grad_comm, *reducer, backend_,
+                                                  config_.overlap, prescale);
+  } else if (!passthrough) {
+    strategy_ = std::make_unique<HostReduction>(
+        *layout_, grad_comm, backend_,
+        HostReductionConfig{config_.overlap, config_.allreduce_chunk_mb, config_.compression,
+                            prescale});
   }
-  buckets_ = assign_buckets(numels, config_.first_bucket_mb, config_.bucket_cap_mb);
-  state_ = std::vector<BucketState>(buckets_.size());
-  param_bucket_.resize(params_.size());
-  param_offset_.resize(params_.size());
-  // Gradients kept in the buckets (see "Gradients in the buckets" in the
-  // header): host tensors, no accumulation, reduced by MPI.
-  const bool views = !passthrough_ && on_host_ && !reducer_ && passes_per_step_ == 1;
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    BucketState& s = state_[b];
-    if (!passthrough_) {
-      s.buffer = nn::Tensor({buckets_[b].numel}, backend_.device());
-      if (!on_host_ && !reducer_) s.host = nn::Tensor({buckets_[b].numel}, nn::Device::kCpu);
-      if (config_.compression != Compression::kNone) {
-        s.wire.resize(static_cast<size_t>(buckets_[b].numel));
-      }
-    }
-    s.pack_name = "pack bucket " + std::to_string(b);
-    s.allreduce_name = "allreduce bucket " + std::to_string(b);
-    s.unpack_name = "unpack bucket " + std::to_string(b);
-    for (size_t j = 0; j < buckets_[b].params.size(); ++j) {
-      const size_t i = buckets_[b].params[j];
-      param_bucket_[i] = b;
-      param_offset_[i] = buckets_[b].offsets[j];
-      if (views && params_[i]->grad.numel() > 0) {
-        nn::Tensor& grad = params_[i]->grad;
-        float* home = s.buffer.data() + buckets_[b].offsets[j];
-        std::memcpy(home, grad.data(), static_cast<size_t>(grad.numel()) * sizeof(float));
-        grad = nn::Tensor::view(home, grad.shape(), nn::Device::kCpu);
-      }
-    }
-  }
-  announced_.assign(params_.size(), false);
+  set_timeline(config_.timeline);
   reset_pass();
-  // Nothing to reduce yet: the thread waits for bucket 0.
-  next_bucket_ = 0;
-  if (config_.overlap && !passthrough_) thread_ = std::thread([this] { comm_loop(); });
 }
 
+// The strategy (and its thread) goes before the layout gives the gradients back.
 DistributedOptimizer::~DistributedOptimizer() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stop_ = true;
-  }
-  work_cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-  // Gradients kept in the buckets get memory of their own again: the model
-  // outlives this object.
-  for (size_t i = 0; i < params_.size(); ++i) {
-    if (in_bucket(i)) params_[i]->grad = params_[i]->grad.clone();
-  }
+  strategy_.reset();
 }
 
-float* DistributedOptimizer::bucket_slot(size_t i) {
-  BucketState& s = state_[param_bucket_[i]];
-  return s.buffer.empty() ? nullptr : s.buffer.data() + param_offset_[i];
-}
-
-bool DistributedOptimizer::in_bucket(size_t i) {
-  return params_[i]->grad.is_view() && params_[i]->grad.data() == bucket_slot(i);
+void DistributedOptimizer::set_timeline(Timeline* timeline) {
+  config_.timeline = timeline;
+  if (strategy_) strategy_->set_timeline(timeline);
 }
 
 void DistributedOptimizer::reset_pass() {
   announced_.assign(params_.size(), false);
   announced_count_ = 0;
-  for (size_t b = 0; b < buckets_.size(); ++b) state_[b].pending = buckets_[b].params.size();
-}
-
-void DistributedOptimizer::accumulate(size_t i, bool first_pass) {
-  const BucketState& s = state_[param_bucket_[i]];
-  TimelineSpan span(config_.timeline, s.pack_name, "pack");
-  if (in_bucket(i)) return;  // backward wrote it there (the span marks it ready)
-  const nn::Tensor& grad = params_[i]->grad;
-  float* dst = bucket_slot(i);
-  if (first_pass) {
-    backend_.copy(grad.numel(), grad.data(), dst);
-  } else {
-    backend_.axpy(grad.numel(), 1.0f, grad.data(), dst);
-  }
+  pending_.resize(layout_->size());
+  for (size_t b = 0; b < layout_->size(); ++b) pending_[b] = layout_->bucket(b).params.size();
 }
 
 void DistributedOptimizer::on_grad_ready(size_t i) {
@@ -175,11 +121,13 @@ void DistributedOptimizer::on_grad_ready(size_t i) {
   const auto start = Clock::now();
   announced_[i] = true;
   ++announced_count_;
-  if (!passthrough_) {
-    accumulate(i, passes_done_ == 0);
-    const size_t b = param_bucket_[i];
-    const bool reducing = passes_done_ + 1 == passes_per_step_;
-    if (--state_[b].pending == 0 && reducing) hand_off(b);
+  if (strategy_) {
+    const size_t b = layout_->bucket_of(i);
+    {
+      TimelineSpan span(config_.timeline, layout_->names(b).pack, "pack");
+      layout_->pack(i, passes_done_ == 0, backend_);
+    }
+    if (--pending_[b] == 0 && will_reduce()) strategy_->bucket_ready(b, inner_.steps() + 1);
   }
   pack_seconds_ += seconds_since(start);
   if (announced_count_ == params_.size()) finish_pass();
@@ -205,35 +153,7 @@ void DistributedOptimizer::finish_pass() {
   if (passes_done_ < passes_per_step_) reset_pass();
 }
 
-void DistributedOptimizer::hand_off(size_t b) {
-  BucketState& s = state_[b];
-  if (reducer_) {
-    // Queued after the pack; the reduction waits for it on the device.
-    if (prescale_ != 1.0f) backend_.scale(buckets_[b].numel, prescale_, s.buffer.data());
-    reducer_->mark_ready(b, backend_.native_stream());
-  } else {
-    backend_.synchronize();  // the packed buffer is complete before another thread reads it
-    if (!on_host_) s.host.copy_from(s.buffer);
-  }
-  if (!config_.overlap) return;  // synchronize() reduces it
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    label_step_ = inner_.steps() + 1;
-    // The last bucket with the communication thread idle: nothing is left to
-    // overlap it with, so synchronize() reduces it on this thread (no wake-up
-    // of the communication thread and back).
-    if (!reducer_ && b + 1 == state_.size() && next_bucket_ == b) {
-      reduce_inline_ = true;
-      return;
-    }
-    s.ready = true;
-  }
-  work_cv_.notify_one();
-}
-
-float DistributedOptimizer::reduce_gradients() {
-  const auto start = Clock::now();
-  TimelineSpan span(config_.timeline, "synchronize", "communication wait");
+void DistributedOptimizer::check_reduce_allowed() const {
   // With k > 1 the reducing pass must have begun (announced gradients);
   // with k = 1 a backward run without the callback is allowed.
   const bool reducing_pass_begun =
@@ -243,6 +163,12 @@ float DistributedOptimizer::reduce_gradients() {
                                           passes_per_step_,
                                           " backward passes (backward_passes_per_step)"));
   }
+}
+
+float DistributedOptimizer::reduce_gradients() {
+  const auto start = Clock::now();
+  TimelineSpan span(config_.timeline, "synchronize", "communication wait");
+  check_reduce_allowed();
   if (passes_done_ < passes_per_step_) {
     // The reducing pass is incomplete: take the gradients nobody announced
     // (backward without the callback) from Parameter::grad, in announce order.
@@ -251,54 +177,12 @@ float DistributedOptimizer::reduce_gradients() {
     }
   }
   std::exception_ptr error;
-  if (passthrough_) {
-    // One rank, one pass, nothing to round: the gradients are already final.
-  } else if (config_.overlap) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    if (reduce_inline_) {
-      // The communication thread is idle and waits for a bucket that is
-      // never marked ready: the last bucket is this thread's to reduce.
-      reduce_inline_ = false;
-      lock.unlock();
-      const size_t b = state_.size() - 1;
-      try {
-        reduce_bucket(b, Timeline::kMainThread);
-        if (on_host_) unpack_on_host(b, Timeline::kMainThread);
-      } catch (...) {
-        error = std::current_exception();
-      }
-      lock.lock();
-      next_bucket_ = state_.size();
-    }
-    done_cv_.wait(lock, [&] { return next_bucket_ == state_.size(); });
-    if (!error) error = error_;
-    error_ = nullptr;
-    next_bucket_ = 0;
-    for (BucketState& s : state_) s.ready = false;
-  } else {
+  if (strategy_) {
     try {
-      for (size_t b = 0; b < buckets_.size(); ++b) {
-        {
-          std::lock_guard<std::mutex> lock(mutex_);
-          label_step_ = inner_.steps() + 1;
-        }
-        reduce_bucket(b, Timeline::kMainThread);
-        if (on_host_ && !reducer_) unpack_on_host(b, Timeline::kMainThread);
-      }
+      strategy_->finish(inner_.steps() + 1);
     } catch (...) {
       error = std::current_exception();
     }
-  }
-  if (!error && reducer_) {
-    try {
-      reducer_->finish(backend_.native_stream());  // host waits here, once per step
-    } catch (...) {
-      error = std::current_exception();
-    }
-  }
-  if (!error && (!on_host_ || reducer_) && !passthrough_) {
-    for (size_t b = 0; b < buckets_.size(); ++b) unpack_on_device(b);
-    if (!reducer_) backend_.synchronize();  // the host copies are free for the next step
   }
   passes_done_ = 0;
   passes_per_step_ = config_.backward_passes_per_step;
@@ -322,50 +206,15 @@ void DistributedOptimizer::step(float lr) {
   inner_.step(backend_, lr, scale);
 }
 
-void DistributedOptimizer::broadcast_parameters(int root) {
-  if (passes_done_ != 0 || announced_count_ != 0) {
-    throw DistributedError(
-        "broadcast_parameters() during a step: call it before backward or after step()");
-  }
-  std::vector<nn::StateTensor> state = inner_.state();
-  // Check first, on every rank together, that the shapes agree.
-  int64_t mine[3] = {static_cast<int64_t>(params_.size()), 0, static_cast<int64_t>(state.size())};
-  for (const nn::Parameter* p : params_) mine[1] += p->value.numel();
-  for (const nn::StateTensor& s : state) mine[1] += s.tensor->numel();
-  int64_t theirs[3] = {mine[0], mine[1], mine[2]};
-  comm_.broadcast_values(std::span<int64_t>(theirs, 3), root);
-  int64_t differ = (mine[0] != theirs[0] || mine[1] != theirs[1] || mine[2] != theirs[2]) ? 1 : 0;
-  comm_.allreduce(std::span<int64_t>(&differ, 1), ReduceOp::kMax);
-  if (differ != 0) {
-    throw DistributedError(detail::concat(
-        "broadcast_parameters: the ranks built different models or optimizers (rank ", comm_.rank(),
-        ": ", mine[0], " parameters, ", mine[2], " optimizer state tensors, ", mine[1],
-        " values; rank ", root, ": ", theirs[0], ", ", theirs[2], ", ", theirs[1], ")"));
-  }
-  auto broadcast_tensor = [&](nn::Tensor& t) {
-    if (t.device() == nn::Device::kCpu) {
-      comm_.broadcast_values(t.span(), root);
-      return;
-    }
-    nn::Tensor host(t.shape(), nn::Device::kCpu);
-    host.copy_from(t);
-    comm_.broadcast_values(host.span(), root);
-    t.copy_from(host);
-  };
-  comm_.set_stall_label("broadcast_parameters");
-  for (nn::Parameter* p : params_) broadcast_tensor(p->value);
-  for (nn::StateTensor& s : state) broadcast_tensor(*s.tensor);
-  int64_t steps = inner_.steps();
-  float last_lr = inner_.last_lr();
-  comm_.broadcast_values(std::span<int64_t>(&steps, 1), root);
-  comm_.broadcast_values(std::span<float>(&last_lr, 1), root);
-  inner_.set_steps(steps);
-  inner_.set_last_lr(last_lr);
-}
-
 DistributedOptimizerStats DistributedOptimizer::stats() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  DistributedOptimizerStats out = stats_;
+  DistributedOptimizerStats out;
+  if (strategy_) {
+    const ReductionStats r = strategy_->stats();
+    out.allreduces = r.allreduces;
+    out.bytes_reduced = r.bytes_reduced;
+    out.allreduce_seconds = r.allreduce_seconds;
+    out.unpack_seconds = r.unpack_seconds;
+  }
   out.steps = steps_;
   out.exposed_seconds = exposed_seconds_;
   out.pack_seconds = pack_seconds_;
@@ -373,8 +222,7 @@ DistributedOptimizerStats DistributedOptimizer::stats() const {
 }
 
 void DistributedOptimizer::reset_stats() {
-  std::lock_guard<std::mutex> lock(mutex_);
-  stats_ = {};
+  if (strategy_) strategy_->reset_stats();
   steps_ = 0;
   exposed_seconds_ = pack_seconds_ = 0.0;
 }

@@ -84,15 +84,6 @@ SignalLine g_lines[] = {
 };
 int g_rank = -1;
 
-// 0.1 s for the launcher to forward the line before this process dies, as
-// before MPI_Abort (let_launcher_forward_output in mpi_check.h): under load
-// mpiexec ended the job before forwarding it. nanosleep is
-// async-signal-safe.
-void pause_for_launcher() noexcept {
-  struct timespec pause = {0, 100'000'000};
-  nanosleep(&pause, nullptr);
-}
-
 void on_signal(int signal) {
   const int saved = errno;
   for (const SignalLine& line : g_lines) {
@@ -129,6 +120,11 @@ void on_terminate() noexcept {
 }
 
 }  // namespace
+
+void pause_for_launcher() noexcept {
+  struct timespec pause = {0, 100'000'000};
+  nanosleep(&pause, nullptr);
+}
 
 void install_failure_handlers(int rank) {
   g_rank = rank;

@@ -45,4 +45,10 @@ int run_guarded(Communicator& comm, const std::function<int()>& body) noexcept;
 // message the same way and aborts. Call again to update the rank.
 void install_failure_handlers(int rank);
 
+// Sleeps a tenth of a second so the launcher forwards the line this rank has
+// just written and flushed before the rank dies (MPI_Abort, a re-raised
+// signal): MPICH's mpiexec kills every process as soon as one ends and can
+// drop output still in its pipes. Async-signal-safe (nanosleep).
+void pause_for_launcher() noexcept;
+
 }  // namespace lockstep::distributed

@@ -9,10 +9,8 @@
 #include <mpi.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <string>
-#include <thread>
 
 #include "nn/error.h"
 
@@ -48,14 +46,6 @@ inline std::string mpi_error_string(int code) {
                                          int line) {
   throw LibraryError(detail::concat("MPI call failed: ", expression, " (", file, ":", line,
                                     "): ", mpi_error_string(code)));
-}
-
-// Called just before MPI_Abort, after the line saying why was written and
-// flushed: MPICH's mpiexec kills every process as soon as one aborts and
-// can drop output still in its pipes (the line was missing in about 1 of 40
-// runs on the loaded 2-core machine). A tenth of a second lets it forward.
-inline void let_launcher_forward_output() noexcept {
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
 }
 
 // Points stderr at /dev/null, just before MPI_Abort (whose own banner would

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "distributed/communicator.h"
+#include "distributed/failure.h"
 #include "distributed/mpi_check.h"
 #include "distributed/mpi_communicator.h"
 #include "nn/error.h"
@@ -157,7 +158,7 @@ class MpiCommunicator final : public Communicator {
   void allgather(std::span<const std::byte> in, std::span<std::byte> out) override;
   void barrier() override;
   [[noreturn]] void abort(int exit_code) noexcept override {
-    let_launcher_forward_output();
+    pause_for_launcher();
     silence_stderr();  // our line says why; MPICH's "Abort(1) on node 0" banner would repeat it
     // MPI_COMM_WORLD, not comm_: MPICH 4.0 ends only the calling process
     // when MPI_Abort is given a duplicated communicator.

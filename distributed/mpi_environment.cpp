@@ -5,6 +5,7 @@
 #include <exception>
 #include <string>
 
+#include "distributed/failure.h"
 #include "distributed/mpi_check.h"
 #include "distributed/mpi_communicator.h"
 #include "nn/error.h"
@@ -70,7 +71,7 @@ MpiEnvironment::~MpiEnvironment() noexcept {
                                             ": an error left MPI's scope; ending the job\n");
     std::fputs(line.c_str(), stderr);
     std::fflush(stderr);
-    let_launcher_forward_output();
+    pause_for_launcher();
     silence_stderr();
     MPI_Abort(MPI_COMM_WORLD, 1);
   }

@@ -26,6 +26,9 @@ struct Conv2dGeometry {
 
   int64_t out_h() const { return (in_h + 2 * pad - kernel_h) / stride + 1; }
   int64_t out_w() const { return (in_w + 2 * pad - kernel_w) / stride + 1; }
+  // Throws Error unless the sizes are positive (batch >= 0, pad >= 0) and the
+  // kernel fits the padded input. Every backend checks it before the op.
+  void validate() const;
 };
 
 // Max pooling without padding (floor mode, as PyTorch's default).
@@ -35,6 +38,9 @@ struct Pool2dGeometry {
 
   int64_t out_h() const { return (in_h - kernel) / stride + 1; }
   int64_t out_w() const { return (in_w - kernel) / stride + 1; }
+  // Throws Error unless the sizes are positive (batch >= 0) and the window
+  // fits the input. Every backend checks it before the op.
+  void validate() const;
 };
 
 // Dropout over a tensor viewed as (N, C, S): one keep/drop decision per
@@ -170,6 +176,12 @@ class Backend {
   // cudaStream_t of the CUDA backend; null on the CPU, where every op has
   // finished when it returns.
   virtual void* native_stream() { return nullptr; }
+  // Makes the calling thread use this backend's device (CUDA: sets the
+  // current device), so that runtime calls made on a thread the backend did
+  // not start (a communicator checking where a pointer lives) create no
+  // context on another device. Call it first on such a thread; nothing on
+  // the CPU.
+  virtual void bind_thread() {}
 };
 
 // The CPU backend with `threads` worker threads (0: all hardware threads).

@@ -1,6 +1,6 @@
 // Single-process tests of the communicators: the size-1 communicator, the MPI
-// communicator in a singleton MPI job (no launcher), MPI_CHECK, the stall
-// report text and the fingerprint message.
+// communicator in a singleton MPI job (no launcher), MPI_CHECK. The stall
+// report: test_stall.cpp; the fingerprint message: test_fingerprint.cpp.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -11,7 +11,6 @@
 #include "distributed/fingerprint.h"
 #include "distributed/mpi_check.h"
 #include "distributed/mpi_communicator.h"
-#include "distributed/stall.h"
 #include "nn/error.h"
 
 namespace lockstep::distributed {
@@ -85,85 +84,6 @@ TEST(MpiCheck, ThrowsLibraryErrorNamingCallFileAndMpiText) {
     EXPECT_EQ(what.find('\n'), std::string::npos) << what;
   }
   MPI_Comm_free(&comm);
-}
-
-TEST(Stall, RankListsAreCompact) {
-  EXPECT_EQ(format_rank_list({}), "");
-  EXPECT_EQ(format_rank_list({3}), "3");
-  EXPECT_EQ(format_rank_list({0, 1}), "0, 1");
-  EXPECT_EQ(format_rank_list({0, 1, 2, 3, 5, 7, 8}), "0-3, 5, 7, 8");
-}
-
-TEST(Stall, ReportIsOneLineWithWhatRankZeroKnows) {
-  StallReport report;
-  report.rank = 0;
-  report.operation = "allreduce";
-  report.sequence = 1234;
-  report.label = "step 1234 bucket 3";
-  report.waited_seconds = 60.04;
-  report.ranks_known = true;
-  report.missing_ranks = {3, 4, 5};
-  report.elsewhere = {"rank 7 in barrier #1235 [end of epoch]"};
-  EXPECT_EQ(report.message(),
-            "rank 0: stall: allreduce #1234 [step 1234 bucket 3] has waited 60.0 s for the other "
-            "ranks; missing ranks: 3-5; in other collectives: rank 7 in barrier #1235 [end of "
-            "epoch] (a rank is slow, stuck, or issuing different collectives)");
-  report.rank = 2;
-  report.ranks_known = false;
-  report.label.clear();
-  report.aborting = true;
-  EXPECT_EQ(report.message(),
-            "rank 2: stall: allreduce #1234 has waited 60.0 s for the other ranks; ending the "
-            "job (stall abort limit reached)");
-}
-
-TEST(Stall, PolicyRejectsNegativeAndNonFiniteLimits) {
-  StallPolicy policy;
-  EXPECT_TRUE(policy.enabled());
-  EXPECT_NO_THROW(policy.validate());
-  policy.warning_seconds = 0;
-  EXPECT_FALSE(policy.enabled());
-  policy.abort_seconds = NAN;
-  EXPECT_THROW(policy.validate(), InputError);
-  policy.abort_seconds = -2;
-  try {
-    policy.validate();
-    ADD_FAILURE();
-  } catch (const InputError& error) {
-    EXPECT_NE(std::string(error.what()).find("abort_seconds"), std::string::npos);
-  }
-}
-
-TEST(Fingerprint, HashSeesEveryKeyValueAndBoundary) {
-  const FingerprintItems a = {{"ab", "c"}};
-  const FingerprintItems b = {{"a", "bc"}};
-  EXPECT_NE(fingerprint_hash(a), fingerprint_hash(b));
-  EXPECT_NE(fingerprint_hash({}), fingerprint_hash({{"", ""}}));
-  EXPECT_EQ(fingerprint_hash(a), fingerprint_hash(FingerprintItems{{"ab", "c"}}));
-}
-
-TEST(Fingerprint, DifferenceNamesTheFirstDifferingItem) {
-  const FingerprintItems base = {{"config.batch_size", "64"}, {"config.lr", "0.1"}};
-  FingerprintItems other = base;
-  other[1].second = "0.2";
-  EXPECT_EQ(describe_fingerprint_difference({base, other, base, other}),
-            "ranks disagree on config.lr: ranks 0, 2 have 0.1, ranks 1, 3 have 0.2 (start every "
-            "rank with the same config and data)");
-  FingerprintItems reordered = {base[1], base[0]};
-  EXPECT_EQ(describe_fingerprint_difference({base, reordered}),
-            "ranks list the same items in different orders: at item 1, rank 0 has "
-            "config.batch_size, rank 1 has config.lr (start every rank with the same config and "
-            "data)");
-  FingerprintItems empty_value = base;
-  empty_value[0].second = "";
-  EXPECT_EQ(describe_fingerprint_difference({base, empty_value}),
-            "ranks disagree on config.batch_size: rank 0 has 64, rank 1 has \"\" (start every "
-            "rank with the same config and data)");
-  std::vector<FingerprintItems> many;
-  for (int r = 0; r < 7; ++r) many.push_back({{"seed", std::to_string(r)}});
-  EXPECT_EQ(describe_fingerprint_difference(many),
-            "ranks disagree on seed: rank 0 has 0, rank 1 has 1, rank 2 has 2, rank 3 has 3, and "
-            "3 more values (start every rank with the same config and data)");
 }
 
 }  // namespace

@@ -31,7 +31,7 @@
 #include <utility>
 #include <vector>
 
-#include "cuda_test_util.h"
+#include "support/cuda_test_util.h"
 #include "nn/cuda/cuda_backend.h"
 #include "nn/cuda/cuda_check.h"
 #include "nn/error.h"

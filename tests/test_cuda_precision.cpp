@@ -23,7 +23,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "cuda_test_util.h"
+#include "support/cuda_test_util.h"
 #include "nn/cuda/cuda_backend.h"
 #include "nn/cuda/device_context.h"
 #include "nn/cuda/precision.h"

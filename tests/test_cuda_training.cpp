@@ -14,7 +14,7 @@
 #include <tuple>
 #include <vector>
 
-#include "cuda_test_util.h"
+#include "support/cuda_test_util.h"
 #include "nn/error.h"
 #include "nn/model_zoo.h"
 #include "nn/optimizer.h"

@@ -36,13 +36,9 @@ TEST(CifarReader, LoadsTrainAndTestSplits) {
   const auto written = testing::write_cifar10_dir(dir.path(), 3, 4);
   const Dataset train = load_cifar10(dir.path(), true);
   const Dataset test = load_dataset("cifar10", dir.path(), false);
-  EXPECT_EQ(train.name, "cifar10/train");
-  EXPECT_EQ(test.name, "cifar10/test");
   EXPECT_EQ(train.size(), 15);
   EXPECT_EQ(test.size(), 4);
-  EXPECT_EQ(train.images, written.train.images);
-  EXPECT_EQ(test.images, written.test.images);
-  for (size_t i = 0; i < 15; ++i) EXPECT_EQ(train.labels[i], written.train.labels[i]);
+  testing::expect_splits(train, test, written, "cifar10");
 }
 
 TEST(CifarReader, FindsTheUnpackedArchiveFolder) {

@@ -160,15 +160,9 @@ TEST(IdxMnistDir, LoadsBothSplitsRawAndGzip) {
     const auto written = testing::write_mnist_dir(dir.path(), 30, 12, gzip);
     const Dataset train = load_mnist_family(dir.path(), true, "fashion-mnist");
     const Dataset test = load_mnist_family(dir.path(), false, "fashion-mnist");
-    EXPECT_EQ(train.name, "fashion-mnist/train");
-    EXPECT_EQ(test.name, "fashion-mnist/test");
     EXPECT_EQ(train.size(), 30);
     EXPECT_EQ(test.size(), 12);
-    EXPECT_EQ(train.images, written.train.images);
-    EXPECT_EQ(test.images, written.test.images);
-    for (int64_t i = 0; i < test.size(); ++i) {
-      EXPECT_EQ(test.labels[static_cast<size_t>(i)], written.test.labels[static_cast<size_t>(i)]);
-    }
+    testing::expect_splits(train, test, written, "fashion-mnist");
     EXPECT_EQ(train.class_names[9], "Ankle boot");
     EXPECT_EQ(load_mnist_family(dir.path(), true, "mnist").class_names[9], "9");
   }

@@ -3,8 +3,6 @@
 // lockstep_failure_helper (tests/helpers/failure_helper.cpp) under mpiexec,
 // inside `timeout` so that a hang fails the test instead of CI.
 #include <dirent.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -17,7 +15,8 @@
 #include <thread>
 #include <vector>
 
-extern char** environ;
+#include "nn/clock.h"
+#include "support/run_command.h"
 
 namespace {
 
@@ -29,48 +28,11 @@ struct JobResult {
 
 // Runs `timeout 60 mpiexec -n RANKS helper MODE --tag=TAG`.
 JobResult run_job(int ranks, const std::string& mode, const std::string& tag) {
-  const std::vector<std::string> args = {"timeout",
-                                         "-k",
-                                         "5",
-                                         "60",
-                                         LOCKSTEP_MPIEXEC,
-                                         "-n",
-                                         std::to_string(ranks),
-                                         LOCKSTEP_FAILURE_HELPER,
-                                         mode,
-                                         "--tag=" + tag};
-  std::vector<char*> argv;
-  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  int pipe_fds[2];
-  EXPECT_EQ(pipe(pipe_fds), 0);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDERR_FILENO);
-  posix_spawn_file_actions_addclose(&actions, pipe_fds[0]);
-  posix_spawn_file_actions_addclose(&actions, pipe_fds[1]);
-  JobResult result;
-  const auto start = std::chrono::steady_clock::now();
-  pid_t pid = -1;
-  const int spawned = posix_spawnp(&pid, "timeout", &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  close(pipe_fds[1]);
-  if (spawned != 0) {
-    close(pipe_fds[0]);
-    ADD_FAILURE() << "cannot start timeout/mpiexec: " << spawned;
-    return result;
-  }
-  char buffer[4096];
-  for (ssize_t got; (got = read(pipe_fds[0], buffer, sizeof(buffer))) > 0;) {
-    result.output.append(buffer, static_cast<size_t>(got));
-  }
-  close(pipe_fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  return result;
+  const auto start = lockstep::Clock::now();
+  const lockstep::testing::CommandResult job = lockstep::testing::run_command(
+      std::string("timeout -k 5 60 ") + LOCKSTEP_MPIEXEC + " -n " + std::to_string(ranks) + " " +
+      LOCKSTEP_FAILURE_HELPER + " " + mode + " --tag=" + tag);
+  return {job.exit_code, job.output, lockstep::seconds_since(start)};
 }
 
 // Processes whose command line contains `tag` (read from /proc).

@@ -1,5 +1,5 @@
 // Every layer's backward against central differences (the one gradient
-// checker), plus shapes and initialisation.
+// checker), plus shapes and initialisation. Conv2d: test_conv2d.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,30 +23,6 @@ namespace {
 using testing::check_layer_gradients;
 using testing::fill_random;
 using testing::GradCheckOptions;
-
-struct ConvCase {
-  int64_t n, c, h, w, k, kernel, stride, pad;
-  Conv2dGeometry geometry() const { return {n, c, h, w, k, kernel, kernel, stride, pad}; }
-  friend void PrintTo(const ConvCase& p, std::ostream* os) { PrintTo(p.geometry(), os); }
-};
-
-class LayerConvGradient : public ::testing::TestWithParam<ConvCase> {};
-
-TEST_P(LayerConvGradient, MatchesCentralDifferences) {
-  const ConvCase p = GetParam();
-  Conv2d conv(p.c, p.k, p.kernel, p.stride, p.pad);
-  conv.set_name("conv");
-  conv.reset_parameters(3, Device::kCpu);
-  Tensor x({p.n, p.c, p.h, p.w});
-  fill_random(x, 11);
-  check_layer_gradients(conv, x, {});
-}
-
-INSTANTIATE_TEST_SUITE_P(
-    Geometries, LayerConvGradient,
-    ::testing::Values(ConvCase{2, 1, 6, 6, 2, 3, 1, 0}, ConvCase{1, 3, 7, 5, 4, 3, 2, 1},
-                      ConvCase{3, 2, 5, 5, 3, 5, 1, 2}, ConvCase{2, 2, 8, 9, 2, 3, 2, 0}),
-    [](const auto& case_info) { return testing::geometry_name(case_info.param.geometry()); });
 
 TEST(LayerLinear, GradientAndShape) {
   Linear fc(7, 5);

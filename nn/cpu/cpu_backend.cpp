@@ -12,20 +12,6 @@
 namespace lockstep::nn {
 namespace {
 
-void check_geometry(const Conv2dGeometry& g) {
-  LOCKSTEP_CHECK(g.batch >= 0 && g.in_channels > 0 && g.out_channels > 0 && g.kernel_h > 0 &&
-                     g.kernel_w > 0 && g.stride > 0 && g.pad >= 0,
-                 "bad conv2d geometry");
-  LOCKSTEP_CHECK(g.in_h + 2 * g.pad >= g.kernel_h && g.in_w + 2 * g.pad >= g.kernel_w,
-                 "conv2d kernel larger than the padded input");
-}
-
-void check_geometry(const Pool2dGeometry& g) {
-  LOCKSTEP_CHECK(g.batch >= 0 && g.channels > 0 && g.kernel > 0 && g.stride > 0 &&
-                     g.in_h >= g.kernel && g.in_w >= g.kernel,
-                 "bad maxpool2d geometry");
-}
-
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(int threads) : pool_(threads) {}
@@ -38,27 +24,27 @@ class CpuBackend final : public Backend {
 
   void conv2d_forward(const Conv2dGeometry& g, const float* x, const float* w, const float* b,
                       float* y) override {
-    check_geometry(g);
+    g.validate();
     cpu::conv2d_forward(pool_, g, x, w, b, y);
   }
   void conv2d_backward_data(const Conv2dGeometry& g, const float* w, const float* dy,
                             float* dx) override {
-    check_geometry(g);
+    g.validate();
     cpu::conv2d_backward_data(pool_, g, w, dy, dx);
   }
   void conv2d_backward_filter(const Conv2dGeometry& g, const float* x, const float* dy, float* dw,
                               float* db) override {
-    check_geometry(g);
+    g.validate();
     cpu::conv2d_backward_filter(pool_, g, x, dy, dw, db);
   }
 
   void maxpool2d_forward(const Pool2dGeometry& g, const float* x, float* y) override {
-    check_geometry(g);
+    g.validate();
     cpu::maxpool2d_forward(pool_, g, x, y);
   }
   void maxpool2d_backward(const Pool2dGeometry& g, const float* x, const float* /*y*/,
                           const float* dy, float* dx) override {
-    check_geometry(g);
+    g.validate();
     cpu::maxpool2d_backward(pool_, g, x, dy, dx);
   }
 

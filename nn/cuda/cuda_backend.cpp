@@ -13,21 +13,6 @@
 namespace lockstep::nn {
 namespace {
 
-// The same preconditions the CPU backend checks (nn/cpu/cpu_backend.cpp).
-void check_geometry(const Conv2dGeometry& g) {
-  LOCKSTEP_CHECK(g.batch >= 0 && g.in_channels > 0 && g.out_channels > 0 && g.kernel_h > 0 &&
-                     g.kernel_w > 0 && g.stride > 0 && g.pad >= 0,
-                 "bad conv2d geometry");
-  LOCKSTEP_CHECK(g.in_h + 2 * g.pad >= g.kernel_h && g.in_w + 2 * g.pad >= g.kernel_w,
-                 "conv2d kernel larger than the padded input");
-}
-
-void check_geometry(const Pool2dGeometry& g) {
-  LOCKSTEP_CHECK(g.batch >= 0 && g.channels > 0 && g.kernel > 0 && g.stride > 0 &&
-                     g.in_h >= g.kernel && g.in_w >= g.kernel,
-                 "bad maxpool2d geometry");
-}
-
 class CudaBackend final : public Backend {
  public:
   CudaBackend(int device, bool deterministic, cuda::Precision precision)
@@ -42,31 +27,31 @@ class CudaBackend final : public Backend {
 
   void conv2d_forward(const Conv2dGeometry& g, const float* x, const float* w, const float* b,
                       float* y) override {
-    check_geometry(g);
+    g.validate();
     ctx_.activate();
     cuda::conv2d_forward(ctx_, g, x, w, b, y);
   }
   void conv2d_backward_data(const Conv2dGeometry& g, const float* w, const float* dy,
                             float* dx) override {
-    check_geometry(g);
+    g.validate();
     ctx_.activate();
     cuda::conv2d_backward_data(ctx_, g, w, dy, dx);
   }
   void conv2d_backward_filter(const Conv2dGeometry& g, const float* x, const float* dy, float* dw,
                               float* db) override {
-    check_geometry(g);
+    g.validate();
     ctx_.activate();
     cuda::conv2d_backward_filter(ctx_, g, x, dy, dw, db);
   }
 
   void maxpool2d_forward(const Pool2dGeometry& g, const float* x, float* y) override {
-    check_geometry(g);
+    g.validate();
     ctx_.activate();
     cuda::maxpool2d_forward(ctx_, g, x, y);
   }
   void maxpool2d_backward(const Pool2dGeometry& g, const float* x, const float* /*y*/,
                           const float* dy, float* dx) override {
-    check_geometry(g);
+    g.validate();
     ctx_.activate();
     cuda::maxpool2d_backward(ctx_, g, x, dy, dx);
   }
@@ -158,6 +143,7 @@ class CudaBackend final : public Backend {
     ctx_.synchronize();
   }
   void* native_stream() override { return ctx_.stream(); }
+  void bind_thread() override { ctx_.activate(); }
 
   void upload(const void* host, void* device, size_t bytes) {
     ctx_.activate();

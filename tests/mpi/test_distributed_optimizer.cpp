@@ -265,14 +265,25 @@ TEST(DistributedOptimizerMpi, Fp16OverflowStopsEveryRankWithTheSameStep) {
   EXPECT_EQ(p.grad.data()[4], 1.0f);
 }
 
+// A small model, its optimizer and a timeline written to a scratch folder
+// every rank sees, for the timeline tests.
+struct TimelineRun {
+  explicit TimelineRun(const std::string& prefix)
+      : dir(shared_scratch_dir(*comm, prefix)),
+        file(dir + "/trace.json"),
+        timeline(make_timeline(file, *comm)),
+        opt(nn::make_optimizer(sgd_momentum(), model->parameters(), Device::kCpu)) {}
+  std::unique_ptr<Communicator> comm = make_test_comm();
+  std::unique_ptr<nn::Backend> backend = nn::make_cpu_backend(1);
+  std::string dir, file;
+  std::unique_ptr<Timeline> timeline;
+  std::unique_ptr<nn::Model> model = small_model(kSeed);
+  std::unique_ptr<nn::Optimizer> opt;
+};
+
 TEST(DistributedOptimizerMpi, MergedTimelineHasOneTrackPerRankWithCommThreadSpans) {
-  auto comm = make_test_comm();
-  auto backend = nn::make_cpu_backend(1);
-  const std::string dir = shared_scratch_dir(*comm, "lockstep_mpi_timeline");
-  const std::string file = dir + "/trace.json";
-  auto timeline = make_timeline(file, *comm);
-  auto model = small_model(kSeed);
-  auto opt = nn::make_optimizer(sgd_momentum(), model->parameters(), Device::kCpu);
+  TimelineRun run("lockstep_mpi_timeline");
+  auto& [comm, backend, dir, file, timeline, model, opt] = run;
   DistributedOptimizer dopt(*comm, *backend, model->parameters(), *opt,
                             {.bucket_cap_mb = 0, .timeline = timeline.get()});
   for (int step = 0; step < 2; ++step) {
@@ -311,13 +322,8 @@ TEST(DistributedOptimizerMpi, MergedTimelineHasOneTrackPerRankWithCommThreadSpan
 // A model in one bucket: nothing is left to overlap it with, so the caller
 // reduces it in synchronize() and the communication thread is never woken.
 TEST(DistributedOptimizerMpi, LastBucketIsReducedOnTheCallingThreadWhenNothingOverlaps) {
-  auto comm = make_test_comm();
-  auto backend = nn::make_cpu_backend(1);
-  const std::string dir = shared_scratch_dir(*comm, "lockstep_mpi_inline");
-  const std::string file = dir + "/trace.json";
-  auto timeline = make_timeline(file, *comm);
-  auto model = small_model(kSeed);
-  auto opt = nn::make_optimizer(sgd_momentum(), model->parameters(), Device::kCpu);
+  TimelineRun run("lockstep_mpi_inline");
+  auto& [comm, backend, dir, file, timeline, model, opt] = run;
   DistributedOptimizer dopt(*comm, *backend, model->parameters(), *opt,
                             {.timeline = timeline.get()});
   ASSERT_EQ(dopt.buckets().size(), 1u);

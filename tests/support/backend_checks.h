@@ -4,10 +4,13 @@
 // cases.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "nn/backend.h"
@@ -44,6 +47,14 @@ nn::DropoutGeometry dropout_geometry(int64_t n, int64_t c, int64_t s, float p, u
 // kernel, stride, pad) and "n2_c3_7x9_k3_s2" (pooling).
 std::string geometry_name(const nn::Conv2dGeometry& g);
 std::string geometry_name(const nn::Pool2dGeometry& g);
+
+// A (geometry case, threads) parameter's test name:
+// "n3_c2_7x5_out3_k3x3_s1_p1_threads2", "n2_c3_8x8_k2_s2_threads1".
+template <typename Case>
+std::string case_name(const ::testing::TestParamInfo<std::tuple<Case, int>>& case_info) {
+  return geometry_name(std::get<0>(case_info.param).g) + "_threads" +
+         std::to_string(std::get<1>(case_info.param));
+}
 
 }  // namespace lockstep::testing
 

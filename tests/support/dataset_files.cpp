@@ -163,4 +163,19 @@ SplitImages write_cifar10_dir(const std::string& dir, int64_t n_per_batch, int64
   return ::testing::AssertionFailure() << "did not throw";
 }
 
+void expect_splits(const data::Dataset& train, const data::Dataset& test,
+                   const SplitImages& written, const std::string& family) {
+  EXPECT_EQ(train.name, family + "/train");
+  EXPECT_EQ(test.name, family + "/test");
+  EXPECT_EQ(train.size(), written.train.n);
+  EXPECT_EQ(test.size(), written.test.n);
+  EXPECT_EQ(train.images, written.train.images);
+  EXPECT_EQ(test.images, written.test.images);
+  const auto as_int = [](const std::vector<uint8_t>& v) {
+    return std::vector<int32_t>(v.begin(), v.end());
+  };
+  EXPECT_EQ(train.labels, as_int(written.train.labels));
+  EXPECT_EQ(test.labels, as_int(written.test.labels));
+}
+
 }  // namespace lockstep::testing

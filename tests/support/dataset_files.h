@@ -13,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include "data/dataset.h"
+
 namespace lockstep::testing {
 
 // A fresh folder under the system temp dir, removed with its contents on
@@ -69,6 +71,11 @@ SplitImages write_mnist_dir(const std::string& dir, int64_t n_train, int64_t n_t
 // dir gets data_batch_1..5.bin (n_per_batch records each, train holds them
 // concatenated in order) and test_batch.bin (n_test records), 3x32x32.
 SplitImages write_cifar10_dir(const std::string& dir, int64_t n_per_batch, int64_t n_test);
+
+// Expects train and test to be "<family>/train" and "<family>/test" holding
+// exactly the images and labels written.
+void expect_splits(const data::Dataset& train, const data::Dataset& test,
+                   const SplitImages& written, const std::string& family);
 
 // Passes when fn throws lockstep::InputError whose message contains every
 // one of substrings (and is one line); otherwise says what happened.

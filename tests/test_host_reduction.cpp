@@ -6,7 +6,14 @@
 
 #include <cmath>
 
-#include "dopt_test_util.h"
+#include <limits>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "distributed/host_reduction.h"
+#include "support/dopt_test_util.h"
 
 namespace lockstep::distributed {
 namespace {
@@ -34,8 +41,11 @@ TEST(DistributedOptimizer, GradientsLiveInTheirBucketsUntilDestruction) {
   const std::vector<float> before = grads(*m);
   std::vector<float> sums;
   {
-    DistributedOptimizer dopt(comm, *backend, params, *sgd,
-                              {.first_bucket_mb = 0.0001, .bucket_cap_mb = 0.002});
+    // Overlap off: `local` below is read before any bucket is reduced in
+    // place (with the thread, a bucket may be summed while it is read).
+    DistributedOptimizer dopt(
+        comm, *backend, params, *sgd,
+        {.first_bucket_mb = 0.0001, .bucket_cap_mb = 0.002, .overlap = false});
     ASSERT_GT(dopt.buckets().size(), 1u);
     EXPECT_EQ(grads(*m), before);  // moved with their values
     for (const GradientBucket& b : dopt.buckets()) {
@@ -240,6 +250,156 @@ TEST(DistributedOptimizer, CompressedAverageIsTheSixteenBitSumScaled) {
             0.2998046875f);
   EXPECT_EQ(reduce_once(3, {.compression = Compression::kFp16}, 0.1f),
             0.2998046875f * static_cast<float>(1.0 / 3));
+}
+
+// --- the strategy on its own ----------------------------------------------------
+
+TEST(HostReduction, ChunkValuesFollowTheChunkSize) {
+  EXPECT_EQ(HostReduction::chunk_values(1.0, sizeof(float)), 262144u);
+  EXPECT_EQ(HostReduction::chunk_values(1.0, sizeof(uint16_t)), 524288u);
+  EXPECT_EQ(HostReduction::chunk_values(0.0, sizeof(float)), std::numeric_limits<size_t>::max());
+  EXPECT_EQ(HostReduction::chunk_values(1e-9, sizeof(float)), 1u);
+}
+
+class HostStrategy : public ::testing::TestWithParam<bool> {};
+
+// Buckets handed over in any order are summed in index order, labelled with
+// the step, prescaled, and left in Parameter::grad.
+TEST_P(HostStrategy, SumsEveryBucketInIndexOrder) {
+  auto backend = nn::make_cpu_backend(1);
+  FakeCommunicator comm(3);
+  nn::Parameter a{"a", Tensor({2}), Tensor({2})}, b{"b", Tensor({3}), Tensor({3})};
+  std::vector<nn::Parameter*> list{&a, &b};
+  BucketLayout layout(list, Device::kCpu, 1.0, 0.0, /*buffers=*/true, /*views=*/true);
+  HostReduction host(layout, comm, *backend,
+                     {.overlap = GetParam(), .allreduce_chunk_mb = 1.0, .prescale = 0.5f});
+  for (int64_t step = 1; step <= 2; ++step) {
+    for (float& v : a.grad.span()) v = 2.0f;
+    for (float& v : b.grad.span()) v = -4.0f;
+    host.bucket_ready(1, step);
+    host.bucket_ready(0, step);
+    host.finish(step);
+    EXPECT_EQ(a.grad.data()[1], 3.0f);  // 2 * 0.5 * 3 ranks
+    EXPECT_EQ(b.grad.data()[2], -6.0f);
+  }
+  EXPECT_EQ(comm.calls, (std::vector<size_t>{3, 2, 3, 2}));  // bucket 0 holds b
+  EXPECT_EQ(comm.labels, (std::vector<std::string>{"step 1 bucket 0", "step 1 bucket 1",
+                                                   "step 2 bucket 0", "step 2 bucket 1"}));
+  EXPECT_EQ(host.stats().allreduces, 4);
+  EXPECT_EQ(host.stats().bytes_reduced, 2 * 5 * 4);
+}
+
+TEST_P(HostStrategy, AFailedAllreduceIsThrownByFinishAndTheNextStepWorks) {
+  auto backend = nn::make_cpu_backend(1);
+  FakeCommunicator comm(2);
+  comm.fail_call = 1;
+  nn::Parameter a{"a", Tensor({2}), Tensor({2})}, b{"b", Tensor({3}), Tensor({3})};
+  std::vector<nn::Parameter*> list{&a, &b};
+  BucketLayout layout(list, Device::kCpu, 1.0, 0.0, /*buffers=*/true, /*views=*/false);
+  HostReduction host(layout, comm, *backend, {.overlap = GetParam()});
+  host.bucket_ready(0, 1);
+  host.bucket_ready(1, 1);
+  EXPECT_EQ(error_of([&] { host.finish(1); }), "MPI_Allreduce failed: fake network down");
+  for (float& v : a.grad.span()) v = 1.0f;
+  layout.pack(0, true, *backend);
+  layout.pack(1, true, *backend);
+  host.bucket_ready(0, 2);
+  host.bucket_ready(1, 2);
+  host.finish(2);
+  EXPECT_EQ(a.grad.data()[0], 2.0f);
+}
+
+INSTANTIATE_TEST_SUITE_P(OverlapOnAndOff, HostStrategy, ::testing::Bool());
+
+// A CPU backend that records the threads bind_thread() was called on; the
+// ops a host reduction does not use fail the test.
+class BindRecordingBackend final : public nn::Backend {
+ public:
+  std::vector<std::thread::id> bound;
+  nn::Device device() const override { return Device::kCpu; }
+  std::string name() const override { return "bind recorder"; }
+  void bind_thread() override { bound.push_back(std::this_thread::get_id()); }
+  void synchronize() override {}
+  void copy(int64_t n, const float* src, float* dst) override { cpu_->copy(n, src, dst); }
+  void axpy(int64_t n, float a, const float* x, float* y) override { cpu_->axpy(n, a, x, y); }
+  void scale(int64_t n, float a, float* x) override { cpu_->scale(n, a, x); }
+  void fill(int64_t n, float v, float* x) override { cpu_->fill(n, v, x); }
+  void conv2d_forward(const nn::Conv2dGeometry&, const float*, const float*, const float*,
+                      float*) override {
+    unused();
+  }
+  void conv2d_backward_data(const nn::Conv2dGeometry&, const float*, const float*,
+                            float*) override {
+    unused();
+  }
+  void conv2d_backward_filter(const nn::Conv2dGeometry&, const float*, const float*, float*,
+                              float*) override {
+    unused();
+  }
+  void maxpool2d_forward(const nn::Pool2dGeometry&, const float*, float*) override { unused(); }
+  void maxpool2d_backward(const nn::Pool2dGeometry&, const float*, const float*, const float*,
+                          float*) override {
+    unused();
+  }
+  void relu_forward(int64_t, const float*, float*) override { unused(); }
+  void relu_backward(int64_t, const float*, const float*, float*) override { unused(); }
+  void dropout_forward(const nn::DropoutGeometry&, const int64_t*, const float*, float*,
+                       float*) override {
+    unused();
+  }
+  void dropout_backward(const nn::DropoutGeometry&, const float*, const float*, float*) override {
+    unused();
+  }
+  void gemm(bool, bool, int64_t, int64_t, int64_t, float, const float*, const float*, float,
+            float*) override {
+    unused();
+  }
+  void add_row_bias(int64_t, int64_t, const float*, float*) override { unused(); }
+  void sum_rows(int64_t, int64_t, const float*, float*) override { unused(); }
+  void log_softmax_forward(int64_t, int64_t, const float*, float*) override { unused(); }
+  void log_softmax_backward(int64_t, int64_t, const float*, const float*, float*) override {
+    unused();
+  }
+  nn::LossStats nll_loss(int64_t, int64_t, const float*, const int32_t*, float, float*) override {
+    unused();
+    return {};
+  }
+  nn::LossStats softmax_cross_entropy(int64_t, int64_t, const float*, const int32_t*, float,
+                                      float*) override {
+    unused();
+    return {};
+  }
+  void sgd_update(int64_t, const nn::SgdParams&, float*, const float*, float*) override {
+    unused();
+  }
+  void adam_update(int64_t, const nn::AdamParams&, float*, const float*, float*, float*) override {
+    unused();
+  }
+
+ private:
+  static void unused() { ADD_FAILURE() << "a host reduction called a compute op"; }
+  std::unique_ptr<nn::Backend> cpu_ = nn::make_cpu_backend(1);
+};
+
+// Issue 16: the communication thread binds the backend's device before its
+// first communicator call (NCCL's pointer check would otherwise create a
+// context on GPU 0), and every reduction off the caller's thread runs there.
+TEST(HostReduction, TheCommunicationThreadBindsTheBackendFirst) {
+  BindRecordingBackend backend;
+  FakeCommunicator comm(2);
+  nn::Parameter a{"a", Tensor({2}), Tensor({2})}, b{"b", Tensor({3}), Tensor({3})},
+      c{"c", Tensor({4}), Tensor({4})};
+  std::vector<nn::Parameter*> list{&a, &b, &c};
+  BucketLayout layout(list, Device::kCpu, 1.0, 0.0, /*buffers=*/true, /*views=*/true);
+  {
+    HostReduction host(layout, comm, backend, {.overlap = true, .compression = Compression::kFp16});
+    for (size_t bucket = 0; bucket < 3; ++bucket) host.bucket_ready(bucket, 1);
+    host.finish(1);
+  }
+  ASSERT_EQ(backend.bound.size(), 1u);
+  EXPECT_NE(backend.bound[0], std::this_thread::get_id());
+  EXPECT_EQ(comm.calls_16bit, (std::vector<size_t>{4, 3, 2}));
+  EXPECT_EQ(comm.threads_16bit.front(), backend.bound[0]);  // bucket 0: always the thread's
 }
 
 }  // namespace

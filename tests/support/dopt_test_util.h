@@ -9,6 +9,7 @@
 #include <functional>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "distributed/compression.h"
@@ -68,6 +69,7 @@ class FakeCommunicator final : public IdenticalRanks {
   void allreduce_16bit(std::span<uint16_t> data, Compression format, ReduceOp op) override {
     std::lock_guard<std::mutex> lock(mutex_);
     calls_16bit.push_back(data.size());
+    threads_16bit.push_back(std::this_thread::get_id());
     const std::vector<uint16_t> mine(data.begin(), data.end());
     for (int r = 1; r < size_ && op == ReduceOp::kSum; ++r) add_16bit(mine, data, format);
   }
@@ -80,7 +82,8 @@ class FakeCommunicator final : public IdenticalRanks {
   void set_stall_label(std::string label) override { label_ = std::move(label); }
 
   std::vector<size_t> calls, calls_16bit;
-  std::vector<const float*> addresses;  // of every float allreduce
+  std::vector<std::thread::id> threads_16bit;  // of every 16-bit allreduce
+  std::vector<const float*> addresses;         // of every float allreduce
   std::vector<std::string> labels;
   int fail_call = -1;
 

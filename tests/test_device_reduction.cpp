@@ -13,11 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "distributed/bucket_layout.h"
 #include "distributed/device_reducer.h"
+#include "distributed/device_reduction.h"
 #include "distributed/distributed_optimizer.h"
-#include "dopt_test_util.h"
 #include "nn/error.h"
 #include "nn/model_zoo.h"
+#include "support/dopt_test_util.h"
 
 namespace lockstep::distributed {
 namespace {
@@ -72,7 +74,10 @@ class FakeReducer final : public testing::IdenticalRanks, public DeviceReducer {
 
 // Two parameters (forward order), one bucket each (bucket_cap_mb = 0):
 // backward announces parameter 1 first, so bucket 0 holds parameter 1.
+// The CPU backend and one MPI rank (the gradient communicator is a reducer).
 struct TwoParams {
+  std::unique_ptr<nn::Backend> backend = nn::make_cpu_backend(1);
+  std::unique_ptr<Communicator> mpi = make_single_communicator();
   nn::Parameter a{"a", Tensor({3}), Tensor({3})}, b{"b", Tensor({5}), Tensor({5})};
   std::vector<nn::Parameter*> list{&a, &b};
   std::unique_ptr<nn::Optimizer> sgd = nn::make_optimizer({}, list, Device::kCpu);
@@ -85,11 +90,9 @@ struct TwoParams {
 class DevicePath : public ::testing::TestWithParam<bool> {};
 
 TEST_P(DevicePath, MarksEachBucketThenEnqueuesInOrderThenWaitsOnce) {
-  auto backend = nn::make_cpu_backend(1);
-  auto mpi = make_single_communicator();
   FakeReducer reducer(4);
   TwoParams p;
-  DistributedOptimizer dopt(*mpi, *backend, p.list, *p.sgd,
+  DistributedOptimizer dopt(*p.mpi, *p.backend, p.list, *p.sgd,
                             {.bucket_cap_mb = 0, .overlap = GetParam(), .gradient_comm = &reducer});
   for (int step = 0; step < 2; ++step) {
     p.set_grads(0.5f, -1.5f);
@@ -119,12 +122,10 @@ TEST_P(DevicePath, MarksEachBucketThenEnqueuesInOrderThenWaitsOnce) {
 }
 
 TEST_P(DevicePath, PrescaleAndSumReduceOnTheDevice) {
-  auto backend = nn::make_cpu_backend(1);
-  auto mpi = make_single_communicator();
   FakeReducer reducer(4);
   TwoParams p;
   DistributedOptimizer dopt(
-      *mpi, *backend, p.list, *p.sgd,
+      *p.mpi, *p.backend, p.list, *p.sgd,
       {.gradient_predivide_factor = 4.0, .overlap = GetParam(), .gradient_comm = &reducer});
   p.set_grads(3.0f, 1.0f);
   dopt.on_grad_ready(1);
@@ -132,7 +133,7 @@ TEST_P(DevicePath, PrescaleAndSumReduceOnTheDevice) {
   dopt.synchronize();
   EXPECT_EQ(p.a.grad.data()[0], 3.0f);  // 3/4 summed over 4 ranks, times 4/4
   DistributedOptimizer sum(
-      *mpi, *backend, p.list, *p.sgd,
+      *p.mpi, *p.backend, p.list, *p.sgd,
       {.op = ReduceOp::kSum, .overlap = GetParam(), .gradient_comm = &reducer});
   p.set_grads(3.0f, 1.0f);
   sum.synchronize();  // backward without the callback
@@ -141,12 +142,10 @@ TEST_P(DevicePath, PrescaleAndSumReduceOnTheDevice) {
 }
 
 TEST_P(DevicePath, AsynchronousErrorIsRethrownAndTheStepIsNotTaken) {
-  auto backend = nn::make_cpu_backend(1);
-  auto mpi = make_single_communicator();
   FakeReducer reducer(2);
   reducer.fail_finish = true;
   TwoParams p;
-  DistributedOptimizer dopt(*mpi, *backend, p.list, *p.sgd,
+  DistributedOptimizer dopt(*p.mpi, *p.backend, p.list, *p.sgd,
                             {.overlap = GetParam(), .gradient_comm = &reducer});
   p.set_grads(1.0f, 1.0f);
   dopt.on_grad_ready(1);
@@ -162,12 +161,10 @@ TEST_P(DevicePath, AsynchronousErrorIsRethrownAndTheStepIsNotTaken) {
 
 // fp16/bf16 conversions run on the host: compression keeps the host path.
 TEST_P(DevicePath, CompressionUsesTheHostPath) {
-  auto backend = nn::make_cpu_backend(1);
-  auto mpi = make_single_communicator();
   FakeReducer reducer(2);
   TwoParams p;
   DistributedOptimizer dopt(
-      *mpi, *backend, p.list, *p.sgd,
+      *p.mpi, *p.backend, p.list, *p.sgd,
       {.compression = Compression::kBf16, .overlap = GetParam(), .gradient_comm = &reducer});
   p.set_grads(1.0f, 1.0f);
   dopt.on_grad_ready(1);
@@ -177,6 +174,31 @@ TEST_P(DevicePath, CompressionUsesTheHostPath) {
 }
 
 INSTANTIATE_TEST_SUITE_P(OverlapOnAndOff, DevicePath, ::testing::Bool());
+
+// --- the strategy on its own ----------------------------------------------------
+
+TEST_P(DevicePath, StrategyPrescalesMarksEnqueuesInOrderAndUnpacks) {
+  FakeReducer reducer(3);
+  TwoParams p;
+  BucketLayout layout(p.list, Device::kCpu, 1.0, 0.0, /*buffers=*/true, /*views=*/false);
+  DeviceReduction device(layout, reducer, reducer, *p.backend, GetParam(), 0.5f);
+  p.set_grads(2.0f, -4.0f);
+  layout.pack(1, true, *p.backend);
+  device.bucket_ready(0, 7);  // bucket 0 holds b
+  layout.pack(0, true, *p.backend);
+  device.bucket_ready(1, 7);
+  device.finish(7);
+  EXPECT_EQ(p.a.grad.data()[2], 3.0f);  // 2 * 0.5 * 3 ranks
+  EXPECT_EQ(p.b.grad.data()[4], -6.0f);
+  // With overlap, bucket 0 may be queued before bucket 1 is marked.
+  const std::vector<std::string> calls = reducer.calls();
+  EXPECT_TRUE(calls == (std::vector<std::string>{"mark 0", "mark 1", "enqueue 0 5", "enqueue 1 3",
+                                                 "finish"}) ||
+              (GetParam() && calls == (std::vector<std::string>{"mark 0", "enqueue 0 5", "mark 1",
+                                                                "enqueue 1 3", "finish"})))
+      << ::testing::PrintToString(calls);
+  EXPECT_EQ(device.stats().allreduces, 2);
+}
 
 }  // namespace
 }  // namespace lockstep::distributed

@@ -1,0 +1,44 @@
+// AtomicFile: replaces a file so that a reader sees the old content or the
+// new one, never a part. The bytes go to a temporary file beside the target;
+// commit() syncs it (when asked), closes it and renames it over the target,
+// then syncs the folder. Destroyed without commit() (an error, an
+// exception), it removes the temporary and the target is untouched. Serves
+// checkpoints (app/checkpoint_write.cpp), images, caches and exports.
+//
+// Errors: InputError "cannot write <what> <path>: <step> failed: <reason>;
+// <remedy>", the previous file being kept wherever the rename has not
+// happened. One object per file; not shared between threads.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace lockstep::data {
+
+class AtomicFile {
+ public:
+  // Creates `temp` (a name in path's folder, unique to this writer). what:
+  // the kind of file for messages ("checkpoint", "file").
+  AtomicFile(std::string path, std::string temp, std::string what);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  // The temporary's descriptor, for writers of their own (checkpoints).
+  int fd() const { return fd_; }
+  // Writes all n bytes (EINTR retried).
+  void write(const void* data, size_t n);
+  // With sync, fsync the file before the rename and its folder after it (a
+  // folder that cannot be synced, EINVAL, is accepted).
+  void commit(bool sync);
+
+ private:
+  [[noreturn]] void fail(const char* step, int err, const char* remedy) const;
+
+  std::string path_, temp_, what_;
+  int fd_ = -1;
+  size_t written_ = 0;
+  bool committed_ = false;
+};
+
+}  // namespace lockstep::data
