@@ -58,6 +58,7 @@
   X(device)                      \
   X(deterministic)               \
   X(threads)                     \
+  X(gpu_share)                   \
   X(eval_every)                  \
   X(checkpoint_every)            \
   X(keep_checkpoints)            \
@@ -199,7 +200,13 @@ void add_train_options(CLI::App& cmd, TrainConfig& c) {
   add(cmd, "device", c.device, "cpu | cuda | auto (cuda when a GPU is visible)");
   add_bool(cmd, "deterministic", c.deterministic,
            "cuda: only deterministic cuDNN convolution algorithms");
-  add(cmd, "threads", c.threads, "compute threads per rank (0: cores / ranks on the node)");
+  add(cmd, "threads", c.threads,
+      "compute threads per rank (0: the CPUs in the rank's affinity mask; a mask of the whole "
+      "machine is divided among the ranks on the node)");
+  // GPU placement (app/placement.h).
+  add_bool(cmd, "gpu_share", c.gpu_share,
+           "cuda: when a rank sees more than one but fewer GPUs than ranks on its node, share "
+           "them (local rank % GPUs) instead of stopping");
   add(cmd, "eval_every", c.eval_every, "evaluate every N epochs (0: never)");
 
   add(cmd, "checkpoint_every", c.checkpoint_every, "write a checkpoint every N epochs (0: never)");

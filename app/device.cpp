@@ -2,68 +2,58 @@
 
 #include <cstring>
 
+#include "app/cuda_plugin.h"
+#include "app/placement.h"
 #include "nn/error.h"
-#if LOCKSTEP_HAVE_CUDA
-#include "distributed/cuda/nccl_communicator.h"
-#include "nn/cuda/cuda_backend.h"
-#endif
 
 namespace lockstep::app {
 namespace {
 
-int visible_gpus() {
-#if LOCKSTEP_HAVE_CUDA
-  return nn::cuda_device_count();
-#else
-  return 0;
-#endif
+// The GPU this rank takes among the `visible` ones (app/placement.h).
+GpuChoice gpu_for_rank(const distributed::Communicator& comm, int visible, bool allow_share) {
+  return choose_gpu(comm.local_rank(), comm.local_size(), visible, allow_share, comm.host_name());
 }
 
 }  // namespace
 
 std::unique_ptr<nn::Backend> make_backend(const TrainConfig& config,
                                           const distributed::Communicator& comm, int threads) {
-  const int gpus = visible_gpus();
-  const bool cuda = config.device == "cuda" || (config.device == "auto" && gpus > 0);
-  if (!cuda) return nn::make_cpu_backend(threads);
-  if (!LOCKSTEP_HAVE_CUDA) {
-    fail_input(
-        "config key device is \"cuda\" but this lockstep was built without CUDA "
-        "(see `lockstep info`); use device = \"cpu\"");
+  if (config.device == "cpu") return nn::make_cpu_backend(threads);
+  const CudaAvailability cuda = cuda_availability();
+  if (cuda.plugin == nullptr) {
+    if (config.device == "auto") return nn::make_cpu_backend(threads);
+    fail_input("config key device is \"cuda\" but rank ", comm.rank(), " on ", comm.host_name(),
+               " cannot start a GPU run: ", cuda.why, "; use device = \"cpu\" (or \"auto\")");
   }
-  if (comm.local_rank() >= gpus) {
-    fail_input("config key device is \"", config.device, "\": rank ", comm.rank(),
-               " is local rank ", comm.local_rank(), " of ", comm.local_size(), " on ",
-               comm.host_name(), " but only ", gpus,
-               " GPU(s) are visible there; start at most one rank per GPU");
-  }
-#if LOCKSTEP_HAVE_CUDA
-  return nn::make_cuda_backend(comm.local_rank(), config.deterministic);
-#else
-  return nullptr;
-#endif
+  const GpuChoice gpu = gpu_for_rank(comm, cuda.devices, config.gpu_share);
+  if (gpu.device < 0) fail_input("config key device is \"", config.device, "\": ", gpu.error);
+  return std::unique_ptr<nn::Backend>(
+      static_cast<nn::Backend*>(cuda.plugin->make_backend(gpu.device, config.deterministic)));
 }
 
 std::unique_ptr<distributed::Communicator> make_gradient_communicator(
     nn::Backend& backend, distributed::Communicator& comm, const std::string& engine) {
   if (comm.size() == 1 || engine == "mpi") return nullptr;
+  // The backend's GPU, found again by the same rule; NCCL takes one rank per
+  // GPU, so ranks sharing a GPU (gpu_share) reduce through MPI.
+  const CudaAvailability cuda =
+      backend.device() == nn::Device::kCuda ? cuda_availability() : CudaAvailability{};
+  const GpuChoice gpu = gpu_for_rank(comm, cuda.devices, true);
   // Every rank must take the same branch: NCCL's start-up is collective.
-  int64_t gpu = backend.device() == nn::Device::kCuda ? 1 : 0;
-  comm.allreduce(std::span<int64_t>(&gpu, 1), distributed::ReduceOp::kMin);
-  if (gpu == 0) {
+  int64_t nccl = cuda.plugin != nullptr && gpu.device >= 0 && !gpu.shared ? 1 : 0;
+  comm.allreduce(std::span<int64_t>(&nccl, 1), distributed::ReduceOp::kMin);
+  if (nccl == 0) {
     if (engine == "nccl") {
-      fail_input("config key gradient_engine = \"nccl\" needs every rank on a GPU, and ",
-                 backend.device() == nn::Device::kCuda ? "another rank" : "this rank",
-                 " has none (use gradient_engine = \"auto\" or \"mpi\")");
+      fail_input(
+          "config key gradient_engine = \"nccl\" needs every rank on a GPU of its own, "
+          "and ",
+          backend.device() == nn::Device::kCuda && !gpu.shared ? "another rank" : "this rank",
+          " has none (use gradient_engine = \"auto\" or \"mpi\")");
     }
     return nullptr;
   }
-#if LOCKSTEP_HAVE_CUDA
-  return distributed::make_nccl_communicator(comm, comm.local_rank());
-#else
-  if (engine == "nccl") fail_input("config key gradient_engine = \"nccl\": this build has no NCCL");
-  return nullptr;
-#endif
+  return std::unique_ptr<distributed::Communicator>(static_cast<distributed::Communicator*>(
+      cuda.plugin->make_nccl_communicator(&comm, gpu.device)));
 }
 
 const nn::Tensor& BatchStager::images(const data::Batch& batch) {

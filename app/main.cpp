@@ -10,6 +10,7 @@
 #include "app/checkpoint.h"
 #include "app/config.h"
 #include "app/data_show.h"
+#include "app/doctor.h"
 #include "app/predict.h"
 #include "app/timeline_report.h"
 #include "app/trainer.h"
@@ -145,6 +146,11 @@ int main(int argc, char** argv) {
   eval_cmd->add_option("--threads", eval_args.threads, "compute threads per rank (0: auto)");
   auto* info_cmd = app.add_subcommand("info", "print how lockstep was built and what it sees");
   auto* options_cmd = app.add_subcommand("options", "print every train option as markdown");
+  TrainConfig doctor_config;
+  auto* doctor_cmd = app.add_subcommand(
+      "doctor", "under the job's launcher: each rank's CPUs, threads, GPU, plugin, data; problems");
+  doctor_cmd->add_option("--config", doctor_config.config_file, "TOML experiment file");
+  lockstep::app::add_train_options(*doctor_cmd, doctor_config);
   BenchArgs bench_args;
   auto* bench_cmd = app.add_subcommand("bench", "training images/second on synthetic data");
   bench_cmd->add_option("--model", bench_args.models, "models (default: mnist_net alexnet_cifar)");
@@ -214,6 +220,11 @@ int main(int argc, char** argv) {
     if (*options_cmd) {
       if (comm->rank() == 0) std::cout << lockstep::app::options_markdown(*train_cmd);
       return 0;
+    }
+    if (*doctor_cmd) {
+      if (!doctor_config.config_file.empty())
+        lockstep::app::apply_config_file(*doctor_cmd, doctor_config.config_file);
+      return lockstep::app::run_doctor(doctor_config, *comm);
     }
     if (*eval_cmd) return evaluate(eval_args, *comm);
     if (*bench_cmd) return bench(bench_args, *comm);

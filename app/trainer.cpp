@@ -10,6 +10,7 @@
 #include "app/checkpoint.h"
 #include "app/data_setup.h"
 #include "app/device.h"
+#include "app/placement.h"
 #include "data/batch_loader.h"
 #include "data/catalog.h"
 #include "data/sampler.h"
@@ -88,8 +89,8 @@ struct Totals {
 
 int compute_threads(const TrainConfig& config, const distributed::Communicator& comm) {
   if (config.threads > 0) return static_cast<int>(config.threads);
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, cores / std::max(1, comm.local_size()));
+  return default_threads(static_cast<int>(affinity_cpus().size()), online_cpus(),
+                         comm.local_size());
 }
 
 Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
@@ -164,7 +165,11 @@ void Trainer::check_fingerprint() {
 void Trainer::banner() {
   std::ostringstream out;
   out << "lockstep: " << comm_.describe() << ", " << threads_ << " thread"
-      << (threads_ == 1 ? "" : "s") << " per rank on " << backend_->name() << "\n";
+      << (threads_ == 1 ? "" : "s") << " per rank ("
+      << (config_.threads > 0 ? "threads key"
+                              : threads_reason(static_cast<int>(affinity_cpus().size()),
+                                               online_cpus(), comm_.local_size()))
+      << ") on " << backend_->name() << "\n";
   if (gradient_comm_) out << "gradients: " << gradient_comm_->describe() << "\n";
   out << "data: " << train_.name << " " << train_.size() << " samples, " << test_.name << " "
       << test_.size() << " samples from " << train_.source << "\n"

@@ -78,7 +78,8 @@ class Trainer {
   std::vector<EpochResult> history_;
 };
 
-// Resolves config.threads = 0: the cores of this node shared by its ranks.
+// Resolves config.threads = 0: app/placement.h default_threads from this
+// process's affinity mask and the ranks on its node.
 int compute_threads(const TrainConfig& config, const distributed::Communicator& comm);
 
 }  // namespace lockstep::app
