@@ -71,6 +71,36 @@ TEST(CudaPlugin, GpuRunThatCannotStartSaysWhyInOneLine) {
   EXPECT_TRUE(contains(r.output, why)) << r.output;
 }
 
+// A GPU run with stand-in drivers and a plugin of the right ABI that sees no
+// device: the driver's version is checked against the plugin's runtime, then
+// the devices.
+std::string gpu_run_with(const std::string& driver_dir, const std::string& plugin) {
+  return run_command("LD_LIBRARY_PATH=" + driver_dir + " LOCKSTEP_CUDA_PLUGIN=" + plugin + " " +
+                     LOCKSTEP_BINARY " train --device cuda --epochs 1 --train-subset 64 "
+                     "--run-dir ''")
+      .output;
+}
+
+TEST(CudaPlugin, DriverTooOldForThePluginIsNamed) {
+  const std::string out = gpu_run_with(LOCKSTEP_FAKE_DRIVER_OLD, LOCKSTEP_FAKE_PLUGIN_NODEVICE);
+  EXPECT_TRUE(contains(out, "the CUDA driver is too old: it supports CUDA 11.0, the plugin " +
+                                std::string(LOCKSTEP_FAKE_PLUGIN_NODEVICE) + " needs CUDA 13.0"))
+      << out;
+}
+
+TEST(CudaPlugin, NoVisibleDeviceIsNamed) {
+  const std::string out = gpu_run_with(LOCKSTEP_FAKE_DRIVER_NEW, LOCKSTEP_FAKE_PLUGIN_NODEVICE);
+  EXPECT_TRUE(contains(out, "no CUDA device is visible (fake plugin: no device;")) << out;
+}
+
+TEST(CudaPlugin, AutoFallsBackToTheCpuWhenNoDeviceIsVisible) {
+  const auto r = run_command("LD_LIBRARY_PATH=" LOCKSTEP_FAKE_DRIVER_NEW
+                             " LOCKSTEP_CUDA_PLUGIN=" LOCKSTEP_FAKE_PLUGIN_NODEVICE
+                             " " LOCKSTEP_BINARY " doctor --device auto --run-dir ''");
+  EXPECT_TRUE(contains(r.output, "found")) << r.output;  // the plugin column
+  EXPECT_FALSE(contains(r.output, "no CUDA device")) << r.output;
+}
+
 #if LOCKSTEP_HAVE_PLUGIN
 TEST(CudaPlugin, RealPluginLoadsAndReportsVersionsWithoutAGpu) {
   const auto load = load_cuda_plugin_from(LOCKSTEP_BUILD_DIR "/liblockstep_cuda.so");
