@@ -7,6 +7,8 @@
 #include <set>
 
 #include "app/placement.h"
+#include "support/dataset_files.h"
+#include "support/run_command.h"
 
 namespace lockstep::app {
 namespace {
@@ -18,8 +20,8 @@ TEST(Placement, ChooseGpuFollowsTheRuleForEveryNodeShape) {
         std::set<int> taken;
         for (int local_rank = 0; local_rank < local_size; ++local_rank) {
           const GpuChoice c = choose_gpu(local_rank, local_size, visible, share, "node7");
-          SCOPED_TRACE(testing::Message() << "local rank " << local_rank << " of " << local_size
-                                          << ", " << visible << " visible, share " << share);
+          SCOPED_TRACE(::testing::Message() << "local rank " << local_rank << " of " << local_size
+                                            << ", " << visible << " visible, share " << share);
           if (visible == 0) {
             EXPECT_EQ(c.device, -1);
             EXPECT_NE(c.error.find("no GPU is visible"), std::string::npos) << c.error;
@@ -100,6 +102,30 @@ TEST(Placement, CudaVisibleDevicesEntries) {
   } else {
     unsetenv("CUDA_VISIBLE_DEVICES");
   }
+}
+
+}  // namespace
+}  // namespace lockstep::app
+
+namespace lockstep::app {
+namespace {
+
+// The start-up line says how many threads and why: a taskset mask smaller
+// than the machine is used whole.
+TEST(Placement, StartUpLineTakesThreadsFromTheAffinityMask) {
+  testing::ScratchDir dir;
+  testing::write_mnist_dir(dir.file("data"), 64, 32);
+  const std::string train = " train --dataset mnist --data-dir " + dir.file("data") +
+                            " --epochs 1 --progress plain --run-dir " + dir.file("run");
+  auto r = testing::run_command("taskset -c 0 " LOCKSTEP_BINARY + train);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  if (online_cpus() > 1) {
+    EXPECT_NE(r.output.find("1 thread per rank (1 CPU in affinity mask)"), std::string::npos)
+        << r.output;
+  }
+  r = testing::run_command(LOCKSTEP_BINARY + train + " --threads 3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("3 threads per rank (threads key)"), std::string::npos) << r.output;
 }
 
 }  // namespace
