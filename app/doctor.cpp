@@ -14,7 +14,7 @@
 
 #include "app/cuda_plugin.h"
 #include "app/placement.h"
-#include "app/trainer.h"
+#include "app/train_settings.h"
 #include "data/catalog.h"
 
 extern char** environ;
