@@ -86,6 +86,9 @@ struct TrainConfig {
       false;  // cuda: let local ranks share GPUs when fewer GPUs than ranks are visible
   int64_t eval_every = 1;  // evaluate every N epochs (0: never)
 
+  // fp32 | bf16 | fp16: arithmetic of convolutions and GEMMs (bf16/fp16: cuda only)
+  std::string precision = "fp32";
+
   // --- output
   int64_t checkpoint_every = 1;   // write a checkpoint every N epochs (0: never)
   int64_t keep_checkpoints = 3;   // keep the newest N checkpoints (0: all)

@@ -1,6 +1,6 @@
 #include "app/device.h"
 
-#include <cstring>
+#include <cstdio>
 
 #include "app/cuda_plugin.h"
 #include "app/placement.h"
@@ -14,21 +14,39 @@ GpuChoice gpu_for_rank(const distributed::Communicator& comm, int visible, bool 
   return choose_gpu(comm.local_rank(), comm.local_size(), visible, allow_share, comm.host_name());
 }
 
+std::unique_ptr<nn::Backend> cpu_backend(const TrainConfig& config,
+                                         const distributed::Communicator& comm, int threads) {
+  if (config.precision != "fp32") {
+    fail_input("config key precision = \"", config.precision, "\": rank ", comm.rank(),
+               " computes on the CPU, which has fp32 kernels only; use precision = \"fp32\" ",
+               "or give every rank a GPU");
+  }
+  return nn::make_cpu_backend(threads);
+}
+
 }  // namespace
 
 std::unique_ptr<nn::Backend> make_backend(const TrainConfig& config,
                                           const distributed::Communicator& comm, int threads) {
-  if (config.device == "cpu") return nn::make_cpu_backend(threads);
+  if (config.device == "cpu") return cpu_backend(config, comm, threads);
   const CudaAvailability cuda = cuda_availability();
   if (cuda.plugin == nullptr) {
-    if (config.device == "auto") return nn::make_cpu_backend(threads);
+    if (config.device == "auto") return cpu_backend(config, comm, threads);
     fail_input("config key device is \"cuda\" but rank ", comm.rank(), " on ", comm.host_name(),
                " cannot start a GPU run: ", cuda.why, "; use device = \"cpu\" (or \"auto\")");
   }
   const GpuChoice gpu = gpu_for_rank(comm, cuda.devices, config.gpu_share);
-  if (gpu.device < 0) fail_input("config key device is \"", config.device, "\": ", gpu.error);
-  return std::unique_ptr<nn::Backend>(
-      static_cast<nn::Backend*>(cuda.plugin->make_backend(gpu.device, config.deterministic)));
+  if (gpu.device < 0) {
+    if (config.device == "cuda") fail_input("config key device is \"cuda\": ", gpu.error);
+    // auto: the CPU for every rank of a node whose ranks outnumber its GPUs.
+    if (comm.local_rank() == 0) {
+      std::fprintf(stderr, "lockstep: rank %d: note: device auto runs on the CPU: %s\n",
+                   comm.rank(), gpu.error.c_str());
+    }
+    return cpu_backend(config, comm, threads);
+  }
+  return std::unique_ptr<nn::Backend>(static_cast<nn::Backend*>(
+      cuda.plugin->make_backend(gpu.device, config.deterministic, config.precision.c_str())));
 }
 
 std::unique_ptr<distributed::Communicator> make_gradient_communicator(
@@ -56,11 +74,18 @@ std::unique_ptr<distributed::Communicator> make_gradient_communicator(
       cuda.plugin->make_nccl_communicator(&comm, gpu.device)));
 }
 
+void BatchStager::upload(const void* host, nn::Tensor& device_tensor) {
+  const LockstepCudaPlugin* plugin = load_cuda_plugin().plugin;
+  LOCKSTEP_CHECK(plugin != nullptr, "BatchStager on ", backend_.name(), " without the CUDA plugin");
+  plugin->upload(&backend_, host, device_tensor.data(),
+                 static_cast<size_t>(device_tensor.numel()) * sizeof(float));
+}
+
 const nn::Tensor& BatchStager::images(const data::Batch& batch) {
   if (device_ == nn::Device::kCpu) return batch.images;
   if (images_.device() != device_) images_ = nn::Tensor({0}, device_);
   images_.resize(batch.images.shape());
-  images_.copy_from(batch.images);
+  upload(batch.images.data(), images_);
   return images_;
 }
 
@@ -69,12 +94,9 @@ const int32_t* BatchStager::labels(const data::Batch& batch) {
   // Tensors hold 4-byte floats; the labels travel as their int32 bit patterns
   // and the kernels read them back as int32.
   static_assert(sizeof(float) == sizeof(int32_t));
-  const nn::Shape shape{batch.size()};
-  labels_host_.resize(shape);
-  std::memcpy(labels_host_.data(), batch.labels.data(), batch.labels.size() * sizeof(int32_t));
   if (labels_.device() != device_) labels_ = nn::Tensor({0}, device_);
-  labels_.resize(shape);
-  labels_.copy_from(labels_host_);
+  labels_.resize({batch.size()});
+  upload(batch.labels.data(), labels_);
   return reinterpret_cast<const int32_t*>(labels_.data());
 }
 

@@ -1,8 +1,9 @@
 // Choosing the compute device for a rank (`device = cpu | cuda | auto`) and
 // staging host batches on it. A GPU run loads the CUDA plugin
 // (app/cuda_plugin.h); the rank's GPU follows app/placement.h's choose_gpu.
-// `auto` is the GPU when the plugin, a driver and a device are all there,
-// else the CPU.
+// `auto` is the GPU when the plugin, a driver and a device are all there and
+// choose_gpu gives this rank one; else the CPU (local rank 0 of the node
+// prints a note when the node has GPUs but too few for its ranks).
 #pragma once
 
 #include <cstdint>
@@ -33,17 +34,21 @@ std::unique_ptr<distributed::Communicator> make_gradient_communicator(
     nn::Backend& backend, distributed::Communicator& comm, const std::string& engine);
 
 // Host batches as the backend wants them: on the CPU the batch itself, on a
-// GPU explicit copies into buffers that are reused batch after batch.
+// GPU explicit copies (through pinned staging, on the backend's stream) into
+// buffers that are reused batch after batch. backend must outlive it.
 class BatchStager {
  public:
-  explicit BatchStager(nn::Device device) : device_(device) {}
+  explicit BatchStager(nn::Backend& backend) : backend_(backend), device_(backend.device()) {}
   const nn::Tensor& images(const data::Batch& batch);
   // int32 labels readable by the backend's kernels.
   const int32_t* labels(const data::Batch& batch);
 
  private:
+  void upload(const void* host, nn::Tensor& device_tensor);
+
+  nn::Backend& backend_;
   nn::Device device_;
-  nn::Tensor images_, labels_, labels_host_;
+  nn::Tensor images_, labels_;
 };
 
 }  // namespace lockstep::app

@@ -12,6 +12,8 @@
 #include "distributed/cuda/nccl_communicator.h"
 #include "nn/cuda/cuda_backend.h"
 #include "nn/cuda/cuda_device_memory.h"
+#include "nn/cuda/precision.h"
+#include "nn/error.h"
 
 namespace {
 
@@ -62,8 +64,14 @@ void describe_devices(char* out, size_t size) {
   copy_out(text, out, size);
 }
 
-void* make_backend(int device, int deterministic) {
-  return nn::make_cuda_backend(device, deterministic != 0).release();
+void* make_backend(int device, int deterministic, const char* precision) {
+  const auto parsed = nn::cuda::parse_precision(precision);
+  LOCKSTEP_CHECK(parsed.has_value(), "precision ", precision, " passed validation");
+  return nn::make_cuda_backend(device, deterministic != 0, *parsed).release();
+}
+
+void upload(void* backend, const void* host, void* device, size_t bytes) {
+  nn::cuda_upload(*static_cast<nn::Backend*>(backend), host, device, bytes);
 }
 
 void* make_nccl_communicator(void* mpi_comm, int device) {
@@ -83,6 +91,7 @@ extern "C" __attribute__((visibility("default"))) const LockstepCudaPlugin* lock
       device_count,
       describe_devices,
       make_backend,
+      upload,
       make_nccl_communicator,
       &nn::cuda_device_memory(),
   };

@@ -46,8 +46,12 @@ typedef struct LockstepCudaPlugin {
   /* One line per visible device ("cuda:0 NVIDIA H100 (sm_90, 79.1 GiB, 132
    * SMs)"), NUL-terminated, cut at size. */
   void (*describe_devices)(char* out, size_t size);
-  /* new lockstep::nn::Backend on visible device `device`. */
-  void* (*make_backend)(int device, int deterministic);
+  /* new lockstep::nn::Backend on visible device `device`; precision "fp32",
+   * "bf16" or "fp16" (nn/cuda/precision.h). */
+  void* (*make_backend)(int device, int deterministic, const char* precision);
+  /* Copies host memory to device memory of the lockstep::nn::Backend*
+   * backend, queued on its stream (nn::cuda_upload). */
+  void (*upload)(void* backend, const void* host, void* device, size_t bytes);
   /* new lockstep::distributed::Communicator (NCCL over the
    * lockstep::distributed::Communicator* mpi_comm, collective). */
   void* (*make_nccl_communicator)(void* mpi_comm, int device);

@@ -9,6 +9,7 @@ namespace {
 
 void check(cudaError_t status, const char* what, size_t bytes) {
   if (status == cudaSuccess) return;
+  cudaGetLastError();  // consumed here, not reported again by a later check
   throw LibraryError(
       detail::concat(what, " of ", bytes, " bytes failed: ", cudaGetErrorString(status)));
 }
@@ -18,7 +19,10 @@ class CudaDeviceMemory final : public DeviceMemory {
   float* allocate(size_t bytes) override {
     void* p = nullptr;
     check(cudaMalloc(&p, bytes), "cudaMalloc", bytes);
-    check(cudaMemset(p, 0, bytes), "cudaMemset", bytes);
+    if (const cudaError_t status = cudaMemset(p, 0, bytes); status != cudaSuccess) {
+      cudaFree(p);
+      check(status, "cudaMemset", bytes);
+    }
     return static_cast<float*>(p);
   }
   void release(float* p) noexcept override { cudaFree(p); }

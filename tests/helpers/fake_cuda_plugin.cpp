@@ -20,9 +20,12 @@ int device_count(char* why, size_t size) {
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) const LockstepCudaPlugin* lockstep_cuda_plugin() {
-  static const LockstepCudaPlugin plugin = {
-      FAKE_PLUGIN_ABI, sizeof(LockstepCudaPlugin), LOCKSTEP_VERSION, 13000, versions, device_count,
-      nullptr,         nullptr,                    nullptr,          nullptr};
+  static const LockstepCudaPlugin plugin = {FAKE_PLUGIN_ABI,  sizeof(LockstepCudaPlugin),
+                                            LOCKSTEP_VERSION, 13000,
+                                            versions,         device_count,
+                                            nullptr,          nullptr,
+                                            nullptr,          nullptr,
+                                            nullptr};
   return &plugin;
 }
 #else
