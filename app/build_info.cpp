@@ -6,10 +6,7 @@
 #include <sstream>
 #include <string>
 
-#if LOCKSTEP_HAVE_CUDA
-#include "distributed/cuda/nccl_communicator.h"
-#include "nn/cuda/cuda_backend.h"
-#endif
+#include "app/cuda_plugin.h"
 
 namespace lockstep::app {
 
@@ -25,12 +22,7 @@ std::string build_info() {
   std::string mpi(mpi_version, static_cast<size_t>(length));
   if (auto eol = mpi.find('\n'); eol != std::string::npos) mpi.resize(eol);
   out << "  MPI      : " << mpi << "\n";
-  out << "  CUDA     : " << (LOCKSTEP_HAVE_CUDA ? "built" : "not built") << "\n";
-#if LOCKSTEP_HAVE_CUDA
-  std::istringstream devices(nn::cuda_devices_description() + "\nNCCL " +
-                             distributed::nccl_version());
-  for (std::string line; std::getline(devices, line);) out << "             " << line << "\n";
-#endif
+  out << cuda_plugin_info();
   return out.str();
 }
 

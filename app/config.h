@@ -80,8 +80,11 @@ struct TrainConfig {
   // --- execution
   std::string device = "cpu";  // cpu | cuda | auto
   bool deterministic = false;  // cuda: only deterministic cuDNN convolution algorithms
-  int64_t threads = 0;         // compute threads per rank (0: cores / ranks per node)
-  int64_t eval_every = 1;      // evaluate every N epochs (0: never)
+  int64_t threads = 0;  // compute threads per rank (0: from the affinity mask, app/placement.h)
+  // --- GPU placement (app/placement.h)
+  bool gpu_share =
+      false;  // cuda: let local ranks share GPUs when fewer GPUs than ranks are visible
+  int64_t eval_every = 1;  // evaluate every N epochs (0: never)
 
   // fp32 | bf16 | fp16: arithmetic of convolutions and GEMMs (bf16/fp16: cuda only)
   std::string precision = "fp32";

@@ -224,11 +224,18 @@ std::vector<Key> make_schema() {
        .allowed = {"fp32", "bf16", "fp16"}},
       {.name = "threads",
        .field = &C::threads,
-       .help = "compute threads per rank (0: cores / ranks on the node)",
+       .help = "compute threads per rank (0: the CPUs in the rank's affinity mask; a mask of "
+               "the whole machine is divided among the ranks on the node)",
        .unit = "threads",
        .range = between(0, kMaxThreads),
        .commands = kAll,
        .fingerprint = false},
+      // GPU placement (app/placement.h).
+      {.name = "gpu_share",
+       .field = &C::gpu_share,
+       .help = "cuda: when a rank sees more than one but fewer GPUs than ranks on its node, "
+               "share them (local rank % GPUs) instead of stopping",
+       .commands = kAll},
       {.name = "eval_every",
        .field = &C::eval_every,
        .help = "evaluate every N epochs (0: never)",

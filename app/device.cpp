@@ -2,85 +2,83 @@
 
 #include <cstdio>
 
-#include "app/device_choice.h"
+#include "app/cuda_plugin.h"
+#include "app/placement.h"
 #include "nn/error.h"
-#if LOCKSTEP_HAVE_CUDA
-#include "distributed/cuda/nccl_communicator.h"
-#include "nn/cuda/cuda_backend.h"
-#endif
 
 namespace lockstep::app {
 namespace {
 
-int visible_gpus() {
-#if LOCKSTEP_HAVE_CUDA
-  return nn::cuda_device_count();
-#else
-  return 0;
-#endif
+// The GPU this rank takes among the `visible` ones (app/placement.h).
+GpuChoice gpu_for_rank(const distributed::Communicator& comm, int visible, bool allow_share) {
+  return choose_gpu(comm.local_rank(), comm.local_size(), visible, allow_share, comm.host_name());
+}
+
+std::unique_ptr<nn::Backend> cpu_backend(const TrainConfig& config,
+                                         const distributed::Communicator& comm, int threads) {
+  if (config.precision != "fp32") {
+    fail_input("config key precision = \"", config.precision, "\": rank ", comm.rank(),
+               " computes on the CPU, which has fp32 kernels only; use precision = \"fp32\" ",
+               "or give every rank a GPU");
+  }
+  return nn::make_cpu_backend(threads);
 }
 
 }  // namespace
 
 std::unique_ptr<nn::Backend> make_backend(const TrainConfig& config,
                                           const distributed::Communicator& comm, int threads) {
-  const DeviceChoice choice = choose_device({.requested = config.device,
-                                             .cuda_built = LOCKSTEP_HAVE_CUDA != 0,
-                                             .gpus = config.device == "cpu" ? 0 : visible_gpus(),
-                                             .rank = comm.rank(),
-                                             .local_rank = comm.local_rank(),
-                                             .local_size = comm.local_size(),
-                                             .host = comm.host_name()});
-  if (!choice.error.empty()) fail_input(choice.error);
-  if (!choice.note.empty() && comm.local_rank() == 0) {
-    std::fprintf(stderr, "lockstep: rank %d: note: %s\n", comm.rank(), choice.note.c_str());
+  if (config.device == "cpu") return cpu_backend(config, comm, threads);
+  const CudaAvailability cuda = cuda_availability();
+  if (cuda.plugin == nullptr) {
+    if (config.device == "auto") return cpu_backend(config, comm, threads);
+    fail_input("config key device is \"cuda\" but rank ", comm.rank(), " on ", comm.host_name(),
+               " cannot start a GPU run: ", cuda.why, "; use device = \"cpu\" (or \"auto\")");
   }
-  if (!choice.cuda) {
-    if (config.precision != "fp32") {
-      fail_input("config key precision = \"", config.precision, "\": rank ", comm.rank(),
-                 " computes on the CPU, which has fp32 kernels only; use precision = \"fp32\" ",
-                 "or give every rank a GPU");
+  const GpuChoice gpu = gpu_for_rank(comm, cuda.devices, config.gpu_share);
+  if (gpu.device < 0) {
+    if (config.device == "cuda") fail_input("config key device is \"cuda\": ", gpu.error);
+    // auto: the CPU for every rank of a node whose ranks outnumber its GPUs.
+    if (comm.local_rank() == 0) {
+      std::fprintf(stderr, "lockstep: rank %d: note: device auto runs on the CPU: %s\n",
+                   comm.rank(), gpu.error.c_str());
     }
-    return nn::make_cpu_backend(threads);
+    return cpu_backend(config, comm, threads);
   }
-#if LOCKSTEP_HAVE_CUDA
-  const auto precision = nn::cuda::parse_precision(config.precision);
-  LOCKSTEP_CHECK(precision.has_value(), "precision ", config.precision, " passed validation");
-  return nn::make_cuda_backend(choice.device_index, config.deterministic, *precision);
-#else
-  return nullptr;
-#endif
+  return std::unique_ptr<nn::Backend>(static_cast<nn::Backend*>(
+      cuda.plugin->make_backend(gpu.device, config.deterministic, config.precision.c_str())));
 }
 
 std::unique_ptr<distributed::Communicator> make_gradient_communicator(
     nn::Backend& backend, distributed::Communicator& comm, const std::string& engine) {
   if (comm.size() == 1 || engine == "mpi") return nullptr;
+  // The backend's GPU, found again by the same rule; NCCL takes one rank per
+  // GPU, so ranks sharing a GPU (gpu_share) reduce through MPI.
+  const CudaAvailability cuda =
+      backend.device() == nn::Device::kCuda ? cuda_availability() : CudaAvailability{};
+  const GpuChoice gpu = gpu_for_rank(comm, cuda.devices, true);
   // Every rank must take the same branch: NCCL's start-up is collective.
-  int64_t gpu = backend.device() == nn::Device::kCuda ? 1 : 0;
-  comm.allreduce(std::span<int64_t>(&gpu, 1), distributed::ReduceOp::kMin);
-  if (gpu == 0) {
+  int64_t nccl = cuda.plugin != nullptr && gpu.device >= 0 && !gpu.shared ? 1 : 0;
+  comm.allreduce(std::span<int64_t>(&nccl, 1), distributed::ReduceOp::kMin);
+  if (nccl == 0) {
     if (engine == "nccl") {
-      fail_input("config key gradient_engine = \"nccl\" needs every rank on a GPU, and ",
-                 backend.device() == nn::Device::kCuda ? "another rank" : "this rank",
-                 " has none (use gradient_engine = \"auto\" or \"mpi\")");
+      fail_input(
+          "config key gradient_engine = \"nccl\" needs every rank on a GPU of its own, "
+          "and ",
+          backend.device() == nn::Device::kCuda && !gpu.shared ? "another rank" : "this rank",
+          " has none (use gradient_engine = \"auto\" or \"mpi\")");
     }
     return nullptr;
   }
-#if LOCKSTEP_HAVE_CUDA
-  return distributed::make_nccl_communicator(comm, comm.local_rank());
-#else
-  if (engine == "nccl") fail_input("config key gradient_engine = \"nccl\": this build has no NCCL");
-  return nullptr;
-#endif
+  return std::unique_ptr<distributed::Communicator>(static_cast<distributed::Communicator*>(
+      cuda.plugin->make_nccl_communicator(&comm, gpu.device)));
 }
 
 void BatchStager::upload(const void* host, nn::Tensor& device_tensor) {
-#if LOCKSTEP_HAVE_CUDA
-  nn::cuda_upload(backend_, host, device_tensor.data(),
-                  static_cast<size_t>(device_tensor.numel()) * sizeof(float));
-#else
-  LOCKSTEP_CHECK(false, "BatchStager on ", backend_.name(), " in a build without CUDA");
-#endif
+  const LockstepCudaPlugin* plugin = load_cuda_plugin().plugin;
+  LOCKSTEP_CHECK(plugin != nullptr, "BatchStager on ", backend_.name(), " without the CUDA plugin");
+  plugin->upload(&backend_, host, device_tensor.data(),
+                 static_cast<size_t>(device_tensor.numel()) * sizeof(float));
 }
 
 const nn::Tensor& BatchStager::images(const data::Batch& batch) {

@@ -1,5 +1,9 @@
-// Choosing the compute device for a rank (`device = cpu | cuda | auto`, the
-// rule is app/device_choice.h) and staging host batches on it.
+// Choosing the compute device for a rank (`device = cpu | cuda | auto`) and
+// staging host batches on it. A GPU run loads the CUDA plugin
+// (app/cuda_plugin.h); the rank's GPU follows app/placement.h's choose_gpu.
+// `auto` is the GPU when the plugin, a driver and a device are all there and
+// choose_gpu gives this rank one; else the CPU (local rank 0 of the node
+// prints a note when the node has GPUs but too few for its ranks).
 #pragma once
 
 #include <cstdint>
@@ -14,17 +18,17 @@
 namespace lockstep::app {
 
 // The backend for this rank; throws InputError naming the key and rank when
-// the device cannot be had. A note of choose_device() (auto falling back to
-// the CPU) is printed to stderr by local rank 0 of the node.
+// the device cannot be had (the one-line reason: no driver, no plugin,
+// driver too old, no device, fewer GPUs than local ranks).
 std::unique_ptr<nn::Backend> make_backend(const TrainConfig& config,
                                           const distributed::Communicator& comm, int threads);
 
 // The communicator for gradient buckets: NCCL, bootstrapped over `comm` on
-// the backend's device (the local rank's), when every rank computes on a
-// GPU, the job has more than one rank and engine (config key
-// gradient_engine) is "auto" or "nccl"; null otherwise (gradients then go
-// through `comm`, with host copies on a GPU). engine "nccl" when some rank
-// has no GPU, or in a build without NCCL, throws InputError on every rank.
+// the backend's device, when every rank computes on a GPU of its own, the
+// job has more than one rank and engine (config key gradient_engine) is
+// "auto" or "nccl"; null otherwise (gradients then go through `comm`, with
+// host copies on a GPU). engine "nccl" when some rank has no GPU of its own
+// throws InputError on every rank.
 // Collective over `comm` when size > 1.
 std::unique_ptr<distributed::Communicator> make_gradient_communicator(
     nn::Backend& backend, distributed::Communicator& comm, const std::string& engine);

@@ -8,6 +8,7 @@
 #include "app/build_info.h"
 #include "app/config.h"
 #include "app/data_show.h"
+#include "app/doctor.h"
 #include "app/evaluate.h"
 #include "app/export_command.h"
 #include "app/plot_command.h"
@@ -35,6 +36,9 @@ int main(int argc, char** argv) {
   app::add_evaluate_options(*eval_cmd, eval_args);
   auto* info_cmd = cli.add_subcommand("info", "print how lockstep was built and what it sees");
   auto* options_cmd = cli.add_subcommand("options", "print every config key as markdown");
+  auto* doctor_cmd = cli.add_subcommand(
+      "doctor", "under the job's launcher: each rank's CPUs, threads, GPU, plugin, data; problems");
+  app::add_config_options(*doctor_cmd, app::kTrain);
   app::BenchArgs bench_args;
   auto* bench_cmd = cli.add_subcommand("bench", "training images/second on synthetic data");
   app::add_bench_options(*bench_cmd, bench_args);
@@ -82,6 +86,7 @@ int main(int argc, char** argv) {
       if (root) std::cout << app::options_markdown();
       return 0;
     }
+    if (*doctor_cmd) return app::run_doctor(app::read_config(*doctor_cmd, app::kTrain), *comm);
     if (*eval_cmd) return app::run_evaluate(*eval_cmd, eval_args, *comm);
     if (*bench_cmd) return app::run_bench_command(bench_args, *comm);
     // Single-process tools: rank 0 does the work, other ranks have none.

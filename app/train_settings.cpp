@@ -1,14 +1,15 @@
 #include "app/train_settings.h"
 
+#include "app/placement.h"
+
 #include <algorithm>
-#include <thread>
 
 namespace lockstep::app {
 
 int compute_threads(const TrainConfig& config, const distributed::Communicator& comm) {
   if (config.threads > 0) return static_cast<int>(config.threads);
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, cores / std::max(1, comm.local_size()));
+  return default_threads(static_cast<int>(affinity_cpus().size()), online_cpus(),
+                         comm.local_size());
 }
 
 distributed::DistributedOptimizerConfig dopt_config(const TrainConfig& c) {

@@ -11,7 +11,8 @@
 
 namespace lockstep::app {
 
-// Resolves config.threads = 0: the cores of this node shared by its ranks.
+// Resolves config.threads = 0: app/placement.h default_threads from this
+// process's affinity mask and the ranks on its node.
 int compute_threads(const TrainConfig& config, const distributed::Communicator& comm);
 
 distributed::DistributedOptimizerConfig dopt_config(const TrainConfig& config);

@@ -9,6 +9,7 @@
 #include "app/checkpoint.h"
 #include "app/data_setup.h"
 #include "app/device.h"
+#include "app/placement.h"
 #include "app/resume_policy.h"
 #include "app/run_dir.h"
 #include "app/tensorboard.h"
@@ -120,7 +121,11 @@ void Trainer::check_fingerprint() {
 void Trainer::banner() {
   std::ostringstream out;
   out << "lockstep: " << comm_.describe() << ", " << threads_ << " thread"
-      << (threads_ == 1 ? "" : "s") << " per rank on " << backend_->name() << "\n";
+      << (threads_ == 1 ? "" : "s") << " per rank ("
+      << (config_.threads > 0 ? "threads key"
+                              : threads_reason(static_cast<int>(affinity_cpus().size()),
+                                               online_cpus(), comm_.local_size()))
+      << ") on " << backend_->name() << "\n";
   if (gradient_comm_) out << "gradients: " << gradient_comm_->describe() << "\n";
   out << "data: " << train_.name << " " << train_.size() << " samples, " << test_.name << " "
       << test_.size() << " samples";

@@ -12,7 +12,9 @@
 #   mpi_launcher N   sets the array `launcher` to a local mpiexec for N ranks,
 #                    spelled for MPICH or Open MPI (from `mpiexec --version`).
 # Environment: LOCKSTEP (the binary, default ./build/lockstep), LOG_DIR,
-# RESUME (default auto; empty: start fresh).
+# RESUME (default auto; empty: start fresh), DOCTOR (1: run `lockstep doctor`
+# with the same launcher and options instead of training, to check each
+# rank's CPUs, threads, GPU and data before a long job).
 # shellcheck shell=bash
 
 LOCKSTEP=${LOCKSTEP:-./build/lockstep}
@@ -98,6 +100,10 @@ lockstep_train() {
   [ $# -gt 0 ] && shift
   [ -f "$config" ] || die "config file $config not found (run from the repository root)"
   [ -x "$LOCKSTEP" ] || die "lockstep binary $LOCKSTEP not found: build it (scripts/build.sh) or set LOCKSTEP"
+  if [ "${DOCTOR:-0}" = 1 ]; then
+    "${launch[@]}" "$LOCKSTEP" doctor --config "$config" "$@"
+    return
+  fi
   args=(train --config "$config")
   if [ -n "$RESUME" ] && ! has_option resume "$@"; then args+=(--resume "$RESUME"); fi
   args+=("$@")

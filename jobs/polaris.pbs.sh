@@ -7,8 +7,9 @@
 #PBS -r y
 #PBS -q debug
 # Polaris (4 A100 and 32 Milan cores per node): PBS Pro + Cray MPICH mpiexec,
-# one rank per GPU, each on its own NUMA domain (--depth 8 --cpu-bind depth),
-# GPUs assigned in reverse local-rank order by jobs/gpu_affinity.sh. Submit
+# one rank per GPU, each on its own NUMA domain (--depth 8 --cpu-bind depth:
+# lockstep starts one thread per CPU of its mask), GPUs assigned in reverse
+# local-rank order by jobs/gpu_affinity.sh. Submit
 # from the repository root (PBS passes no arguments: use -v):
 #   qsub -A <project> -v CONFIG=configs/cifar10.toml,LOCKSTEP_ARGS="--epochs 32" jobs/polaris.pbs.sh
 # shellcheck source-path=SCRIPTDIR/..
@@ -21,6 +22,5 @@ nodes=$(wc -l <"${PBS_NODEFILE:?not inside a PBS job (submit with qsub)}")
 ppn=${RANKS_PER_NODE:-4} depth=${DEPTH:-8}
 launcher=(mpiexec -n $((nodes * ppn)) --ppn "$ppn" --depth "$depth" --cpu-bind depth
   --env OMP_NUM_THREADS="$depth" jobs/gpu_affinity.sh)
-default_option threads "$depth"
 default_option device "${DEVICE:-cuda}"
 lockstep_train "$config" "${launcher[@]}" -- "${extra[@]}"

@@ -7,8 +7,10 @@
 #SBATCH -J lockstep
 #SBATCH -o lockstep-%j.out
 # Slurm: srun starts one rank per task (Slurm gives each its own GPU and
-# cpus-per-task cores). Submit from the repository root, adding what the site
-# needs (-A account, -q qos, -C gpu, --mpi=pmi2 in SRUN_ARGS):
+# cpus-per-task cores: since Slurm 22.05 srun does not inherit
+# --cpus-per-task, so it is passed as -c; lockstep starts one thread per CPU
+# of its task). Submit from the repository root, adding what the site needs
+# (-A account, -q qos, -C gpu, --mpi=pmi2 in SRUN_ARGS):
 #   sbatch -A <account> jobs/slurm.sbatch.sh configs/cifar10.toml --epochs 32
 # CPU-only nodes: sbatch --gpus-per-task=0 and DEVICE=cpu.
 # shellcheck source-path=SCRIPTDIR/..
@@ -18,7 +20,7 @@ cd "${SLURM_SUBMIT_DIR:-.}"
 source jobs/common.sh
 job_arguments "$@"
 read -ra srun_args <<<"${SRUN_ARGS:-}"
-launcher=(srun --cpu-bind=cores "${srun_args[@]}")
-default_option threads "${SLURM_CPUS_PER_TASK:-1}"
+export SRUN_CPUS_PER_TASK=${SLURM_CPUS_PER_TASK:-1}
+launcher=(srun --cpu-bind=cores -c "$SRUN_CPUS_PER_TASK" "${srun_args[@]}")
 default_option device "${DEVICE:-cuda}"
 lockstep_train "$config" "${launcher[@]}" -- "${extra[@]}"

@@ -7,7 +7,8 @@
 # repository root (flags on the qsub line override the header):
 #   qsub -A <project> -n 8 jobs/theta.cobalt.sh configs/mnist.toml --epochs 32
 # PROC_PER_NODE ranks per node, each bound (-cc depth) to DEPTH hardware
-# threads, THREADS_PER_CORE per core, with lockstep running DEPTH threads.
+# threads, THREADS_PER_CORE per core, with lockstep running DEPTH threads
+# (one per CPU of its affinity mask).
 # A sweep inside one allocation (C.6 of the reference):
 #   LAUNCHER='aprun -n {n} -N 4 -d 32 -j 2 -cc depth' jobs/scale.sh --config ...
 # shellcheck source-path=SCRIPTDIR/..
@@ -19,6 +20,5 @@ ppn=${PROC_PER_NODE:-4} depth=${DEPTH:-32}
 nodes=${COBALT_JOBSIZE:?not inside a Cobalt job (submit with qsub)}
 launcher=(aprun -n $((nodes * ppn)) -N "$ppn" -d "$depth" -j "${THREADS_PER_CORE:-2}" -cc depth
   -e OMP_NUM_THREADS="$depth" -e KMP_BLOCKTIME=0)
-default_option threads "$depth"
 default_option device cpu
 lockstep_train "$config" "${launcher[@]}" -- "${extra[@]}"

@@ -5,11 +5,8 @@
 #include <numeric>
 #include <sstream>
 
+#include "nn/device_memory.h"
 #include "nn/error.h"
-
-#if LOCKSTEP_HAVE_CUDA
-#include <cuda_runtime.h>
-#endif
 
 namespace lockstep::nn {
 namespace {
@@ -27,25 +24,7 @@ float* allocate(Device device, int64_t count) {
     std::memset(p, 0, rounded);
     return static_cast<float*>(p);
   }
-#if LOCKSTEP_HAVE_CUDA
-  void* p = nullptr;
-  cudaError_t status = cudaMalloc(&p, bytes);
-  if (status != cudaSuccess) {
-    cudaGetLastError();  // consumed here, not reported again by a later check
-    throw LibraryError(
-        detail::concat("cudaMalloc of ", bytes, " bytes failed: ", cudaGetErrorString(status)));
-  }
-  status = cudaMemset(p, 0, bytes);
-  if (status != cudaSuccess) {
-    cudaGetLastError();
-    cudaFree(p);
-    throw LibraryError(
-        detail::concat("cudaMemset of ", bytes, " bytes failed: ", cudaGetErrorString(status)));
-  }
-  return static_cast<float*>(p);
-#else
-  throw Error("this lockstep was built without CUDA; use --device cpu");
-#endif
+  return device_memory().allocate(bytes);
 }
 
 void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device, size_t bytes) {
@@ -54,15 +33,7 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
     std::memcpy(dst, src, bytes);
     return;
   }
-#if LOCKSTEP_HAVE_CUDA
-  cudaError_t status = cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
-  if (status != cudaSuccess) {
-    cudaGetLastError();  // consumed here, not reported again by a later check
-    throw LibraryError(detail::concat("cudaMemcpy failed: ", cudaGetErrorString(status)));
-  }
-#else
-  throw Error("this lockstep was built without CUDA; use --device cpu");
-#endif
+  device_memory().copy(dst, src, bytes);
 }
 
 void check_dimensions(const Shape& shape) {
@@ -93,9 +64,7 @@ void TensorDeleter::operator()(float* p) const noexcept {
     std::free(p);
     return;
   }
-#if LOCKSTEP_HAVE_CUDA
-  cudaFree(p);  // errors at teardown are ignored: destructors do not throw
-#endif
+  if (DeviceMemory* memory = device_memory_or_null()) memory->release(p);
 }
 
 Tensor::Tensor(Shape shape, Device device)
@@ -157,13 +126,7 @@ void Tensor::zero() {
     std::memset(data(), 0, static_cast<size_t>(numel_) * sizeof(float));
     return;
   }
-#if LOCKSTEP_HAVE_CUDA
-  if (const cudaError_t status = cudaMemset(data(), 0, static_cast<size_t>(numel_) * sizeof(float));
-      status != cudaSuccess) {
-    cudaGetLastError();  // consumed here, not reported again by a later check
-    throw LibraryError(detail::concat("cudaMemset failed: ", cudaGetErrorString(status)));
-  }
-#endif
+  device_memory().zero(data(), static_cast<size_t>(numel_) * sizeof(float));
 }
 
 }  // namespace lockstep::nn

@@ -1,0 +1,201 @@
+// Each job script in jobs/ run under stand-in launchers (tests/launchers/:
+// PALS mpiexec, Open MPI mpirun, aprun, srun; each starts its ranks through
+// MPICH's mpiexec with the real launcher's variables and CPU binding) with
+// DOCTOR=1, and `lockstep doctor` under mpiexec with 2 and 3 ranks, with and
+// without overlapping taskset pinning: per rank, the CPUs, threads,
+// CUDA_VISIBLE_DEVICES and the GPU it would take.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "app/doctor.h"
+#include "app/placement.h"
+#include "support/dataset_files.h"
+#include "support/run_command.h"
+
+namespace lockstep {
+namespace {
+
+using testing::run_command;
+using testing::ScratchDir;
+
+const std::string kSource = LOCKSTEP_SOURCE_DIR;
+
+struct Row {
+  std::string local, cpus, threads, cuda_visible, gpus, gpu, plugin;
+};
+
+// The doctor table's rows, by rank.
+std::map<int, Row> rows_of(const std::string& output) {
+  static const std::regex row(
+      R"(^(\d+)\s+\S+\s+(\d+/\d+)\s+(\S+ \(\d+\))\s+(\d+)\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+(?: needed)?)\s)");
+  std::map<int, Row> rows;
+  std::istringstream in(output);
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, row)) {
+      rows[std::stoi(m[1])] = {m[2], m[3], m[4], m[5], m[6], m[7], m[8]};
+    }
+  }
+  return rows;
+}
+
+// A folder the doctor takes for the data set, a run dir, and the environment
+// that puts the stand-in launchers first on PATH.
+struct JobFixture {
+  ScratchDir dir;
+  std::string data, run_dir, env;
+  JobFixture() {
+    data = dir.file("data");
+    run_dir = dir.file("run");
+    std::filesystem::create_directories(data);
+    std::ofstream(data + "/train-images-idx3-ubyte.gz") << "x";
+    std::ofstream(dir.file("nodes")) << "node0\n";
+    env = "cd " + kSource + " && export PATH=" + kSource +
+          "/tests/launchers:$PATH REAL_MPIEXEC=" + LOCKSTEP_MPIEXEC +
+          " LOCKSTEP=" LOCKSTEP_BINARY " DOCTOR=1 && timeout 120 env ";
+  }
+  std::string options() const { return "--data-dir " + data + " --run-dir " + run_dir; }
+  testing::CommandResult run(const std::string& vars_and_script) const {
+    return run_command(env + vars_and_script);
+  }
+};
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+void expect_no_placement_problem(const std::string& out) {
+  EXPECT_FALSE(contains(out, "take the same GPU")) << out;
+  EXPECT_FALSE(contains(out, "pinned to the same CPUs")) << out;
+  EXPECT_FALSE(contains(out, "threads but has")) << out;
+}
+
+TEST(JobPlacement, PolarisGivesEachRankItsDepthAndOneGpuInReverse) {
+  JobFixture f;
+  const auto r = f.run("PBS_NODEFILE=" + f.dir.file("nodes") +
+                       " RANKS_PER_NODE=2 DEPTH=1 GPUS_PER_NODE=2 CONFIG=configs/fashion_mnist.toml"
+                       " LOCKSTEP_ARGS='" +
+                       f.options() + "' bash jobs/polaris.pbs.sh");
+  auto rows = rows_of(r.output);
+  ASSERT_EQ(rows.size(), 2u) << r.output;
+  EXPECT_EQ(rows[0].cpus, "0 (1)") << r.output;
+  EXPECT_EQ(rows[1].cpus, "1 (1)") << r.output;
+  for (int rank : {0, 1}) {
+    EXPECT_EQ(rows[rank].threads, "1") << r.output;
+    EXPECT_EQ(rows[rank].gpus, "1") << r.output;  // gpu_affinity.sh: one visible GPU each
+  }
+  EXPECT_EQ(rows[0].cuda_visible, "1");  // reverse order: local rank 0 takes the last GPU
+  EXPECT_EQ(rows[0].gpu, "1");
+  EXPECT_EQ(rows[1].cuda_visible, "0");
+  EXPECT_EQ(rows[1].gpu, "0");
+  expect_no_placement_problem(r.output);
+}
+
+TEST(JobPlacement, PolarisDepthIsTheThreadCount) {
+  JobFixture f;
+  const auto r = f.run("PBS_NODEFILE=" + f.dir.file("nodes") +
+                       " RANKS_PER_NODE=1 DEPTH=2 GPUS_PER_NODE=4 CONFIG=configs/fashion_mnist.toml"
+                       " LOCKSTEP_ARGS='" +
+                       f.options() + "' bash jobs/polaris.pbs.sh");
+  auto rows = rows_of(r.output);
+  ASSERT_EQ(rows.size(), 1u) << r.output;
+  EXPECT_EQ(rows[0].cpus, "0-1 (2)");
+  EXPECT_EQ(rows[0].threads, "2");
+  EXPECT_EQ(rows[0].cuda_visible, "3");
+}
+
+TEST(JobPlacement, ThetaGpuGivesEachRankOneGpuInOrder) {
+  JobFixture f;
+  const auto r = f.run("COBALT_NODEFILE=" + f.dir.file("nodes") +
+                       " GPUS_PER_NODE=2 bash jobs/thetagpu.cobalt.sh configs/fashion_mnist.toml " +
+                       f.options());
+  auto rows = rows_of(r.output);
+  ASSERT_EQ(rows.size(), 2u) << r.output;
+  for (int rank : {0, 1}) {
+    EXPECT_EQ(rows[rank].cuda_visible, std::to_string(rank)) << r.output;
+    EXPECT_EQ(rows[rank].gpu, std::to_string(rank)) << r.output;
+    EXPECT_EQ(rows[rank].local, std::to_string(rank) + "/2") << r.output;
+  }
+  expect_no_placement_problem(r.output);
+}
+
+TEST(JobPlacement, ThetaBindsDepthCpusAndRunsOnTheCpu) {
+  JobFixture f;
+  const auto r = f.run(
+      "COBALT_JOBSIZE=1 PROC_PER_NODE=2 DEPTH=1 bash jobs/theta.cobalt.sh "
+      "configs/fashion_mnist.toml " +
+      f.options());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "no problems found")) << r.output;
+  auto rows = rows_of(r.output);
+  ASSERT_EQ(rows.size(), 2u) << r.output;
+  EXPECT_EQ(rows[0].cpus, "0 (1)");
+  EXPECT_EQ(rows[1].cpus, "1 (1)");
+  for (int rank : {0, 1}) {
+    EXPECT_EQ(rows[rank].threads, "1");
+    EXPECT_EQ(rows[rank].gpu, "-");
+    EXPECT_EQ(rows[rank].plugin, "not needed");
+  }
+}
+
+TEST(JobPlacement, SlurmPassesCpusPerTaskAndBindsOneGpuPerTask) {
+  JobFixture f;
+  auto r = f.run(
+      "SLURM_NTASKS=1 SLURM_CPUS_PER_TASK=2 SLURM_GPUS_PER_TASK=1 bash "
+      "jobs/slurm.sbatch.sh configs/fashion_mnist.toml " +
+      f.options());
+  auto rows = rows_of(r.output);
+  ASSERT_EQ(rows.size(), 1u) << r.output;
+  EXPECT_EQ(rows[0].cpus, "0-1 (2)") << "srun needs -c since Slurm 22.05\n" << r.output;
+  EXPECT_EQ(rows[0].threads, "2");
+  EXPECT_EQ(rows[0].cuda_visible, "0");
+  EXPECT_EQ(rows[0].gpu, "0");
+
+  r = f.run(
+      "SLURM_NTASKS=2 SLURM_CPUS_PER_TASK=1 SLURM_GPUS_PER_TASK=1 bash "
+      "jobs/slurm.sbatch.sh configs/fashion_mnist.toml " +
+      f.options());
+  rows = rows_of(r.output);
+  ASSERT_EQ(rows.size(), 2u) << r.output;
+  for (int rank : {0, 1}) {
+    EXPECT_EQ(rows[rank].cpus, std::to_string(rank) + " (1)") << r.output;
+    EXPECT_EQ(rows[rank].threads, "1");
+    EXPECT_EQ(rows[rank].cuda_visible, std::to_string(rank));
+    EXPECT_EQ(rows[rank].gpu, std::to_string(rank));  // the one GPU it sees
+  }
+  expect_no_placement_problem(r.output);
+}
+
+TEST(JobPlacement, SrunWithoutCpusPerTaskBindsOneCpu) {
+  // The stand-in does what Slurm >= 22.05 does, so the test above can fail.
+  JobFixture f;
+  const auto r = f.run("SLURM_NTASKS=1 SLURM_CPUS_PER_TASK=2 srun --cpu-bind=cores " LOCKSTEP_BINARY
+                       " doctor " +
+                       f.options());
+  auto rows = rows_of(r.output);
+  ASSERT_EQ(rows.size(), 1u) << r.output;
+  EXPECT_EQ(rows[0].cpus, "0 (1)");
+  EXPECT_EQ(rows[0].threads, "1");
+}
+
+TEST(JobPlacement, LocalSharesTheMachineBetweenItsRanks) {
+  JobFixture f;
+  const auto r =
+      run_command("cd " + kSource +
+                  " && LOCKSTEP=" LOCKSTEP_BINARY
+                  " DOCTOR=1 timeout 120 bash jobs/local.sh 2 configs/fashion_mnist.toml " +
+                  f.options());
+  auto rows = rows_of(r.output);
+  ASSERT_EQ(rows.size(), 2u) << r.output;
+  for (int rank : {0, 1}) {
+    EXPECT_EQ(rows[rank].cuda_visible, "unset");
+    EXPECT_EQ(rows[rank].threads, std::to_string(std::max(1, app::online_cpus() / 2)));
+  }
+  expect_no_placement_problem(r.output);
+}
+
+}  // namespace
+}  // namespace lockstep
