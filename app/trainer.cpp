@@ -9,6 +9,7 @@
 #include "app/checkpoint.h"
 #include "app/data_setup.h"
 #include "app/device.h"
+#include "app/loss_scaling.h"
 #include "app/train_settings.h"
 #include "data/batch_loader.h"
 #include "data/catalog.h"
@@ -59,6 +60,7 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
   optimizer_ =
       nn::make_optimizer(optimizer_config(config_), model_->parameters(), backend_->device());
   schedule_ = std::make_unique<nn::LrSchedule>(schedule_config(config_), comm_.size());
+  scaler_ = make_grad_scaler(config_);
   if (!config_.timeline.empty()) {
     timeline_ = distributed::make_timeline(config_.timeline, comm_);
   }
@@ -116,6 +118,7 @@ void Trainer::banner() {
         << config_.batch_size * comm_.size() * config_.backward_passes_per_step
         << " samples per step)";
   }
+  if (scaler_) out << "\n" << describe(*scaler_);
   if (epochs_done_ > 0) out << "\nresumed after epoch " << epochs_done_;
   report_->line(out.str());
 }
@@ -158,6 +161,7 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   data::Batch batch;
   Totals totals;
   dopt_->reset_stats();
+  if (scaler_) scaler_->reset_skipped();
   double data_seconds = 0.0;
   const auto train_start = Clock::now();
   for (int64_t step = 0; step < steps; ++step) {
@@ -177,6 +181,7 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   r.data_seconds = data_seconds;
   r.comm_wait_seconds = stats.exposed_seconds;
   r.compute_seconds = train_seconds - data_seconds - stats.exposed_seconds;
+  if (scaler_) r.loss_scale = scaler_->scale(), r.skipped_steps = scaler_->skipped();
   finish_epoch(r);
   r.seconds = seconds_since(epoch_start);
   return r;
@@ -212,15 +217,21 @@ void Trainer::train_step(data::BatchLoader& loader, data::Batch& batch, int64_t 
     {
       distributed::TimelineSpan span(timeline_.get(), "forward", "compute");
       model_->forward(*backend_, stager_->images(batch), ctx);
+      const float mean = 1.0f / static_cast<float>(passes * batch.size());
       totals.add(model_->loss(*backend_, stager_->labels(batch),
-                              1.0f / static_cast<float>(passes * batch.size()), true));
+                              scaler_ ? scaler_->loss_factor() * mean : mean, true));
     }
     distributed::TimelineSpan span(timeline_.get(), "backward", "compute");
     model_->backward(*backend_, dopt_->grad_ready_callback());
   }
   {
     distributed::TimelineSpan span(timeline_.get(), "optimizer step", "compute");
-    dopt_->step(static_cast<float>(lr));
+    if (scaler_) {
+      scaled_step(*scaler_, *dopt_, *optimizer_, *backend_, comm_, model_->parameters(),
+                  static_cast<float>(lr), timeline_.get());
+    } else {
+      dopt_->step(static_cast<float>(lr));
+    }
   }
   ++global_step_;
 }
@@ -274,6 +285,7 @@ void Trainer::save_checkpoint() {
   meta["rng"] = {{"seed", config_.seed}, {"next_epoch", epochs_done_}};
   meta["sampler"] = {{"epoch", epochs_done_}, {"batch", 0}};
   meta["config"] = to_json(config_);
+  if (scaler_) meta["loss_scale"] = scaler_state_json(*scaler_);
   CheckpointStore store(config_.run_dir + "/checkpoints",
                         static_cast<int>(config_.keep_checkpoints));
   store.save(epochs_done_, global_step_, make_checkpoint(meta, state_tensors()));
@@ -307,7 +319,8 @@ void Trainer::resume() {
         optimizer_->set_last_lr(m.at("optimizer").at("last_lr").get<float>());
         position = {{"epoch", m.at("epoch").get<int64_t>()},
                     {"step", m.at("step").get<int64_t>()},
-                    {"path", path}};
+                    {"path", path},
+                    {"loss_scale", m.value("loss_scale", nlohmann::json())}};
       } catch (const nlohmann::json::exception& e) {
         fail_input(path, ": checkpoint metadata lacks training position: ", e.what());
       }
@@ -320,6 +333,10 @@ void Trainer::resume() {
   const auto position = nlohmann::json::parse(meta_text);
   epochs_done_ = position.at("epoch").get<int64_t>();
   global_step_ = position.at("step").get<int64_t>();
+  if (scaler_ && !position.at("loss_scale").is_null()) {
+    restore_scaler_state(*scaler_, position.at("loss_scale"),
+                         position.at("path").get<std::string>());
+  }
   report_->line("resuming from " + position.at("path").get<std::string>());
 }
 

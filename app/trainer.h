@@ -20,6 +20,7 @@
 #include "distributed/distributed_optimizer.h"
 #include "distributed/timeline.h"
 #include "nn/backend.h"
+#include "nn/grad_scaler.h"
 #include "nn/lr_schedule.h"
 #include "nn/model.h"
 #include "nn/optimizer.h"
@@ -75,6 +76,7 @@ class Trainer {
   std::unique_ptr<distributed::Communicator> gradient_comm_;
   std::unique_ptr<distributed::DistributedOptimizer> dopt_;
   std::unique_ptr<nn::LrSchedule> schedule_;
+  std::unique_ptr<nn::GradScaler> scaler_;  // loss scaling (fp16); null when off
   std::unique_ptr<Report> report_;
   int threads_ = 1;
   int64_t epochs_done_ = 0;

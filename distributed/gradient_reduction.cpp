@@ -127,9 +127,10 @@ void DistributedOptimizer::reduce_bucket(size_t b, int tid) {
   count_allreduce(b, seconds_since(start));
   if (compression == Compression::kNone) return;
   // A non-finite contribution makes the sum non-finite on every rank (inf
-  // and NaN propagate through add_16bit), so every rank throws here together.
+  // and NaN propagate through add_16bit), so every rank throws here together
+  // (or, with keep_non_finite, every rank's caller sees it).
   const bool finite = finite_16bit(s.wire, compression);
-  if (finite) {
+  if (finite || config_.keep_non_finite) {
     from_16bit(s.wire, data, compression);
     return;
   }
