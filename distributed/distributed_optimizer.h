@@ -68,7 +68,8 @@
 // every rank (infinity and NaN propagate through the reduction), so
 // synchronize() throws DistributedError on every rank together instead of
 // leaving NaN weights; the message says whether this rank's own gradient
-// or the sum over ranks went out of range.
+// or the sum over ranks went out of range. With keep_non_finite the sums are
+// left in Parameter::grad instead, for loss scaling to skip the step.
 //
 // One rank (size 1) with k = 1, no compression and no predivision: the
 // reduction is the identity, so nothing is packed or copied and no thread is
