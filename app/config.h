@@ -88,6 +88,10 @@ struct TrainConfig {
 
   // fp32 | bf16 | fp16: arithmetic of convolutions and GEMMs (bf16/fp16: cuda only)
   std::string precision = "fp32";
+  // Dynamic loss scaling (nn/grad_scaler.h): auto (on for fp16) | on | off
+  std::string loss_scaling = "auto";
+  double loss_scale_init = 65536.0;           // initial scale
+  int64_t loss_scale_growth_interval = 2000;  // clean steps before the scale doubles
 
   // --- output
   int64_t checkpoint_every = 1;   // write a checkpoint every N epochs (0: never)

@@ -220,8 +220,24 @@ std::vector<Key> make_schema() {
       {.name = "precision",
        .field = &C::precision,
        .help = "convolution and GEMM inputs rounded to 16 bits, float32 accumulation, float32 "
-               "weights (bf16/fp16: device cuda only; fp16 has no loss scaling)",
+               "weights (bf16/fp16: device cuda only)",
        .allowed = {"fp32", "bf16", "fp16"}},
+      // loss scaling: PyTorch GradScaler's dynamic scale (nn/grad_scaler.h)
+      {.name = "loss_scaling",
+       .field = &C::loss_scaling,
+       .help = "dynamic loss scaling: loss times a scale that halves on a step with inf/NaN "
+               "gradients (the step is skipped) and doubles after loss_scale_growth_interval "
+               "clean steps (auto: on for precision fp16)",
+       .allowed = {"auto", "on", "off"}},
+      {.name = "loss_scale_init",
+       .field = &C::loss_scale_init,
+       .help = "initial loss scale (PyTorch GradScaler's 65536)",
+       .range = between(1.0 / 16777216, 1.7014118346046923e38)},
+      {.name = "loss_scale_growth_interval",
+       .field = &C::loss_scale_growth_interval,
+       .help = "consecutive clean steps after which the loss scale doubles",
+       .unit = "steps",
+       .range = positive(1e12)},
       {.name = "threads",
        .field = &C::threads,
        .help = "compute threads per rank (0: the CPUs in the rank's affinity mask; a mask of "

@@ -29,6 +29,9 @@ struct EpochResult {
   double data_seconds = 0.0;       // waiting for the loader
   double eval_seconds = 0.0;
   double checkpoint_seconds = 0.0;
+  // Loss scaling (0 when off): the scale after the epoch, steps skipped in it.
+  double loss_scale = 0.0;
+  int64_t skipped_steps = 0;
 };
 
 class Report {

@@ -9,6 +9,7 @@
 #include "app/checkpoint.h"
 #include "app/data_setup.h"
 #include "app/device.h"
+#include "app/loss_scaling.h"
 #include "app/placement.h"
 #include "app/resume_policy.h"
 #include "app/run_dir.h"
@@ -67,6 +68,7 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
   optimizer_ =
       nn::make_optimizer(optimizer_config(config_), model_->parameters(), backend_->device());
   schedule_ = std::make_unique<nn::LrSchedule>(schedule_config(config_), comm_.size());
+  scaler_ = make_grad_scaler(config_);
   if (!config_.timeline.empty()) {
     timeline_ = distributed::make_timeline(config_.timeline, comm_);
   }
@@ -143,6 +145,7 @@ void Trainer::banner() {
         << config_.batch_size * comm_.size() * config_.backward_passes_per_step
         << " samples per step)";
   }
+  if (scaler_) out << "\n" << describe(*scaler_);
   if (epochs_done_ > 0) out << "\nresumed after epoch " << epochs_done_;
   report_->line(out.str());
 }
@@ -205,6 +208,7 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   data::Batch batch;
   Totals totals;
   dopt_->reset_stats();
+  if (scaler_) scaler_->reset_skipped();
   double data_seconds = 0.0;
   const auto train_start = Clock::now();
   for (int64_t step = 0; step < steps; ++step) {
@@ -227,6 +231,7 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   r.data_seconds = data_seconds;
   r.comm_wait_seconds = stats.exposed_seconds;
   r.compute_seconds = train_seconds - data_seconds - stats.exposed_seconds;
+  if (scaler_) r.loss_scale = scaler_->scale(), r.skipped_steps = scaler_->skipped();
   finish_epoch(r);
   r.seconds = seconds_since(epoch_start);
   return r;
@@ -262,9 +267,9 @@ void Trainer::train_step(data::BatchLoader& loader, data::Batch& batch, int64_t 
     {
       distributed::TimelineSpan span(timeline_.get(), "forward", "compute");
       model_->forward(*backend_, stager_->images(batch), ctx);
-      const nn::LossStats loss =
-          model_->loss(*backend_, stager_->labels(batch),
-                       1.0f / static_cast<float>(passes * batch.size()), true);
+      const float mean = 1.0f / static_cast<float>(passes * batch.size());
+      const nn::LossStats loss = model_->loss(*backend_, stager_->labels(batch),
+                                              scaler_ ? scaler_->loss_factor() * mean : mean, true);
       check_finite_loss(loss.loss_sum, epoch + 1, global_step_ + 1, lr);
       totals.add(loss);
     }
@@ -273,7 +278,12 @@ void Trainer::train_step(data::BatchLoader& loader, data::Batch& batch, int64_t 
   }
   {
     distributed::TimelineSpan span(timeline_.get(), "optimizer step", "compute");
-    dopt_->step(static_cast<float>(lr));
+    if (scaler_) {
+      scaled_step(*scaler_, *dopt_, *optimizer_, *backend_, comm_, model_->parameters(),
+                  static_cast<float>(lr), timeline_.get());
+    } else {
+      dopt_->step(static_cast<float>(lr));
+    }
   }
   ++global_step_;
   if (!stall_abort_armed_) arm_stall_abort(true);  // the first step of this launch is done
@@ -358,6 +368,7 @@ void Trainer::save_checkpoint(bool numbered, bool best) {
   meta["sampler"] = {{"epoch", epochs_done_}, {"batch", 0}};
   meta["config"] = to_json(config_);
   meta["best"] = best_.to_json();
+  if (scaler_) meta["loss_scale"] = scaler_state_json(*scaler_);
   const Checkpoint checkpoint = make_checkpoint(meta, state_tensors());
   check_finite_state(checkpoint, epochs_done_);
   // The best one lives apart, so pruning the newest never removes it.
@@ -396,7 +407,8 @@ void Trainer::resume() {
         position = {{"epoch", m.at("epoch").get<int64_t>()},
                     {"step", m.at("step").get<int64_t>()},
                     {"best", m.value("best", nlohmann::json())},
-                    {"path", path}};
+                    {"path", path},
+                    {"loss_scale", m.value("loss_scale", nlohmann::json())}};
       } catch (const nlohmann::json::exception& e) {
         fail_input(path, ": checkpoint metadata lacks training position: ", e.what());
       }
@@ -410,6 +422,10 @@ void Trainer::resume() {
   epochs_done_ = position.at("epoch").get<int64_t>();
   global_step_ = position.at("step").get<int64_t>();
   best_.restore(position.at("best"));
+  if (scaler_ && !position.at("loss_scale").is_null()) {
+    restore_scaler_state(*scaler_, position.at("loss_scale"),
+                         position.at("path").get<std::string>());
+  }
   report_->line("resuming from " + position.at("path").get<std::string>());
 }
 

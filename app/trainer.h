@@ -21,6 +21,7 @@
 #include "distributed/distributed_optimizer.h"
 #include "distributed/timeline.h"
 #include "nn/backend.h"
+#include "nn/grad_scaler.h"
 #include "nn/lr_schedule.h"
 #include "nn/model.h"
 #include "nn/optimizer.h"
@@ -89,6 +90,7 @@ class Trainer {
   std::unique_ptr<distributed::Communicator> gradient_comm_;
   std::unique_ptr<distributed::DistributedOptimizer> dopt_;
   std::unique_ptr<nn::LrSchedule> schedule_;
+  std::unique_ptr<nn::GradScaler> scaler_;  // loss scaling (fp16); null when off
   std::unique_ptr<Report> report_;
   std::unique_ptr<TensorBoardLog> tensorboard_;       // rank 0, when config.tensorboard
   std::shared_ptr<const ClassMetrics> last_classes_;  // of the last test evaluation

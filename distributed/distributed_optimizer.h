@@ -70,6 +70,10 @@ struct DistributedOptimizerConfig {
   // MiB (host_reduction.h); 0: one allreduce per bucket.
   double allreduce_chunk_mb = 1.0;
   Compression compression = Compression::kNone;
+  // With compression: a bucket whose 16-bit sum is not finite is left in
+  // Parameter::grad as inf/NaN instead of throwing, for a caller that checks
+  // the gradients and skips the step (loss scaling: nn/grad_scaler.h).
+  bool keep_non_finite = false;
   // Backward passes accumulated per step (Horovod's backward_passes_per_step).
   int backward_passes_per_step = 1;
   // Reduce buckets on a background thread during backward (true), or all in

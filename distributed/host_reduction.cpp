@@ -152,8 +152,9 @@ void HostReduction::reduce(size_t b, int tid) {
   count_allreduce(layout_.bucket(b).numel * per_value, seconds_since(start));
   if (compression == Compression::kNone) return;
   // A non-finite contribution makes the sum non-finite on every rank (inf
-  // and NaN propagate through add_16bit), so every rank throws here together.
-  if (finite_16bit(wire_[b], compression)) {
+  // and NaN propagate through add_16bit), so every rank throws here together
+  // (or, with keep_non_finite, every rank's caller sees it).
+  if (finite_16bit(wire_[b], compression) || config_.keep_non_finite) {
     from_16bit(wire_[b], data, compression);
     return;
   }

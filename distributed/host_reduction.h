@@ -42,6 +42,9 @@ struct HostReductionConfig {
   double allreduce_chunk_mb = 1.0;
   Compression compression = Compression::kNone;
   float prescale = 1.0f;  // applied to every bucket before the sum
+  // With compression: a bucket whose 16-bit sum is not finite is left in the
+  // gradients as inf/NaN instead of throwing (loss scaling skips the step).
+  bool keep_non_finite = false;
 };
 
 class HostReduction final : public ReductionStrategy {

@@ -1,0 +1,89 @@
+#include "nn/grad_scaler.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <span>
+
+#include "nn/error.h"
+
+namespace lockstep::nn {
+namespace {
+
+bool positive_finite(double x) {
+  return std::isfinite(x) && x > 0;
+}
+
+bool any_non_finite(std::span<const float> values) {
+  // Infinity and NaN are the floats whose magnitude bits are at least
+  // 0x7f800000: an integer max over blocks vectorizes (a float sum would
+  // not, its order being fixed).
+  constexpr size_t kBlock = 4096;
+  for (size_t start = 0; start < values.size(); start += kBlock) {
+    const size_t end = std::min(values.size(), start + kBlock);
+    uint32_t largest = 0;
+    for (size_t i = start; i < end; ++i) {
+      largest = std::max(largest, std::bit_cast<uint32_t>(values[i]) & 0x7fffffffu);
+    }
+    if (largest >= 0x7f800000u) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+GradScaler::GradScaler(GradScalerConfig config) : config_(config) {
+  if (!positive_finite(config_.init_scale)) {
+    fail_input("loss scale: initial scale ", config_.init_scale, " must be finite and > 0");
+  }
+  if (!positive_finite(config_.growth_factor) || !positive_finite(config_.backoff_factor)) {
+    fail_input("loss scale: growth factor ", config_.growth_factor, " and backoff factor ",
+               config_.backoff_factor, " must be finite and > 0");
+  }
+  if (config_.growth_interval < 1) {
+    fail_input("loss scale: growth interval ", config_.growth_interval, " must be >= 1");
+  }
+  state_.scale = config_.init_scale;
+}
+
+bool GradScaler::update(bool found_non_finite) {
+  if (found_non_finite) {
+    state_.scale *= config_.backoff_factor;
+    state_.growth_tracker = 0;
+    ++skipped_;
+    return false;
+  }
+  if (++state_.growth_tracker == config_.growth_interval) {
+    // PyTorch keeps the old scale when growing would overflow float32.
+    const float grown = state_.scale * config_.growth_factor;
+    if (std::isfinite(grown)) state_.scale = grown;
+    state_.growth_tracker = 0;
+  }
+  return true;
+}
+
+void GradScaler::set_state(const GradScalerState& state) {
+  if (!positive_finite(state.scale) || state.growth_tracker < 0) {
+    fail_input("loss scale state: scale ", state.scale, " must be finite and > 0 and growth ",
+               "tracker ", state.growth_tracker, " >= 0");
+  }
+  state_ = state;
+}
+
+bool has_non_finite(Backend& backend, const std::vector<Parameter*>& params) {
+  backend.synchronize();
+  Tensor host;
+  for (const Parameter* p : params) {
+    if (p->grad.device() == Device::kCpu) {
+      if (any_non_finite(p->grad.span())) return true;
+      continue;
+    }
+    host.resize(p->grad.shape());
+    host.copy_from(p->grad);
+    if (any_non_finite(host.span())) return true;
+  }
+  return false;
+}
+
+}  // namespace lockstep::nn

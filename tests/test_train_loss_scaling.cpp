@@ -1,0 +1,122 @@
+// Loss scaling through the lockstep command on the CPU (loss_scaling = on
+// with fp32, the route that runs without a GPU): with power-of-two scales
+// it trains bit for bit as without; the scale and growth tracker resume
+// exactly; a scale too large for the gradients makes steps skip, says so,
+// and training recovers.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <regex>
+
+#include "app/checkpoint.h"
+#include "support/dataset_files.h"
+#include "support/run_command.h"
+
+namespace lockstep {
+namespace {
+
+using testing::run_lockstep;
+using testing::ScratchDir;
+
+bool have_fashion_mnist() {
+  return std::filesystem::exists(std::string(LOCKSTEP_FASHION_MNIST_DIR) +
+                                 "/train-images-idx3-ubyte.gz");
+}
+
+#define REQUIRE_FASHION_MNIST()                                                   \
+  if (!have_fashion_mnist())                                                      \
+  GTEST_SKIP() << "Fashion-MNIST is not installed in " LOCKSTEP_FASHION_MNIST_DIR \
+                  " (scripts/setup.sh installs the Debian package dataset-fashion-mnist)"
+
+// 1000 samples at batch 64: 16 steps an epoch.
+std::string small_run(const std::string& dir, int epochs) {
+  return "train --dataset fashion-mnist --train-subset 1000 --test-subset 200 --epochs " +
+         std::to_string(epochs) + " --progress plain --threads 1 --run-dir " + dir;
+}
+
+app::Checkpoint final_checkpoint(const std::string& dir) {
+  return app::load_checkpoint(app::CheckpointStore(dir + "/checkpoints", 0).latest());
+}
+
+void expect_same_tensors(const app::Checkpoint& a, const app::Checkpoint& b) {
+  ASSERT_EQ(a.entries.size(), b.entries.size());
+  for (size_t i = 0; i < a.entries.size(); ++i) {
+    EXPECT_EQ(a.entries[i].name, b.entries[i].name);
+    EXPECT_TRUE(a.entries[i].values == b.entries[i].values) << a.entries[i].name << " differs";
+  }
+}
+
+// 32 steps with growth every 10: the scale doubles three times, no step is
+// skipped, and the weights equal the unscaled run's.
+TEST(TrainLossScaling, PowerOfTwoScalesTrainBitForBitAsWithout) {
+  REQUIRE_FASHION_MNIST();
+  ScratchDir plain, scaled;
+  auto r = run_lockstep(small_run(plain.path(), 2));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_lockstep(small_run(scaled.path(), 2) +
+                   " --loss-scaling on --loss-scale-growth-interval 10");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("loss scaling: scale 65536 (initial 65536), x2 after 10 clean steps"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("loss scale 131072, 0 steps skipped"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("loss scale 524288, 0 steps skipped"), std::string::npos) << r.output;
+  const auto a = final_checkpoint(plain.path()), b = final_checkpoint(scaled.path());
+  expect_same_tensors(a, b);
+  EXPECT_FALSE(a.meta.contains("loss_scale"));
+  EXPECT_EQ(b.meta.at("loss_scale").at("scale"), 524288.0);
+  EXPECT_EQ(b.meta.at("loss_scale").at("growth_tracker"), 2);
+}
+
+// 2 + 2 epochs resumed equal 4 in one go, the scaler's state included (a
+// resume that lost the growth tracker would grow at other steps).
+TEST(TrainLossScaling, ResumeRestoresScaleAndGrowthTracker) {
+  REQUIRE_FASHION_MNIST();
+  const std::string flags = " --loss-scaling on --loss-scale-growth-interval 10";
+  ScratchDir straight, split;
+  auto r = run_lockstep(small_run(straight.path(), 4) + flags);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_lockstep(small_run(split.path(), 2) + flags);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_lockstep(small_run(split.path(), 4) + flags + " --resume auto");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resuming from"), std::string::npos) << r.output;
+  const auto a = final_checkpoint(straight.path()), b = final_checkpoint(split.path());
+  EXPECT_EQ(a.meta.at("loss_scale"), b.meta.at("loss_scale"));
+  EXPECT_EQ(a.meta.at("loss_scale").at("scale"), 65536.0 * 64);  // 64 steps: grew 6 times
+  EXPECT_EQ(a.meta.at("loss_scale").at("growth_tracker"), 4);
+  expect_same_tensors(a, b);
+}
+
+// Gradients scaled by 2^30 overflow fp16 on the wire (compression fp16,
+// which rounds even on one rank) as fp16 activations would: the first steps
+// are skipped, each halving the scale, until the gradients fit; then the
+// model trains on with finite weights.
+TEST(TrainLossScaling, OverflowSkipsStepsAndTrainingRecovers) {
+  REQUIRE_FASHION_MNIST();
+  ScratchDir dir;
+  const auto r = run_lockstep(small_run(dir.path(), 2) +
+                              " --loss-scaling on --loss-scale-init 1073741824 --compression fp16");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // Steps skipped in each epoch, from the epoch lines.
+  std::vector<int> skipped;
+  const std::regex line("epoch +\\d+/2 .* (\\d+) steps skipped");
+  for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), line);
+       it != std::sregex_iterator(); ++it) {
+    skipped.push_back(std::stoi((*it)[1]));
+  }
+  ASSERT_EQ(skipped.size(), 2u) << r.output;
+  EXPECT_GE(skipped[0], 1) << r.output;
+  EXPECT_LT(skipped[0] + skipped[1], 32) << r.output;
+  const auto c = final_checkpoint(dir.path());
+  const double scale = c.meta.at("loss_scale").at("scale").get<double>();
+  // No growth in 32 steps at the default interval: one halving per skip.
+  EXPECT_EQ(scale, std::ldexp(1.0, 30 - skipped[0] - skipped[1])) << r.output;
+  for (const auto& e : c.entries) {
+    for (float v : e.values) ASSERT_TRUE(std::isfinite(v)) << e.name;
+  }
+}
+
+}  // namespace
+}  // namespace lockstep
