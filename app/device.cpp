@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "app/cpu_isa_env.h"
 #include "nn/error.h"
 #if LOCKSTEP_HAVE_CUDA
 #include "distributed/cuda/nccl_communicator.h"
@@ -25,7 +26,7 @@ std::unique_ptr<nn::Backend> make_backend(const TrainConfig& config,
                                           const distributed::Communicator& comm, int threads) {
   const int gpus = visible_gpus();
   const bool cuda = config.device == "cuda" || (config.device == "auto" && gpus > 0);
-  if (!cuda) return nn::make_cpu_backend(threads);
+  if (!cuda) return nn::make_cpu_backend(cpu_backend_options(threads));
   if (!LOCKSTEP_HAVE_CUDA) {
     fail_input(
         "config key device is \"cuda\" but this lockstep was built without CUDA "

@@ -1,5 +1,7 @@
 #include "app/predict.h"
 
+#include "app/cpu_isa_env.h"
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
@@ -70,7 +72,7 @@ Predictor::Predictor(const std::string& checkpoint, int64_t threads)
                " is not (1 or 3 channels, height, width)");
   }
   normalization_ = train_normalization(config);
-  backend_ = nn::make_cpu_backend(static_cast<int>(threads_));
+  backend_ = nn::make_cpu_backend(cpu_backend_options(static_cast<int>(threads_)));
   model_ = nn::build_model(config.model, config.layers, shape,
                            static_cast<int64_t>(class_names_.size()), config.loss);
   model_->reset_parameters(config.seed, backend_->device());

@@ -10,8 +10,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "nn/cpu_isa.h"
 #include "nn/tensor.h"
 
 namespace lockstep::nn {
@@ -172,7 +174,14 @@ class Backend {
   virtual void* native_stream() { return nullptr; }
 };
 
-// The CPU backend with `threads` worker threads (0: all hardware threads).
+// The CPU backend with `threads` worker threads (0: all hardware threads),
+// running the kernels of the widest instruction set this CPU supports
+// (nn/cpu_isa.h), at most isa_cap when given. name() says which.
+struct CpuBackendOptions {
+  int threads = 0;
+  std::optional<CpuIsa> isa_cap;
+};
+std::unique_ptr<Backend> make_cpu_backend(const CpuBackendOptions& options);
 std::unique_ptr<Backend> make_cpu_backend(int threads);
 
 }  // namespace lockstep::nn

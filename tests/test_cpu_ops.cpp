@@ -14,6 +14,7 @@
 #include "nn/error.h"
 #include "nn/tensor.h"
 #include "support/backend_checks.h"
+#include "support/cpu_backend.h"
 
 namespace lockstep::nn {
 namespace {
@@ -25,7 +26,7 @@ using testing::random_tensor;
 // --- relu and small vector helpers -----------------------------------------
 
 TEST(CpuElementwise, ReluForwardBackwardAndInPlace) {
-  auto backend = make_cpu_backend(2);
+  auto backend = testing::test_cpu_backend(2);
   const int64_t n = 100003;  // several chunks and a ragged end
   const Tensor x = random_tensor({n}, 1);
   const Tensor dy = random_tensor({n}, 2);
@@ -45,7 +46,7 @@ TEST(CpuElementwise, ReluForwardBackwardAndInPlace) {
 }
 
 TEST(CpuElementwise, FillScaleAxpyCopy) {
-  auto backend = make_cpu_backend(2);
+  auto backend = testing::test_cpu_backend(2);
   const int64_t n = 70001;
   const Tensor x = random_tensor({n}, 3);
   Tensor y = random_tensor({n}, 4);
@@ -63,7 +64,7 @@ TEST(CpuElementwise, FillScaleAxpyCopy) {
 }
 
 TEST(CpuElementwise, RowBiasAndColumnSums) {
-  auto backend = make_cpu_backend(2);
+  auto backend = testing::test_cpu_backend(2);
   const int64_t rows = 300, cols = 130;
   const Tensor bias = random_tensor({cols}, 5);
   const Tensor dy = random_tensor({rows, cols}, 6);
@@ -84,7 +85,7 @@ TEST(CpuElementwise, RowBiasAndColumnSums) {
 // --- dropout -----------------------------------------------------------------
 
 TEST(CpuDropout, MaskFollowsTheCounterGeneratorAndBroadcastsOverChannels) {
-  auto backend = make_cpu_backend(2);
+  auto backend = testing::test_cpu_backend(2);
   const DropoutGeometry g = dropout_geometry(5, 7, 6, 0.4f, 3);
   const std::vector<int64_t> ids = {10, 3, 999, 0, 123456789};
   const Tensor x = random_tensor({g.batch, g.channels, g.spatial}, 7);
@@ -110,7 +111,7 @@ TEST(CpuDropout, MaskFollowsTheCounterGeneratorAndBroadcastsOverChannels) {
 }
 
 TEST(CpuDropout, KeptFractionIsOneMinusPAndValuesAreZeroOrScaled) {
-  auto backend = make_cpu_backend(2);
+  auto backend = testing::test_cpu_backend(2);
   const DropoutGeometry g = dropout_geometry(1000, 100, 1, 0.3f, 1);
   std::vector<int64_t> ids(g.batch);
   for (int64_t i = 0; i < g.batch; ++i) ids[i] = 7 * i + 1;
@@ -127,7 +128,7 @@ TEST(CpuDropout, KeptFractionIsOneMinusPAndValuesAreZeroOrScaled) {
 }
 
 TEST(CpuDropout, SameSampleGetsTheSameMaskAtAnyBatchPosition) {
-  auto backend = make_cpu_backend(2);
+  auto backend = testing::test_cpu_backend(2);
   const DropoutGeometry g = dropout_geometry(3, 64, 4, 0.5f, 9);
   const std::vector<int64_t> first = {5, 9, 2}, second = {2, 7, 5};
   Tensor x({3, 64, 4}), y(x.shape()), m1({3, 64}), m2({3, 64});
@@ -146,7 +147,7 @@ TEST(CpuDropout, SameSampleGetsTheSameMaskAtAnyBatchPosition) {
 }
 
 TEST(CpuDropout, ProbabilityOneDropsEverything) {
-  auto backend = make_cpu_backend(1);
+  auto backend = testing::test_cpu_backend(1);
   const DropoutGeometry g = dropout_geometry(2, 3, 1, 1.0f, 0);
   const std::vector<int64_t> ids = {0, 1};
   const float x[6] = {1, 2, 3, 4, 5, 6};
@@ -159,7 +160,7 @@ TEST(CpuDropout, ProbabilityOneDropsEverything) {
 // --- log-softmax and losses ------------------------------------------------------
 
 TEST(CpuSoftmax, LogSoftmaxForwardBackwardMatchReference) {
-  auto backend = make_cpu_backend(2);
+  auto backend = testing::test_cpu_backend(2);
   const int64_t rows = 37, cols = 11;
   const Tensor x = random_tensor({rows, cols}, 9, -20.0f, 20.0f);
   const Tensor dy = random_tensor({rows, cols}, 10);
@@ -180,7 +181,7 @@ TEST(CpuSoftmax, LogSoftmaxForwardBackwardMatchReference) {
 }
 
 TEST(CpuSoftmax, LogSoftmaxIsStableForHugeLogits) {
-  auto backend = make_cpu_backend(1);
+  auto backend = testing::test_cpu_backend(1);
   const float x[3] = {1000.0f, 0.0f, -1000.0f};
   float y[3];
   backend->log_softmax_forward(1, 3, x, y);
@@ -190,7 +191,7 @@ TEST(CpuSoftmax, LogSoftmaxIsStableForHugeLogits) {
 }
 
 TEST(CpuLoss, NllLossValuesCountsAndGradient) {
-  auto backend = make_cpu_backend(2);
+  auto backend = testing::test_cpu_backend(2);
   // Row 0: argmax 1 (label 1, correct); row 1: tie between 0 and 2, first
   // wins (label 2: wrong); row 2: label 0, argmax 2.
   const float logp[9] = {-2.0f, -0.5f, -3.0f, -1.0f, -4.0f, -1.0f, -2.5f, -3.5f, -0.25f};
@@ -208,7 +209,7 @@ TEST(CpuLoss, NllLossValuesCountsAndGradient) {
 }
 
 TEST(CpuLoss, LabelOutsideTheClassesIsAnInputErrorNamingRowAndLabel) {
-  auto backend = make_cpu_backend(1);
+  auto backend = testing::test_cpu_backend(1);
   const float logp[6] = {0, 0, 0, 0, 0, 0};
   const int32_t labels[2] = {1, 10};
   for (int op = 0; op < 2; ++op) {
@@ -227,7 +228,7 @@ TEST(CpuLoss, LabelOutsideTheClassesIsAnInputErrorNamingRowAndLabel) {
 }
 
 TEST(CpuLoss, SoftmaxCrossEntropyMatchesReferenceAndIsStable) {
-  auto backend = make_cpu_backend(2);
+  auto backend = testing::test_cpu_backend(2);
   const int64_t rows = 20, cols = 7;
   Tensor logits = random_tensor({rows, cols}, 11, -5.0f, 5.0f);
   logits.data()[0] = 1000.0f;  // row 0: huge logits stay finite
@@ -259,11 +260,12 @@ TEST(CpuLoss, SoftmaxCrossEntropyMatchesReferenceAndIsStable) {
   EXPECT_EQ(s.count, rows);
 }
 
-TEST(CpuBackend, NameSaysCpuAndThreadCount) {
-  EXPECT_EQ(make_cpu_backend(2)->name(), "cpu (2 threads)");
-  EXPECT_EQ(make_cpu_backend(1)->name(), "cpu (1 thread)");
-  EXPECT_EQ(make_cpu_backend(1)->device(), Device::kCpu);
-  EXPECT_EQ(make_cpu_backend(0)->name().rfind("cpu (", 0), 0u);
+TEST(CpuBackend, NameSaysCpuThreadCountAndInstructionSet) {
+  EXPECT_EQ(make_cpu_backend(CpuBackendOptions{.threads = 2, .isa_cap = CpuIsa::kAvx2})->name(),
+            "cpu (2 threads, avx2)");
+  EXPECT_EQ(make_cpu_backend(1)->name(), "cpu (1 thread, " + to_string(detect_cpu_isa()) + ")");
+  EXPECT_EQ(testing::test_cpu_backend(1)->device(), Device::kCpu);
+  EXPECT_EQ(testing::test_cpu_backend(0)->name().rfind("cpu (", 0), 0u);
 }
 
 }  // namespace

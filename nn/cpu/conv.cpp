@@ -11,7 +11,7 @@
 #include "nn/cpu/scratch.h"
 #include "nn/cpu/simd.h"
 
-namespace lockstep::nn::cpu {
+namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA {
 namespace {
 
 // Weight gradients larger than this (floats) get one partial sum per thread
@@ -100,4 +100,4 @@ void conv2d_backward_filter(ThreadPool& pool, const Conv2dGeometry& g, const flo
   if (db) reduce_partials(pool, partials + wsize, chunks, stride, K, db);
 }
 
-}  // namespace lockstep::nn::cpu
+}  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA

@@ -1,6 +1,8 @@
 // CpuBackend: the Backend interface over the CPU kernels (nn/cpu/kernels.h)
-// and one persistent thread pool. Every op is synchronous: it returns when
-// its results are in memory, so synchronize() has nothing to wait for.
+// of one instruction set (this file is compiled once per set, see
+// isa_namespace.h) and one persistent thread pool. Every op is synchronous:
+// it returns when its results are in memory, so synchronize() has nothing
+// to wait for.
 #include <memory>
 #include <string>
 
@@ -9,8 +11,12 @@
 #include "nn/cpu/thread_pool.h"
 #include "nn/error.h"
 
-namespace lockstep::nn {
+namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA {
 namespace {
+
+#define LOCKSTEP_STRINGIFY2(x) #x
+#define LOCKSTEP_STRINGIFY(x) LOCKSTEP_STRINGIFY2(x)
+constexpr const char* kIsaName = LOCKSTEP_STRINGIFY(LOCKSTEP_CPU_ISA);
 
 void check_geometry(const Conv2dGeometry& g) {
   LOCKSTEP_CHECK(g.batch >= 0 && g.in_channels > 0 && g.out_channels > 0 && g.kernel_h > 0 &&
@@ -33,7 +39,7 @@ class CpuBackend final : public Backend {
   Device device() const override { return Device::kCpu; }
   std::string name() const override {
     const int n = pool_.threads();
-    return "cpu (" + std::to_string(n) + (n == 1 ? " thread)" : " threads)");
+    return "cpu (" + std::to_string(n) + (n == 1 ? " thread, " : " threads, ") + kIsaName + ")";
   }
 
   void conv2d_forward(const Conv2dGeometry& g, const float* x, const float* w, const float* b,
@@ -129,9 +135,8 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(int threads) {
-  LOCKSTEP_CHECK(threads >= 0, "make_cpu_backend: negative thread count ", threads);
+std::unique_ptr<Backend> make_isa_backend(int threads) {
   return std::make_unique<CpuBackend>(threads);
 }
 
-}  // namespace lockstep::nn
+}  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA

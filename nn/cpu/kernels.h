@@ -3,12 +3,14 @@
 // forwards to these; see nn/backend.h for shapes and semantics.
 #pragma once
 
+#include "nn/cpu/isa_namespace.h"
+
 #include <cstdint>
 
 #include "nn/backend.h"
 #include "nn/cpu/thread_pool.h"
 
-namespace lockstep::nn::cpu {
+namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA {
 
 // conv.cpp
 void conv2d_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x, const float* w,
@@ -56,4 +58,4 @@ void sgd_update(ThreadPool& pool, int64_t n, const SgdParams& p, float* w, const
 void adam_update(ThreadPool& pool, int64_t n, const AdamParams& p, float* w, const float* grad,
                  float* m, float* v);
 
-}  // namespace lockstep::nn::cpu
+}  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA
