@@ -40,7 +40,7 @@ std::vector<BenchCase> default_bench_cases() {
 BenchResult run_bench(const BenchCase& bench, distributed::Communicator& comm, double min_seconds,
                       distributed::Timeline* timeline) {
   const nn::Shape input = input_shape(bench.model);
-  auto backend = nn::make_cpu_backend(cpu_backend_options(bench.threads));
+  auto backend = nn::make_cpu_backend(cpu_backend_options(bench.threads, bench.precision));
   auto model = nn::build_model(bench.model, {}, input, 10);
   model->reset_parameters(42, nn::Device::kCpu);
   auto optimizer =

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "nn/error.h"
+#include "nn/precision.h"
 
 // Every TrainConfig field that is saved with a run (all but config_file).
 #define LOCKSTEP_TRAIN_FIELDS(X) \
@@ -58,6 +59,7 @@
   X(device)                      \
   X(deterministic)               \
   X(threads)                     \
+  X(precision)                   \
   X(eval_every)                  \
   X(checkpoint_every)            \
   X(keep_checkpoints)            \
@@ -200,6 +202,9 @@ void add_train_options(CLI::App& cmd, TrainConfig& c) {
   add_bool(cmd, "deterministic", c.deterministic,
            "cuda: only deterministic cuDNN convolution algorithms");
   add(cmd, "threads", c.threads, "compute threads per rank (0: cores / ranks on the node)");
+  // precision: fp32 | bf16 (nn/precision.h); fp16 is refused with a reason.
+  add(cmd, "precision", c.precision,
+      "fp32 | bf16: bf16 rounds convolution and dense-layer inputs to bfloat16, sums in fp32");
   add(cmd, "eval_every", c.eval_every, "evaluate every N epochs (0: never)");
 
   add(cmd, "checkpoint_every", c.checkpoint_every, "write a checkpoint every N epochs (0: never)");
@@ -297,6 +302,11 @@ void validate(const TrainConfig& c) {
     fail_input("config key gradient_engine = \"nccl\" needs device = \"cuda\" or \"auto\"");
   }
   one_of("device", c.device, {"cpu", "cuda", "auto"});
+  nn::parse_precision(c.precision, "config key precision");  // throws for fp16 and others
+  if (c.precision != "fp32" && c.device == "cuda") {
+    fail_input("config key precision = \"", c.precision,
+               "\" is implemented on the CPU only; use device = \"cpu\" or precision = \"fp32\"");
+  }
   one_of("progress", c.progress, {"auto", "plain", "none"});
   one_of("loss", c.loss, {"auto", "nll", "cross_entropy"});
   if (c.model != "custom" && !c.layers.empty()) {

@@ -77,7 +77,10 @@ struct TrainConfig {
   std::string device = "cpu";  // cpu | cuda | auto
   bool deterministic = false;  // cuda: only deterministic cuDNN convolution algorithms
   int64_t threads = 0;         // compute threads per rank (0: cores / ranks per node)
-  int64_t eval_every = 1;      // evaluate every N epochs (0: never)
+  // precision (helper cpuisa): fp32 | bf16: bf16 rounds the inputs of every
+  // convolution and dense product to bfloat16, sums in fp32 (nn/precision.h)
+  std::string precision = "fp32";
+  int64_t eval_every = 1;  // evaluate every N epochs (0: never)
 
   // --- output
   int64_t checkpoint_every = 1;   // write a checkpoint every N epochs (0: never)

@@ -10,8 +10,8 @@ std::optional<nn::CpuIsa> cpu_isa_cap_from_environment() {
   return nn::parse_cpu_isa(value, "environment variable LOCKSTEP_CPU_ISA");
 }
 
-nn::CpuBackendOptions cpu_backend_options(int threads) {
-  return {.threads = threads, .isa_cap = cpu_isa_cap_from_environment()};
+nn::CpuBackendOptions cpu_backend_options(int threads, nn::Precision precision) {
+  return {.threads = threads, .isa_cap = cpu_isa_cap_from_environment(), .precision = precision};
 }
 
 std::string cpu_isa_description() {

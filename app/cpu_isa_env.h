@@ -15,7 +15,8 @@ namespace lockstep::app {
 std::optional<nn::CpuIsa> cpu_isa_cap_from_environment();
 
 // CPU backend options for `threads` threads under that cap.
-nn::CpuBackendOptions cpu_backend_options(int threads);
+nn::CpuBackendOptions cpu_backend_options(int threads,
+                                          nn::Precision precision = nn::Precision::kFp32);
 
 // One line for `lockstep info`: the kernels in use, what the CPU has, the cap.
 std::string cpu_isa_description();

@@ -26,7 +26,13 @@ std::unique_ptr<nn::Backend> make_backend(const TrainConfig& config,
                                           const distributed::Communicator& comm, int threads) {
   const int gpus = visible_gpus();
   const bool cuda = config.device == "cuda" || (config.device == "auto" && gpus > 0);
-  if (!cuda) return nn::make_cpu_backend(cpu_backend_options(threads));
+  const nn::Precision precision = nn::parse_precision(config.precision, "config key precision");
+  if (!cuda) return nn::make_cpu_backend(cpu_backend_options(threads, precision));
+  if (precision != nn::Precision::kFp32) {
+    fail_input("config key precision = \"", config.precision,
+               "\" is implemented on the CPU only, and device = \"auto\" found a GPU; set ",
+               "device = \"cpu\" or precision = \"fp32\"");
+  }
   if (!LOCKSTEP_HAVE_CUDA) {
     fail_input(
         "config key device is \"cuda\" but this lockstep was built without CUDA "

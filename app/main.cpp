@@ -64,7 +64,8 @@ struct BenchArgs {
   double first_bucket_mb = 1.0;
   int repeats = 10;
   bool no_overlap = false;
-  double stall_warning_s = 60.0;  // as train's default; 0: blocking MPI calls
+  double stall_warning_s = 60.0;   // as train's default; 0: blocking MPI calls
+  std::string precision = "fp32";  // fp32 | bf16
 };
 
 // The fused gradient reduction against one plain allreduce of the same bytes.
@@ -95,6 +96,7 @@ int bench(const BenchArgs& args, lockstep::distributed::Communicator& comm) {
     for (int threads : args.threads) {
       for (double chunk : args.chunks) {
         lockstep::app::BenchCase c{model, args.batch, threads, chunk};
+        c.precision = lockstep::nn::parse_precision(args.precision, "bench --precision");
         if (c.batch == 0) c.batch = model == "mnist_net" ? 64 : 128;
         const auto r = lockstep::app::run_bench(c, comm, args.seconds, timeline.get());
         if (comm.rank() != 0) continue;
@@ -102,15 +104,16 @@ int bench(const BenchArgs& args, lockstep::distributed::Communicator& comm) {
         if (args.chunks.size() > 1) {
           std::snprintf(chunk_note, sizeof(chunk_note), "  chunk %g MiB", chunk);
         }
-        std::printf("%-14s batch %4lld x %d rank%s  %d thread%s  %10.1f img/s  %8.3f ms/step%s\n",
+        std::printf("%-14s batch %4lld x %d rank%s  %d thread%s  %10.1f img/s  %8.3f ms/step%s%s\n",
                     model.c_str(), static_cast<long long>(c.batch), comm.size(),
                     comm.size() == 1 ? " " : "s", threads, threads == 1 ? " " : "s",
-                    r.images_per_second, 1e3 * r.seconds_per_step, chunk_note);
+                    r.images_per_second, 1e3 * r.seconds_per_step, chunk_note,
+                    args.precision == "fp32" ? "" : ("  " + args.precision).c_str());
         std::printf(
             "bench {\"model\": \"%s\", \"batch\": %lld, \"ranks\": %d, \"threads\": %d, "
-            "\"allreduce_chunk_mb\": %g, \"images_per_second\": %.1f}\n",
+            "\"allreduce_chunk_mb\": %g, \"precision\": \"%s\", \"images_per_second\": %.1f}\n",
             model.c_str(), static_cast<long long>(c.batch), comm.size(), threads, chunk,
-            r.images_per_second);
+            args.precision.c_str(), r.images_per_second);
         std::fflush(stdout);
       }
     }
@@ -154,6 +157,8 @@ int main(int argc, char** argv) {
   bench_cmd->add_option("--seconds", bench_args.seconds, "minimum timed seconds per case")
       ->capture_default_str();
   bench_cmd->add_option("--timeline", bench_args.timeline, "Chrome trace of the timed steps");
+  bench_cmd->add_option("--precision", bench_args.precision, "fp32 | bf16 (as train's key)")
+      ->capture_default_str();
   bench_cmd->add_flag("--allreduce", bench_args.allreduce,
                       "time the fused gradient reduction against one plain allreduce");
   bench_cmd

@@ -33,3 +33,8 @@ foreach(isa avx2 avx512)
   target_compile_definitions(lockstep_cpu_${isa} PRIVATE LOCKSTEP_CPU_ISA=${isa})
   target_compile_options(lockstep_cpu_${isa} PRIVATE ${lockstep_${isa}_flags})
 endforeach()
+
+# The bf16 register tile on vdpbf16ps: AVX512_BF16 in the avx512 build only
+# (the file compiles to nothing elsewhere; it is called only on CPUs with it).
+set_source_files_properties(nn/cpu/gemm_bf16_dot.cpp PROPERTIES COMPILE_OPTIONS
+  "$<$<STREQUAL:$<TARGET_PROPERTY:NAME>,lockstep_cpu_avx512>:-mavx512bf16>")

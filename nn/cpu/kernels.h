@@ -20,6 +20,17 @@ void conv2d_backward_data(ThreadPool& pool, const Conv2dGeometry& g, const float
 void conv2d_backward_filter(ThreadPool& pool, const Conv2dGeometry& g, const float* x,
                             const float* dy, float* dw, float* db);
 
+// conv_bf16.cpp: the same ops with the inputs of every product rounded to
+// bf16 (gemm_bf16.h); dot: on vdpbf16ps.
+void conv2d_forward_bf16(ThreadPool& pool, const Conv2dGeometry& g, const float* x, const float* w,
+                         const float* b, float* y, bool dot);
+void conv2d_backward_data_bf16(ThreadPool& pool, const Conv2dGeometry& g, const float* w,
+                               const float* dy, float* dx, bool dot);
+void conv2d_backward_filter_bf16(ThreadPool& pool, const Conv2dGeometry& g, const float* x,
+                                 const float* dy, float* dw, float* db, bool dot);
+void gemm_bf16_op(ThreadPool& pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                  float alpha, const float* a, const float* b, float beta, float* c, bool dot);
+
 // pool.cpp
 void maxpool2d_forward(ThreadPool& pool, const Pool2dGeometry& g, const float* x, float* y);
 void maxpool2d_backward(ThreadPool& pool, const Pool2dGeometry& g, const float* x, const float* dy,
