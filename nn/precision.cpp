@@ -13,7 +13,7 @@ Precision parse_precision(const std::string& name, const std::string& what) {
   if (name == "bf16") return Precision::kBf16;
   if (name == "fp16") {
     fail_input(what, " = \"fp16\": fp16 needs loss scaling, which the CPU backend does not ",
-               "have; use \"bf16\" (same speed, fp32's range) or \"fp32\"");
+               "have; use \"bf16\" (fp32's range, no scaling needed) or \"fp32\"");
   }
   fail_input(what, " = \"", name, "\" is not a precision (fp32 or bf16)");
 }
