@@ -13,13 +13,11 @@ using C = TrainConfig;
 
 // Checks that involve more than one key.
 void validate_combinations(const TrainConfig& c) {
-  nn::parse_precision(c.precision, "config key precision");  // fp16 refused with its reason
-  if (c.precision != "fp32" && c.device == "cuda") {
-    fail_input("config key precision = \"", c.precision,
-               "\" is implemented on the CPU only; use device = \"cpu\" or precision = \"fp32\"");
-  }
   if (c.gradient_engine == "nccl" && c.device == "cpu") {
     fail_input("config key gradient_engine = \"nccl\" needs device = \"cuda\" or \"auto\"");
+  }
+  if (c.device == "cpu") {
+    nn::parse_precision(c.precision, "config key precision");  // the CPU: fp32 | bf16
   }
   if (c.model != "custom" && !c.layers.empty()) {
     fail_input("config key layers is set but model is \"", c.model,

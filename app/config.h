@@ -78,11 +78,13 @@ struct TrainConfig {
   double stall_abort_s = 0.0;              // abort the job after this wait (s, 0: never)
 
   // --- execution
-  std::string device = "cpu";      // cpu | cuda | auto
-  bool deterministic = false;      // cuda: only deterministic cuDNN convolution algorithms
-  int64_t threads = 0;             // compute threads per rank (0: cores / ranks per node)
-  std::string precision = "fp32";  // fp32 | bf16: bf16 inputs to conv/dense products (CPU)
-  int64_t eval_every = 1;          // evaluate every N epochs (0: never)
+  std::string device = "cpu";  // cpu | cuda | auto
+  bool deterministic = false;  // cuda: only deterministic cuDNN convolution algorithms
+  int64_t threads = 0;         // compute threads per rank (0: cores / ranks per node)
+  int64_t eval_every = 1;      // evaluate every N epochs (0: never)
+
+  // fp32 | bf16 | fp16: arithmetic of convolutions and GEMMs (fp16: cuda only)
+  std::string precision = "fp32";
 
   // --- output
   int64_t checkpoint_every = 1;   // write a checkpoint every N epochs (0: never)

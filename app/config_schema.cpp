@@ -208,12 +208,19 @@ std::vector<Key> make_schema() {
       // --- execution
       {.name = "device",
        .field = &C::device,
-       .help = "where to compute (auto: cuda when a GPU "
-               "is visible)",
+       .help = "where to compute (auto: cuda when every rank on the node has a GPU of its "
+               "own, else cpu)",
        .allowed = {"cpu", "cuda", "auto"}},
       {.name = "deterministic",
        .field = &C::deterministic,
        .help = "cuda: only deterministic cuDNN convolution algorithms"},
+      // precision: 16-bit convolutions and GEMMs: CUDA (nn/cuda/precision.h), and bf16 on
+      // the CPU (nn/precision.h: vdpbf16ps where the CPU has AVX512_BF16, else emulated)
+      {.name = "precision",
+       .field = &C::precision,
+       .help = "convolution and GEMM inputs rounded to 16 bits, float32 accumulation, float32 "
+               "weights (bf16: cpu or cuda; fp16: cuda only, no loss scaling)",
+       .allowed = {"fp32", "bf16", "fp16"}},
       {.name = "threads",
        .field = &C::threads,
        .help = "compute threads per rank (0: cores / ranks on the node)",
@@ -221,11 +228,6 @@ std::vector<Key> make_schema() {
        .range = between(0, kMaxThreads),
        .commands = kAll,
        .fingerprint = false},
-      {.name = "precision",
-       .field = &C::precision,
-       .help = "fp32 | bf16: bf16 rounds the inputs of convolutions and dense layers to bfloat16 "
-               "and sums in fp32 (CPU; fp16 is refused)",
-       .commands = kTrain | kEvaluate},
       {.name = "eval_every",
        .field = &C::eval_every,
        .help = "evaluate every N epochs (0: never)",
