@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "app/cpu_isa_env.h"
 #include "distributed/distributed_optimizer.h"
 #include "nn/clock.h"
 #include "nn/counter_rng.h"
@@ -34,7 +35,7 @@ std::vector<BenchCase> default_bench_cases() {
 BenchResult run_bench(const BenchCase& bench, distributed::Communicator& comm, double min_seconds,
                       distributed::Timeline* timeline) {
   const nn::Shape input = input_shape(bench.model);
-  auto backend = nn::make_cpu_backend(bench.threads);
+  auto backend = nn::make_cpu_backend(cpu_backend_options(bench.threads, bench.precision));
   auto model = nn::build_model(bench.model, {}, input, 10);
   model->reset_parameters(42, nn::Device::kCpu);
   auto optimizer =
@@ -99,7 +100,7 @@ BenchResult run_bench(const BenchCase& bench, distributed::Communicator& comm, d
 
 AllreduceBenchResult run_allreduce_bench(const AllreduceBenchCase& bench,
                                          distributed::Communicator& comm) {
-  auto backend = nn::make_cpu_backend(1);
+  auto backend = nn::make_cpu_backend(cpu_backend_options(1));
   auto model = nn::build_model(bench.model, {}, input_shape(bench.model), 10);
   model->reset_parameters(42, nn::Device::kCpu);
   const std::vector<nn::Parameter*>& params = model->parameters();

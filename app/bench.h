@@ -17,6 +17,7 @@
 
 #include "distributed/communicator.h"
 #include "distributed/timeline.h"
+#include "nn/precision.h"
 
 namespace lockstep::app {
 
@@ -25,6 +26,7 @@ struct BenchCase {
   int64_t batch = 64;               // per rank
   int threads = 1;                  // compute threads per rank
   double allreduce_chunk_mb = 1.0;  // DistributedOptimizerConfig's
+  nn::Precision precision = nn::Precision::kFp32;
 };
 
 struct BenchResult {

@@ -30,15 +30,17 @@ void print_case(const BenchCase& c, const BenchResult& r, int ranks, bool note_c
   char chunk_note[48] = "";
   if (note_chunk)
     std::snprintf(chunk_note, sizeof(chunk_note), "  chunk %g MiB", c.allreduce_chunk_mb);
-  std::printf("%-14s batch %4lld x %d rank%s  %d thread%s  %10.1f img/s  %8.3f ms/step%s\n",
+  const std::string precision = nn::to_string(c.precision);
+  std::printf("%-14s batch %4lld x %d rank%s  %d thread%s  %10.1f img/s  %8.3f ms/step%s%s%s\n",
               c.model.c_str(), static_cast<long long>(c.batch), ranks, ranks == 1 ? " " : "s",
               c.threads, c.threads == 1 ? " " : "s", r.images_per_second, 1e3 * r.seconds_per_step,
-              chunk_note);
+              chunk_note, precision == "fp32" ? "" : "  ",
+              precision == "fp32" ? "" : precision.c_str());
   std::printf(
       "bench {\"model\": \"%s\", \"batch\": %lld, \"ranks\": %d, \"threads\": %d, "
-      "\"allreduce_chunk_mb\": %g, \"images_per_second\": %.1f}\n",
+      "\"allreduce_chunk_mb\": %g, \"precision\": \"%s\", \"images_per_second\": %.1f}\n",
       c.model.c_str(), static_cast<long long>(c.batch), ranks, c.threads, c.allreduce_chunk_mb,
-      r.images_per_second);
+      precision.c_str(), r.images_per_second);
   std::fflush(stdout);
 }
 
@@ -54,6 +56,8 @@ void add_bench_options(CLI::App& cmd, BenchArgs& args) {
   cmd.add_option("--seconds", args.seconds, "minimum timed seconds per case")
       ->capture_default_str();
   cmd.add_option("--timeline", args.timeline, "Chrome trace of the timed steps");
+  cmd.add_option("--precision", args.precision, "fp32 | bf16 (as train's key)")
+      ->capture_default_str();
   cmd.add_flag("--allreduce", args.allreduce,
                "time the fused gradient reduction against one plain allreduce");
   cmd.add_option("--bucket-cap-mb,--bucket_cap_mb", args.bucket_caps,
@@ -87,6 +91,7 @@ int run_bench_command(const BenchArgs& args, distributed::Communicator& comm) {
     for (int threads : args.threads) {
       for (double chunk : args.chunks) {
         BenchCase c{model, args.batch, threads, chunk};
+        c.precision = nn::parse_precision(args.precision, "bench --precision");
         if (c.batch == 0) c.batch = model == "mnist_net" ? 64 : 128;
         const auto r = run_bench(c, comm, args.seconds, timeline.get());
         if (comm.rank() == 0) print_case(c, r, comm.size(), args.chunks.size() > 1);

@@ -25,7 +25,8 @@ struct BenchArgs {
   double first_bucket_mb = 1.0;
   int repeats = 10;
   bool no_overlap = false;
-  double stall_warning_s = 60.0;  // as train's default; 0: blocking MPI calls
+  double stall_warning_s = 60.0;   // as train's default; 0: blocking MPI calls
+  std::string precision = "fp32";  // fp32 | bf16, as train's key
 };
 
 void add_bench_options(CLI::App& cmd, BenchArgs& args);

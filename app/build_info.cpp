@@ -1,5 +1,7 @@
 #include "app/build_info.h"
 
+#include "app/cpu_isa_env.h"
+
 #include <mpi.h>
 
 #include <Eigen/Core>
@@ -15,7 +17,7 @@ std::string build_info() {
   out << "lockstep " << LOCKSTEP_VERSION << "\n";
   out << "  compiler : " << __VERSION__ << "\n";
   out << "  CPU      : Eigen " << EIGEN_WORLD_VERSION << "." << EIGEN_MAJOR_VERSION << "."
-      << EIGEN_MINOR_VERSION << "\n";
+      << EIGEN_MINOR_VERSION << ", " << cpu_isa_description() << "\n";
   char mpi_version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
   int length = 0;
   MPI_Get_library_version(mpi_version, &length);

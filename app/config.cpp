@@ -4,6 +4,7 @@
 
 #include "app/config_schema.h"
 #include "nn/error.h"
+#include "nn/precision.h"
 
 namespace lockstep::app {
 namespace {
@@ -15,9 +16,8 @@ void validate_combinations(const TrainConfig& c) {
   if (c.gradient_engine == "nccl" && c.device == "cpu") {
     fail_input("config key gradient_engine = \"nccl\" needs device = \"cuda\" or \"auto\"");
   }
-  if (c.precision != "fp32" && c.device == "cpu") {
-    fail_input("config key precision = \"", c.precision,
-               "\" needs device = \"cuda\" (the CPU backend computes in fp32 only)");
+  if (c.device == "cpu") {
+    nn::parse_precision(c.precision, "config key precision");  // the CPU: fp32 | bf16
   }
   if (c.model != "custom" && !c.layers.empty()) {
     fail_input("config key layers is set but model is \"", c.model,

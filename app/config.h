@@ -86,7 +86,7 @@ struct TrainConfig {
       false;  // cuda: let local ranks share GPUs when fewer GPUs than ranks are visible
   int64_t eval_every = 1;  // evaluate every N epochs (0: never)
 
-  // fp32 | bf16 | fp16: arithmetic of convolutions and GEMMs (bf16/fp16: cuda only)
+  // fp32 | bf16 | fp16: arithmetic of convolutions and GEMMs (fp16: cuda only)
   std::string precision = "fp32";
   // Dynamic loss scaling (nn/grad_scaler.h): auto (on for fp16) | on | off
   std::string loss_scaling = "auto";

@@ -216,11 +216,12 @@ std::vector<Key> make_schema() {
       {.name = "deterministic",
        .field = &C::deterministic,
        .help = "cuda: only deterministic cuDNN convolution algorithms"},
-      // precision: the CUDA backend's 16-bit convolutions and GEMMs (nn/cuda/precision.h)
+      // precision: 16-bit convolutions and GEMMs: CUDA (nn/cuda/precision.h), and bf16 on
+      // the CPU (nn/precision.h: vdpbf16ps where the CPU has AVX512_BF16, else emulated)
       {.name = "precision",
        .field = &C::precision,
        .help = "convolution and GEMM inputs rounded to 16 bits, float32 accumulation, float32 "
-               "weights (bf16/fp16: device cuda only)",
+               "weights (bf16: cpu or cuda; fp16: cuda only, with loss scaling)",
        .allowed = {"fp32", "bf16", "fp16"}},
       // loss scaling: PyTorch GradScaler's dynamic scale (nn/grad_scaler.h)
       {.name = "loss_scaling",

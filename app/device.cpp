@@ -2,6 +2,7 @@
 
 #include <cstdio>
 
+#include "app/cpu_isa_env.h"
 #include "app/cuda_plugin.h"
 #include "app/placement.h"
 #include "nn/error.h"
@@ -16,12 +17,8 @@ GpuChoice gpu_for_rank(const distributed::Communicator& comm, int visible, bool 
 
 std::unique_ptr<nn::Backend> cpu_backend(const TrainConfig& config,
                                          const distributed::Communicator& comm, int threads) {
-  if (config.precision != "fp32") {
-    fail_input("config key precision = \"", config.precision, "\": rank ", comm.rank(),
-               " computes on the CPU, which has fp32 kernels only; use precision = \"fp32\" ",
-               "or give every rank a GPU");
-  }
-  return nn::make_cpu_backend(threads);
+  const nn::Precision precision = nn::parse_precision(config.precision, "config key precision");
+  return nn::make_cpu_backend(cpu_backend_options(threads, precision));
 }
 
 }  // namespace

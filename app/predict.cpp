@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "app/config.h"
+#include "app/cpu_isa_env.h"
 #include "app/trained_model.h"
 #include "data/image_io.h"
 #include "data/parallel_for.h"
@@ -65,7 +66,7 @@ Predictor::Predictor(const std::string& checkpoint, int64_t threads)
   TrainedModel trained = load_trained_model(checkpoint);
   class_names_ = std::move(trained.card.class_names);
   normalization_ = std::move(trained.card.normalization);
-  backend_ = nn::make_cpu_backend(static_cast<int>(threads_));
+  backend_ = nn::make_cpu_backend(cpu_backend_options(static_cast<int>(threads_)));
   model_ = std::move(trained.model);
 }
 

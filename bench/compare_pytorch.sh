@@ -3,7 +3,10 @@
 # for every case the two are measured back to back (the machine is shared and
 # noisy; only ratios from the same run are meaningful).
 #
-#   bench/compare_pytorch.sh [seconds-per-case]        throughput table
+#   bench/compare_pytorch.sh [--precision fp32|bf16] [--models "m1 m2"] [seconds-per-case]
+#                                                      throughput table (bf16: lockstep's
+#                                                      precision = bf16 against PyTorch's
+#                                                      torch.autocast("cpu", torch.bfloat16))
 #   bench/compare_pytorch.sh --reference-run [epochs]  32-epoch Fashion-MNIST
 #                                                      run, wall time and peak RSS
 # Needs a built lockstep (scripts/build.sh) and a Python with torch
@@ -31,18 +34,27 @@ if [ "${1:-}" = "--reference-run" ]; then
   exit 0
 fi
 
+precision=fp32
+models="mnist_net alexnet_cifar"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --precision) precision=$2; shift 2 ;;
+    --models) models=$2; shift 2 ;;
+    *) break ;;
+  esac
+done
 seconds=${1:-3}
-printf '%-14s %6s %8s %14s %14s %8s\n' model batch threads lockstep_img/s pytorch_img/s ratio
-for model in mnist_net alexnet_cifar; do
+printf '%-14s %6s %8s %9s %14s %14s %8s\n' model batch threads precision lockstep_img/s pytorch_img/s ratio
+for model in $models; do
   batch=64
   [ "$model" = alexnet_cifar ] && batch=128
   for threads in 1 2; do
     ours=$("$lockstep" bench --model "$model" --threads "$threads" --batch "$batch" \
-      --seconds "$seconds" | sed -n 's/.*"images_per_second": \([0-9.]*\).*/\1/p')
+      --precision "$precision" --seconds "$seconds" | sed -n 's/.*"images_per_second": \([0-9.]*\).*/\1/p')
     theirs=$(OMP_NUM_THREADS=$threads OPENBLAS_NUM_THREADS=$threads "$python" bench/pytorch_reference.py throughput --model "$model" --batch "$batch" \
-      --threads "$threads" --seconds "$seconds" |
+      --threads "$threads" --precision "$precision" --seconds "$seconds" |
       sed -n 's/.*"images_per_second": \([0-9.]*\).*/\1/p')
     ratio=$(awk -v a="$ours" -v b="$theirs" 'BEGIN { printf "%.2f", a / b }')
-    printf '%-14s %6s %8s %14.1f %14.1f %8s\n' "$model" "$batch" "$threads" "$ours" "$theirs" "$ratio"
+    printf '%-14s %6s %8s %9s %14.1f %14.1f %8s\n' "$model" "$batch" "$threads" "$precision" "$ours" "$theirs" "$ratio"
   done
 done

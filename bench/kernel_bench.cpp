@@ -3,7 +3,8 @@
 // one by one (median of repeats), then the whole step; plus the
 // convolutions and linear layers of AlexNet-CIFAR at batch 128.
 //
-//   kernel_bench [threads...]      (default: 1 2)
+//   kernel_bench [bf16] [threads...]      (default: fp32, 1 2)
+// First the core's fp32 FMA and bf16 vdpbf16ps peaks (bench/peak_flops.h).
 // With LOCKSTEP_BENCH_CPU_TIME set, times are process CPU time (see now_us).
 #include <algorithm>
 #include <chrono>
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/peak_flops.h"
 #include "nn/backend.h"
 
 namespace {
@@ -198,8 +200,10 @@ void bench_mnist(int threads) {
               "whole step", step, sum, 64.0 / step * 1e6);
 }
 
+lockstep::nn::Precision precision = lockstep::nn::Precision::kFp32;
+
 void bench_alexnet(int threads) {
-  auto b = lockstep::nn::make_cpu_backend(threads);
+  auto b = lockstep::nn::make_cpu_backend({.threads = threads, .precision = precision});
   std::printf("\nAlexNet-CIFAR, batch 128, %s: median ms (GFLOP/s)\n", b->name().c_str());
   const int64_t N = 128;
   const Conv2dGeometry convs[5] = {conv(N, 3, 32, 64, 3, 2, 1), conv(N, 64, 8, 192, 3, 1, 1),
@@ -245,8 +249,20 @@ void bench_alexnet(int threads) {
 
 int main(int argc, char** argv) {
   std::vector<int> threads;
-  for (int i = 1; i < argc; ++i) threads.push_back(std::atoi(argv[i]));
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "bf16") {
+      precision = lockstep::nn::Precision::kBf16;
+    } else {
+      threads.push_back(std::atoi(argv[i]));
+    }
+  }
   if (threads.empty()) threads = {1, 2};
+  if (lockstep::nn::detect_cpu_isa() == lockstep::nn::CpuIsa::kAvx512) {
+    std::printf("peak of one core: fp32 FMA %.1f GFLOP/s", lockstep::bench::fp32_fma_peak_gflops());
+    if (lockstep::nn::cpu_has_avx512_bf16())
+      std::printf(", bf16 vdpbf16ps %.1f GFLOP/s", lockstep::bench::bf16_dot_peak_gflops());
+    std::printf("\n");
+  }
   for (int t : threads) bench_mnist(t);
   for (int t : threads) bench_alexnet(t);
   return 0;

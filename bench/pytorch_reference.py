@@ -81,9 +81,13 @@ def throughput(args):
     x = torch.rand(args.batch, *shape) * 4 - 1
     y = torch.arange(args.batch) % 10
 
+    # bf16: PyTorch's mixed precision on the CPU (autocast; fp32 master weights)
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.precision == "bf16")
+
     def step():
         opt.zero_grad()
-        loss = loss_fn(model(x), y)
+        with autocast:
+            loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
 
@@ -98,6 +102,7 @@ def throughput(args):
         if elapsed >= args.seconds:
             break
     print(json.dumps({"model": args.model, "batch": args.batch, "threads": args.threads,
+                      "precision": args.precision, "torch": torch.__version__,
                       "images_per_second": args.batch * steps / elapsed}))
 
 
@@ -155,6 +160,7 @@ def main():
     t.add_argument("--batch", type=int, default=64)
     t.add_argument("--threads", type=int, default=1)
     t.add_argument("--seconds", type=float, default=3.0)
+    t.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     r = sub.add_parser("reference-run")
     r.add_argument("--epochs", type=int, default=32)
     r.add_argument("--threads", type=int, default=2)

@@ -10,8 +10,11 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "nn/cpu_isa.h"
+#include "nn/precision.h"
 #include "nn/tensor.h"
 
 namespace lockstep::nn {
@@ -184,7 +187,17 @@ class Backend {
   virtual void bind_thread() {}
 };
 
-// The CPU backend with `threads` worker threads (0: all hardware threads).
+// The CPU backend with `threads` worker threads (0: all hardware threads),
+// running the kernels of the widest instruction set this CPU supports
+// (nn/cpu_isa.h), at most isa_cap when given. name() says which.
+// precision bf16 runs convolutions and gemm on bf16 inputs (nn/precision.h),
+// on vdpbf16ps where the CPU has AVX512_BF16, else emulated.
+struct CpuBackendOptions {
+  int threads = 0;
+  std::optional<CpuIsa> isa_cap;
+  Precision precision = Precision::kFp32;
+};
+std::unique_ptr<Backend> make_cpu_backend(const CpuBackendOptions& options);
 std::unique_ptr<Backend> make_cpu_backend(int threads);
 
 }  // namespace lockstep::nn

@@ -16,6 +16,7 @@
 #include "nn/layers/conv2d.h"
 #include "nn/tensor.h"
 #include "support/backend_checks.h"
+#include "support/cpu_backend.h"
 #include "support/gradient_check.h"
 
 namespace lockstep::nn {
@@ -80,7 +81,7 @@ TEST_P(CpuConv, ForwardAndBothBackwardsMatchNaive) {
   const auto& [cc, threads] = GetParam();
   const ConvSetup s(cc.g);
   const Conv2dGeometry& g = s.g;
-  auto backend = make_cpu_backend(threads);
+  auto backend = testing::test_cpu_backend(threads);
 
   Reference y(s.dy.numel()), dx(s.x.numel()), dw(s.w.numel()), db(g.out_channels);
   for (int64_t i = 0; i < s.dy.numel(); ++i) {

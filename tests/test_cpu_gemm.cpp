@@ -14,6 +14,7 @@
 #include "nn/backend.h"
 #include "nn/tensor.h"
 #include "support/backend_checks.h"
+#include "support/cpu_backend.h"
 
 namespace lockstep::nn {
 namespace {
@@ -54,7 +55,7 @@ std::string gemm_case_name(const ::testing::TestParamInfo<CpuGemm::ParamType>& c
 
 TEST_P(CpuGemm, AllTransposeCombinationsMatchNaive) {
   const auto& [gc, threads] = GetParam();
-  auto backend = make_cpu_backend(threads);
+  auto backend = testing::test_cpu_backend(threads);
   const Tensor a = random_tensor({gc.m * gc.k}, 7), b = random_tensor({gc.k * gc.n}, 8);
   const Tensor c0 = random_tensor({gc.m * gc.n}, 9);
   for (int combo = 0; combo < 4; ++combo) {
@@ -93,7 +94,7 @@ INSTANTIATE_TEST_SUITE_P(
     gemm_case_name);
 
 TEST(CpuGemm, ZeroInnerDimensionScalesC) {
-  auto backend = make_cpu_backend(2);
+  auto backend = testing::test_cpu_backend(2);
   float c[2] = {2.0f, 4.0f};
   backend->gemm(false, false, 1, 2, 0, 1.0f, nullptr, nullptr, 0.5f, c);
   EXPECT_EQ(c[0], 1.0f);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "nn/backend.h"
+#include "support/cpu_backend.h"
 
 namespace lockstep::nn {
 namespace {
@@ -21,7 +22,7 @@ TEST(CpuOptimizer, SgdMomentumDampeningWeightDecayMatchHandComputed) {
   const double nesterov[3][2] = {
       {0.9031, 0.51}, {0.905405389, 0.2421279}, {0.7031542453, 1.1260637585}};
   for (bool use_nesterov : {false, true}) {
-    auto backend = make_cpu_backend(1);
+    auto backend = testing::test_cpu_backend(1);
     float w = 1.0f, v = 123.0f;  // the first step must ignore the stale buffer
     for (int t = 0; t < 3; ++t) {
       SgdParams p;
@@ -36,7 +37,7 @@ TEST(CpuOptimizer, SgdMomentumDampeningWeightDecayMatchHandComputed) {
 }
 
 TEST(CpuOptimizer, SgdWithoutMomentumLeavesVelocityAlone) {
-  auto backend = make_cpu_backend(1);
+  auto backend = testing::test_cpu_backend(1);
   float w = 2.0f, g = 0.5f, v = 7.0f;
   SgdParams p;
   p.lr = 0.1f;
@@ -49,7 +50,7 @@ TEST(CpuOptimizer, SgdWithoutMomentumLeavesVelocityAlone) {
 // and state as gradients scaled beforehand (0.25: exact, so bit for bit),
 // over a length with a vector tail.
 TEST(CpuOptimizer, GradScaleEqualsScalingTheGradientFirst) {
-  auto backend = make_cpu_backend(2);
+  auto backend = testing::test_cpu_backend(2);
   const int64_t n = 1000003;
   std::vector<float> grad(n), scaled(n);
   for (int64_t i = 0; i < n; ++i) {
@@ -90,7 +91,7 @@ TEST(CpuOptimizer, AdamMatchesHandComputed) {
                               {0.9853191993, 0.0389, 0.000382441},
                               {0.9779775548, 0.144863192, 0.0015888309}};
   for (float wd : {0.0f, 0.1f}) {
-    auto backend = make_cpu_backend(1);
+    auto backend = testing::test_cpu_backend(1);
     float w = 1.0f, m = 0.0f, v = 0.0f;
     for (int t = 0; t < 3; ++t) {
       AdamParams p;
@@ -115,7 +116,7 @@ TEST(CpuOptimizer, AdamMatchesHandComputed) {
 // With beta2 rounded to float, 1 - beta2^10 is off by 1.3e-5 relative and w
 // by 6.6e-6, so a 1e-6 relative tolerance tells the two apart.
 TEST(CpuOptimizer, AdamBiasCorrectionMatchesDoubleHandComputation) {
-  auto backend = make_cpu_backend(1);
+  auto backend = testing::test_cpu_backend(1);
   float w = 0.0f, m = 0.2f, v = 0.04f;
   const float g = 0.1f;
   AdamParams p;

@@ -1,6 +1,7 @@
 // The packed GEMM of the CPU backend (nn/cpu/packed_gemm.h): C(m, n) =
 // op(A)(m, k) op(B)(k, n) (+ C) against a double-precision reference, over
-// shapes that cut every blocking dimension (register tile 6 x 64, blocks of
+// shapes that cut every blocking dimension (register tile 6 x 64, 6 x 16 in
+// the avx2 build these tests call; blocks of
 // 96 rows, 512 columns, depth 256) with a tail (last tiles of 1 to 5 rows
 // among them: m 1, 2, 3, 5, 100 = 54 + 46), each transpose, overwrite
 // (C full of NaN) and accumulate, and a leading dimension wider than n. Then
@@ -17,6 +18,7 @@
 
 #include "nn/backend.h"
 #include "nn/cpu/packed_gemm.h"
+#include "support/cpu_backend.h"
 
 namespace lockstep::nn {
 namespace {
@@ -76,8 +78,8 @@ TEST(CpuPackedGemm, MatchesDoubleReferenceOverBlockTails) {
         const auto c0 = random_values(m * ldc, 3);
         for (int combo = 0; combo < 8; ++combo) {
           const bool ta = combo & 1, tb = combo & 2, accumulate = combo & 4;
-          SCOPED_TRACE(testing::Message() << m << "x" << n << "x" << k << " ta " << ta << " tb "
-                                          << tb << " accumulate " << accumulate);
+          SCOPED_TRACE(::testing::Message() << m << "x" << n << "x" << k << " ta " << ta << " tb "
+                                            << tb << " accumulate " << accumulate);
           const StridedMatrix av = view(a, m, k, ta), bv = view(b, k, n, tb);
           std::vector<float> c = accumulate ? c0 : std::vector<float>(c0.size(), nan);
           cpu::packed_gemm(m, n, k, av, bv, c.data(), ldc, accumulate);
@@ -113,16 +115,16 @@ TEST(CpuPackedGemm, BackendLargeProductsIndependentOfThreads) {
   };
   const Shape shapes[] = {{301, 203, 97}, {70, 701, 131}, {1000, 70, 77}};
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  std::unique_ptr<Backend> backends[] = {make_cpu_backend(1), make_cpu_backend(2),
-                                         make_cpu_backend(3)};
+  std::unique_ptr<Backend> backends[] = {testing::test_cpu_backend(1), testing::test_cpu_backend(2),
+                                         testing::test_cpu_backend(3)};
   for (const Shape& s : shapes) {
     const auto a = random_values(s.m * s.k, 4), b = random_values(s.k * s.n, 5);
     const auto c0 = random_values(s.m * s.n, 6);
     for (int combo = 0; combo < 8; ++combo) {
       const bool ta = combo & 1, tb = combo & 2;
       const float beta = (combo & 4) ? 1.0f : 0.0f;
-      SCOPED_TRACE(testing::Message() << s.m << "x" << s.n << "x" << s.k << " ta " << ta << " tb "
-                                      << tb << " beta " << beta);
+      SCOPED_TRACE(::testing::Message() << s.m << "x" << s.n << "x" << s.k << " ta " << ta << " tb "
+                                        << tb << " beta " << beta);
       std::vector<float> first;
       for (auto& backend : backends) {
         std::vector<float> c = beta != 0.0f ? c0 : std::vector<float>(c0.size(), nan);

@@ -12,6 +12,7 @@
 #include "nn/backend.h"
 #include "nn/tensor.h"
 #include "support/backend_checks.h"
+#include "support/cpu_backend.h"
 
 namespace lockstep::nn {
 namespace {
@@ -21,8 +22,8 @@ using testing::dropout_geometry;
 using testing::random_tensor;
 
 TEST(CpuThreads, ElementwiseOpsAreBitwiseIdenticalWithOneAndTwoThreads) {
-  auto one = make_cpu_backend(1);
-  auto two = make_cpu_backend(2);
+  auto one = testing::test_cpu_backend(1);
+  auto two = testing::test_cpu_backend(2);
   const int64_t n = 200000;
   const Tensor x = random_tensor({n}, 12), g = random_tensor({n}, 13);
   std::vector<Tensor> out;
@@ -61,8 +62,8 @@ void expect_close_relative(const Tensor& a, const Tensor& b, const char* what) {
 }
 
 TEST(CpuThreads, ConvolutionAgreesWithOneAndTwoThreads) {
-  auto one = make_cpu_backend(1);
-  auto two = make_cpu_backend(2);
+  auto one = testing::test_cpu_backend(1);
+  auto two = testing::test_cpu_backend(2);
   // The wide algorithm (MNIST conv1), im2col (MNIST conv2), im2col with
   // grouped samples, and im2col with stride 2. Columns: C, H = W, K, R = S,
   // stride, pad.
@@ -95,8 +96,8 @@ TEST(CpuThreads, ConvolutionAgreesWithOneAndTwoThreads) {
 }
 
 TEST(CpuThreads, GemmAgreesWithOneAndTwoThreads) {
-  auto one = make_cpu_backend(1);
-  auto two = make_cpu_backend(2);
+  auto one = testing::test_cpu_backend(1);
+  auto two = testing::test_cpu_backend(2);
   // Large enough to be split: an Eigen-sized product and a small-kernel one.
   for (const auto& [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{128, 300, 200},
                                 std::tuple<int64_t, int64_t, int64_t>{64, 320, 50}}) {

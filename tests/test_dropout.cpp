@@ -13,6 +13,7 @@
 #include "nn/counter_rng.h"
 #include "nn/tensor.h"
 #include "support/backend_checks.h"
+#include "support/cpu_backend.h"
 
 namespace lockstep::nn {
 namespace {
@@ -24,7 +25,7 @@ using testing::random_tensor;
 // --- dropout -----------------------------------------------------------------
 
 TEST(CpuDropout, MaskFollowsTheCounterGeneratorAndBroadcastsOverChannels) {
-  auto backend = make_cpu_backend(2);
+  auto backend = testing::test_cpu_backend(2);
   const DropoutGeometry g = dropout_geometry(5, 7, 6, 0.4f, 3);
   const std::vector<int64_t> ids = {10, 3, 999, 0, 123456789};
   const Tensor x = random_tensor({g.batch, g.channels, g.spatial}, 7);
@@ -50,7 +51,7 @@ TEST(CpuDropout, MaskFollowsTheCounterGeneratorAndBroadcastsOverChannels) {
 }
 
 TEST(CpuDropout, KeptFractionIsOneMinusPAndValuesAreZeroOrScaled) {
-  auto backend = make_cpu_backend(2);
+  auto backend = testing::test_cpu_backend(2);
   const DropoutGeometry g = dropout_geometry(1000, 100, 1, 0.3f, 1);
   std::vector<int64_t> ids(g.batch);
   for (int64_t i = 0; i < g.batch; ++i) ids[i] = 7 * i + 1;
@@ -67,7 +68,7 @@ TEST(CpuDropout, KeptFractionIsOneMinusPAndValuesAreZeroOrScaled) {
 }
 
 TEST(CpuDropout, SameSampleGetsTheSameMaskAtAnyBatchPosition) {
-  auto backend = make_cpu_backend(2);
+  auto backend = testing::test_cpu_backend(2);
   const DropoutGeometry g = dropout_geometry(3, 64, 4, 0.5f, 9);
   const std::vector<int64_t> first = {5, 9, 2}, second = {2, 7, 5};
   Tensor x({3, 64, 4}), y(x.shape()), m1({3, 64}), m2({3, 64});
@@ -86,7 +87,7 @@ TEST(CpuDropout, SameSampleGetsTheSameMaskAtAnyBatchPosition) {
 }
 
 TEST(CpuDropout, ProbabilityOneDropsEverything) {
-  auto backend = make_cpu_backend(1);
+  auto backend = testing::test_cpu_backend(1);
   const DropoutGeometry g = dropout_geometry(2, 3, 1, 1.0f, 0);
   const std::vector<int64_t> ids = {0, 1};
   const float x[6] = {1, 2, 3, 4, 5, 6};

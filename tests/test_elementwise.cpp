@@ -11,6 +11,7 @@
 #include "nn/backend.h"
 #include "nn/tensor.h"
 #include "support/backend_checks.h"
+#include "support/cpu_backend.h"
 
 namespace lockstep::nn {
 namespace {
@@ -21,7 +22,7 @@ using testing::random_tensor;
 // --- relu and small vector helpers -----------------------------------------
 
 TEST(CpuElementwise, ReluForwardBackwardAndInPlace) {
-  auto backend = make_cpu_backend(2);
+  auto backend = testing::test_cpu_backend(2);
   const int64_t n = 100003;  // several chunks and a ragged end
   const Tensor x = random_tensor({n}, 1);
   const Tensor dy = random_tensor({n}, 2);
@@ -41,7 +42,7 @@ TEST(CpuElementwise, ReluForwardBackwardAndInPlace) {
 }
 
 TEST(CpuElementwise, FillScaleAxpyCopy) {
-  auto backend = make_cpu_backend(2);
+  auto backend = testing::test_cpu_backend(2);
   const int64_t n = 70001;
   const Tensor x = random_tensor({n}, 3);
   Tensor y = random_tensor({n}, 4);
@@ -59,7 +60,7 @@ TEST(CpuElementwise, FillScaleAxpyCopy) {
 }
 
 TEST(CpuElementwise, RowBiasAndColumnSums) {
-  auto backend = make_cpu_backend(2);
+  auto backend = testing::test_cpu_backend(2);
   const int64_t rows = 300, cols = 130;
   const Tensor bias = random_tensor({cols}, 5);
   const Tensor dy = random_tensor({rows, cols}, 6);
@@ -78,10 +79,10 @@ TEST(CpuElementwise, RowBiasAndColumnSums) {
 }
 
 TEST(CpuBackend, NameSaysCpuAndThreadCount) {
-  EXPECT_EQ(make_cpu_backend(2)->name(), "cpu (2 threads)");
-  EXPECT_EQ(make_cpu_backend(1)->name(), "cpu (1 thread)");
-  EXPECT_EQ(make_cpu_backend(1)->device(), Device::kCpu);
-  EXPECT_EQ(make_cpu_backend(0)->name().rfind("cpu (", 0), 0u);
+  EXPECT_EQ(testing::test_cpu_backend(2)->name(), "cpu (2 threads)");
+  EXPECT_EQ(testing::test_cpu_backend(1)->name(), "cpu (1 thread)");
+  EXPECT_EQ(testing::test_cpu_backend(1)->device(), Device::kCpu);
+  EXPECT_EQ(testing::test_cpu_backend(0)->name().rfind("cpu (", 0), 0u);
 }
 
 }  // namespace

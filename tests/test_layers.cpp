@@ -15,6 +15,7 @@
 #include "nn/layers/linear.h"
 #include "nn/layers/max_pool2d.h"
 #include "support/backend_checks.h"
+#include "support/cpu_backend.h"
 #include "support/gradient_check.h"
 
 namespace lockstep::nn {
@@ -67,7 +68,7 @@ TEST(LayerLogSoftmax, GradientAndRowsSumToOne) {
   Tensor x({4, 6});
   fill_random(x, 9, -3.0f, 3.0f);
   check_layer_gradients(ls, x, {});
-  auto backend = make_cpu_backend(1);
+  auto backend = testing::test_cpu_backend(1);
   Tensor y(x.shape());
   ls.forward(*backend, x, y, {});
   for (int64_t r = 0; r < 4; ++r) {
@@ -98,7 +99,7 @@ TEST(LayerDropout, TrainingGradientUsesTheSameMask) {
 }
 
 TEST(LayerDropout, InferenceIsIdentityAndTrainingDropsAboutP) {
-  auto backend = make_cpu_backend(1);
+  auto backend = testing::test_cpu_backend(1);
   Dropout d(0.25f, false);
   Tensor x({64, 500});
   for (float& v : x.span()) v = 1.0f;
@@ -114,7 +115,7 @@ TEST(LayerDropout, InferenceIsIdentityAndTrainingDropsAboutP) {
 }
 
 TEST(LayerDropout, ChannelwiseDropsWholePlanes) {
-  auto backend = make_cpu_backend(1);
+  auto backend = testing::test_cpu_backend(1);
   Dropout d(0.5f, true);
   Tensor x({8, 6, 4, 4});
   for (float& v : x.span()) v = 1.0f;

@@ -15,6 +15,7 @@
 #include "nn/backend.h"
 #include "nn/tensor.h"
 #include "support/backend_checks.h"
+#include "support/cpu_backend.h"
 #include "support/gradient_check.h"
 
 namespace lockstep::nn {
@@ -44,7 +45,7 @@ class CpuMaxPool : public ::testing::TestWithParam<std::tuple<PoolCase, int>> {}
 TEST_P(CpuMaxPool, ForwardAndBackwardMatchNaiveWithTies) {
   const auto& [pc, threads] = GetParam();
   const Pool2dGeometry& g = pc.g;
-  auto backend = make_cpu_backend(threads);
+  auto backend = testing::test_cpu_backend(threads);
   Tensor x({g.batch, g.channels, g.in_h, g.in_w});
   fill_random(x, 5);
   for (float& v : x.span()) v = std::floor(v * 1.5f);  // values in {-2..1}: many ties
@@ -91,7 +92,7 @@ INSTANTIATE_TEST_SUITE_P(CpuGeometries, CpuMaxPool,
                          case_name<PoolCase>);
 
 TEST(CpuMaxPool, GradientGoesToFirstMaximumOfATiedWindow) {
-  auto backend = make_cpu_backend(1);
+  auto backend = testing::test_cpu_backend(1);
   const Pool2dGeometry g = pool_geometry(1, 1, 2, 2, 2, 2).g;
   const float x[4] = {3.0f, 3.0f, 3.0f, 3.0f};
   const float dy[1] = {2.5f};
@@ -108,7 +109,7 @@ TEST(CpuMaxPool, GradientGoesToFirstMaximumOfATiedWindow) {
 TEST(CpuMaxPool, NanWinsLikePyTorch) {
   // PyTorch's scan: v takes over when v > max or v is NaN, so a window with
   // NaNs outputs NaN and routes the gradient to its last NaN.
-  auto backend = make_cpu_backend(1);
+  auto backend = testing::test_cpu_backend(1);
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const Pool2dGeometry two = pool_geometry(1, 1, 2, 4, 2, 2).g;
   const float x[8] = {1.0f, nan, nan, 5.0f, 3.0f, nan, 2.0f, 1.0f};  // windows {1,N,3,N}, {N,5,2,1}

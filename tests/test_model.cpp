@@ -7,6 +7,7 @@
 
 #include "nn/error.h"
 #include "nn/model_zoo.h"
+#include "support/cpu_backend.h"
 #include "support/gradient_check.h"
 
 namespace lockstep::nn {
@@ -104,7 +105,7 @@ TEST(Model, GradientsAreAnnouncedLastLayerFirst) {
   m->reset_parameters(1, Device::kCpu);
   EXPECT_EQ(names(*m),
             (std::vector<std::string>{"conv2d1.weight", "conv2d1.bias", "fc.weight", "fc.bias"}));
-  auto backend = make_cpu_backend(1);
+  auto backend = testing::test_cpu_backend(1);
   Tensor x({5, 2, 6, 6});
   testing::fill_random(x, 3);
   Tensor labels_holder({5});
@@ -124,7 +125,7 @@ TEST(Model, WholeModelGradientMatchesCentralDifferences) {
     if (std::string(loss) == "cross_entropy") specs.pop_back();
     auto m = build_model("custom", specs, {2, 6, 6}, 4, loss);
     m->reset_parameters(2, Device::kCpu);
-    auto backend = make_cpu_backend(1);
+    auto backend = testing::test_cpu_backend(1);
     Tensor x({3, 2, 6, 6});
     testing::fill_random(x, 4);
     const int32_t labels[] = {2, 0, 3};

@@ -7,6 +7,7 @@
 #include "nn/error.h"
 #include "nn/lr_schedule.h"
 #include "nn/optimizer.h"
+#include "support/cpu_backend.h"
 
 namespace lockstep::nn {
 namespace {
@@ -22,7 +23,7 @@ struct OneParam {
 };
 
 TEST(OptimizerSgd, MomentumMatchesPyTorchAndCorrection) {
-  auto backend = make_cpu_backend(1);
+  auto backend = testing::test_cpu_backend(1);
   OneParam w(1.0f, 0.5f);
   OptimizerConfig c{.kind = "sgd", .momentum = 0.9f, .momentum_correction = false};
   auto opt = make_optimizer(c, w.list, Device::kCpu);
@@ -49,7 +50,7 @@ TEST(OptimizerSgd, RefusesBadSettings) {
 }
 
 TEST(OptimizerAdam, FirstStepsMatchHandComputation) {
-  auto backend = make_cpu_backend(1);
+  auto backend = testing::test_cpu_backend(1);
   OneParam w(1.0f, 0.5f);
   auto opt = make_optimizer({.kind = "adam"}, w.list, Device::kCpu);
   opt->step(*backend, 0.01f);

@@ -14,6 +14,7 @@
 #include "nn/error.h"
 #include "nn/tensor.h"
 #include "support/backend_checks.h"
+#include "support/cpu_backend.h"
 
 namespace lockstep::nn {
 namespace {
@@ -23,7 +24,7 @@ using testing::random_tensor;
 // --- log-softmax and losses ------------------------------------------------------
 
 TEST(CpuSoftmax, LogSoftmaxForwardBackwardMatchReference) {
-  auto backend = make_cpu_backend(2);
+  auto backend = testing::test_cpu_backend(2);
   const int64_t rows = 37, cols = 11;
   const Tensor x = random_tensor({rows, cols}, 9, -20.0f, 20.0f);
   const Tensor dy = random_tensor({rows, cols}, 10);
@@ -44,7 +45,7 @@ TEST(CpuSoftmax, LogSoftmaxForwardBackwardMatchReference) {
 }
 
 TEST(CpuSoftmax, LogSoftmaxIsStableForHugeLogits) {
-  auto backend = make_cpu_backend(1);
+  auto backend = testing::test_cpu_backend(1);
   const float x[3] = {1000.0f, 0.0f, -1000.0f};
   float y[3];
   backend->log_softmax_forward(1, 3, x, y);
@@ -54,7 +55,7 @@ TEST(CpuSoftmax, LogSoftmaxIsStableForHugeLogits) {
 }
 
 TEST(CpuLoss, NllLossValuesCountsAndGradient) {
-  auto backend = make_cpu_backend(2);
+  auto backend = testing::test_cpu_backend(2);
   // Row 0: argmax 1 (label 1, correct); row 1: tie between 0 and 2, first
   // wins (label 2: wrong); row 2: label 0, argmax 2.
   const float logp[9] = {-2.0f, -0.5f, -3.0f, -1.0f, -4.0f, -1.0f, -2.5f, -3.5f, -0.25f};
@@ -72,7 +73,7 @@ TEST(CpuLoss, NllLossValuesCountsAndGradient) {
 }
 
 TEST(CpuLoss, LabelOutsideTheClassesIsAnInputErrorNamingRowAndLabel) {
-  auto backend = make_cpu_backend(1);
+  auto backend = testing::test_cpu_backend(1);
   const float logp[6] = {0, 0, 0, 0, 0, 0};
   const int32_t labels[2] = {1, 10};
   for (int op = 0; op < 2; ++op) {
@@ -91,7 +92,7 @@ TEST(CpuLoss, LabelOutsideTheClassesIsAnInputErrorNamingRowAndLabel) {
 }
 
 TEST(CpuLoss, SoftmaxCrossEntropyMatchesReferenceAndIsStable) {
-  auto backend = make_cpu_backend(2);
+  auto backend = testing::test_cpu_backend(2);
   const int64_t rows = 20, cols = 7;
   Tensor logits = random_tensor({rows, cols}, 11, -5.0f, 5.0f);
   logits.data()[0] = 1000.0f;  // row 0: huge logits stay finite

@@ -12,7 +12,7 @@
 #include "nn/cpu/scratch.h"
 #include "nn/cpu/simd.h"
 
-namespace lockstep::nn::cpu {
+namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA {
 namespace {
 
 // The batch is split into at most this many chunks of samples for the
@@ -107,4 +107,4 @@ void conv2d_backward_filter(ThreadPool& pool, const Conv2dGeometry& g, const flo
   if (db) reduce_partials(pool, partials + wsize, chunks, stride, K, db);
 }
 
-}  // namespace lockstep::nn::cpu
+}  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA

@@ -2,12 +2,14 @@
 // conv_wide.cpp) and the dispatching ops in conv.cpp.
 #pragma once
 
+#include "nn/cpu/isa_namespace.h"
+
 #include <cstdint>
 
 #include "nn/backend.h"
 #include "nn/cpu/thread_pool.h"
 
-namespace lockstep::nn::cpu::conv {
+namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA::conv {
 
 // Sizes of one sample: CRS = C*R*S rows of the column matrix, PQ output
 // positions, CHW input and KPQ output elements.
@@ -53,4 +55,4 @@ void wide_backward_data(ThreadPool& pool, const Conv2dGeometry& g, const float* 
 void wide_filter_chunk(const Conv2dGeometry& g, const float* x, const float* dy, int64_t n0,
                        int64_t n1, float* dw, float* db);
 
-}  // namespace lockstep::nn::cpu::conv
+}  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA::conv

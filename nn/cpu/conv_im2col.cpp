@@ -15,7 +15,7 @@
 #include "nn/cpu/simd.h"
 #include "nn/cpu/small_gemm.h"
 
-namespace lockstep::nn::cpu::conv {
+namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA::conv {
 namespace {
 
 // Column buffers of a group stay below this many floats (4 MiB).
@@ -162,4 +162,4 @@ void im2col_filter_chunk(const Conv2dGeometry& g, const float* x, const float* d
   if (small) accumulate_bias_grad(g, dy, n0, n1, db);
 }
 
-}  // namespace lockstep::nn::cpu::conv
+}  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA::conv

@@ -22,7 +22,7 @@
 #include "nn/cpu/simd.h"
 #include "nn/cpu/small_gemm.h"
 
-namespace lockstep::nn::cpu::conv {
+namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA::conv {
 namespace {
 
 // Zeros after the padded planes, so that rows read up to Lr stay in bounds.
@@ -207,4 +207,4 @@ void wide_filter_chunk(const Conv2dGeometry& g, const float* x, const float* dy,
   }
 }
 
-}  // namespace lockstep::nn::cpu::conv
+}  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA::conv

@@ -1,6 +1,8 @@
 // CpuBackend: the Backend interface over the CPU kernels (nn/cpu/kernels.h)
-// and one persistent thread pool. Every op is synchronous: it returns when
-// its results are in memory, so synchronize() has nothing to wait for.
+// of one instruction set (this file is compiled once per set, see
+// isa_namespace.h) and one persistent thread pool. Every op is synchronous:
+// it returns when its results are in memory, so synchronize() has nothing
+// to wait for.
 #include <memory>
 #include <string>
 
@@ -9,32 +11,42 @@
 #include "nn/cpu/thread_pool.h"
 #include "nn/error.h"
 
-namespace lockstep::nn {
+namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA {
 namespace {
+
+#define LOCKSTEP_STRINGIFY2(x) #x
+#define LOCKSTEP_STRINGIFY(x) LOCKSTEP_STRINGIFY2(x)
+constexpr const char* kIsaName = LOCKSTEP_STRINGIFY(LOCKSTEP_CPU_ISA);
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int threads) : pool_(threads) {}
+  CpuBackend(int threads, Precision precision, bool bf16_dot)
+      : pool_(threads), bf16_(precision == Precision::kBf16), dot_(bf16_dot) {}
 
   Device device() const override { return Device::kCpu; }
   std::string name() const override {
     const int n = pool_.threads();
-    return "cpu (" + std::to_string(n) + (n == 1 ? " thread)" : " threads)");
+    const std::string bf16 = !bf16_ ? "" : dot_ ? ", bf16 on vdpbf16ps" : ", bf16 emulated";
+    return "cpu (" + std::to_string(n) + (n == 1 ? " thread, " : " threads, ") + kIsaName + bf16 +
+           ")";
   }
 
   void conv2d_forward(const Conv2dGeometry& g, const float* x, const float* w, const float* b,
                       float* y) override {
     g.validate();
+    if (bf16_) return cpu::conv2d_forward_bf16(pool_, g, x, w, b, y, dot_);
     cpu::conv2d_forward(pool_, g, x, w, b, y);
   }
   void conv2d_backward_data(const Conv2dGeometry& g, const float* w, const float* dy,
                             float* dx) override {
     g.validate();
+    if (bf16_) return cpu::conv2d_backward_data_bf16(pool_, g, w, dy, dx, dot_);
     cpu::conv2d_backward_data(pool_, g, w, dy, dx);
   }
   void conv2d_backward_filter(const Conv2dGeometry& g, const float* x, const float* dy, float* dw,
                               float* db) override {
     g.validate();
+    if (bf16_) return cpu::conv2d_backward_filter_bf16(pool_, g, x, dy, dw, db, dot_);
     cpu::conv2d_backward_filter(pool_, g, x, dy, dw, db);
   }
 
@@ -67,6 +79,8 @@ class CpuBackend final : public Backend {
 
   void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
             const float* a, const float* b, float beta, float* c) override {
+    if (bf16_)
+      return cpu::gemm_bf16_op(pool_, trans_a, trans_b, m, n, k, alpha, a, b, beta, c, dot_);
     cpu::gemm(pool_, trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
   }
   void add_row_bias(int64_t rows, int64_t cols, const float* bias, float* y) override {
@@ -111,13 +125,14 @@ class CpuBackend final : public Backend {
 
  private:
   cpu::ThreadPool pool_;
+  bool bf16_ = false;  // bf16 inputs to convolutions and gemm
+  bool dot_ = false;   // on vdpbf16ps
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(int threads) {
-  LOCKSTEP_CHECK(threads >= 0, "make_cpu_backend: negative thread count ", threads);
-  return std::make_unique<CpuBackend>(threads);
+std::unique_ptr<Backend> make_isa_backend(int threads, Precision precision, bool bf16_dot) {
+  return std::make_unique<CpuBackend>(threads, precision, bf16_dot);
 }
 
-}  // namespace lockstep::nn
+}  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA

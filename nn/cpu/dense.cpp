@@ -6,20 +6,20 @@
 //   large A B^T:    C^T = B A^T through gemm_nn, with A and C^T transposed
 //                   in memory (cheap next to the product);
 //   other large:    packed_gemm (packed_gemm.h), any transposes.
-// Other alpha/beta, and small A^T B^T, go through Eigen. Products are split
+// Other alpha/beta, and small A^T B^T, go through Eigen (dense_eigen.h). Products are split
 // into blocks of rows or columns of C across the pool when large enough;
 // each C element is summed in the same order whatever the split. Plus the
 // bias helpers.
 #include <algorithm>
 
-#include "nn/cpu/eigen.h"
+#include "nn/cpu/dense_eigen.h"
 #include "nn/cpu/kernels.h"
 #include "nn/cpu/packed_gemm.h"
 #include "nn/cpu/scratch.h"
 #include "nn/cpu/simd.h"
 #include "nn/cpu/small_gemm.h"
 
-namespace lockstep::nn::cpu {
+namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA {
 namespace {
 
 // Products below this many multiply-adds run on the calling thread (waking
@@ -32,34 +32,6 @@ constexpr int64_t kSmallGemmWork = int64_t{1} << 22;
 // The smallest block of rows or columns of C given to one thread by the
 // packed GEMM (each thread packs a whole operand: B for rows, A for columns).
 constexpr int64_t kMinPackedBlock = 128;
-
-template <typename Lhs, typename Rhs>
-void product_into(const Lhs& lhs, const Rhs& rhs, float alpha, float beta, MatrixView c) {
-  if (beta == 0.0f) {
-    c.noalias() = alpha * lhs * rhs;  // overwrite: C may hold garbage (or NaN)
-  } else {
-    if (beta != 1.0f) c *= beta;
-    c.noalias() += alpha * lhs * rhs;
-  }
-}
-
-// Rows [r0, r1) x columns [c0, c1) of C(m, n) = alpha op(A) op(B) + beta C.
-void gemm_block(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                const float* b, float beta, float* c, int64_t r0, int64_t r1, int64_t c0,
-                int64_t c1) {
-  const int64_t rows = r1 - r0, cols = c1 - c0;
-  MatrixView cv(c + r0 * n + c0, rows, cols, OuterStride(n));
-  // op(A) rows [r0, r1): A is (m, k), or (k, m) when transposed.
-  const ConstMatrixView av = ta ? ConstMatrixView(a + r0, k, rows, OuterStride(m))
-                                : ConstMatrixView(a + r0 * k, rows, k, OuterStride(k));
-  // op(B) columns [c0, c1): B is (k, n), or (n, k) when transposed.
-  const ConstMatrixView bv = tb ? ConstMatrixView(b + c0 * k, cols, k, OuterStride(k))
-                                : ConstMatrixView(b + c0, k, cols, OuterStride(n));
-  if (!ta && !tb) product_into(av, bv, alpha, beta, cv);
-  if (ta && !tb) product_into(av.transpose(), bv, alpha, beta, cv);
-  if (!ta && tb) product_into(av, bv.transpose(), alpha, beta, cv);
-  if (ta && tb) product_into(av.transpose(), bv.transpose(), alpha, beta, cv);
-}
 
 // The same block through small_gemm.h; alpha = 1, beta 0 or 1, not both
 // operands transposed.
@@ -138,11 +110,7 @@ void gemm(ThreadPool& pool, bool trans_a, bool trans_b, int64_t m, int64_t n, in
           float alpha, const float* a, const float* b, float beta, float* c) {
   if (m <= 0 || n <= 0) return;
   if (k <= 0) {
-    MatrixView cv(c, m, n, OuterStride(n));
-    if (beta == 0.0f)
-      cv.setZero();
-    else
-      cv *= beta;
+    eigen_scale_matrix(m, n, beta, c);
     return;
   }
   const bool simple = alpha == 1.0f && (beta == 0.0f || beta == 1.0f);
@@ -164,7 +132,7 @@ void gemm(ThreadPool& pool, bool trans_a, bool trans_b, int64_t m, int64_t n, in
     if (ours) {
       small_gemm_block(trans_a, trans_b, m, n, k, a, b, beta, c, r0, r1, c0, c1);
     } else {
-      gemm_block(trans_a, trans_b, m, n, k, alpha, a, b, beta, c, r0, r1, c0, c1);
+      eigen_gemm_block(trans_a, trans_b, m, n, k, alpha, a, b, beta, c, r0, r1, c0, c1);
     }
   });
 }
@@ -187,4 +155,4 @@ void sum_rows(ThreadPool& pool, int64_t rows, int64_t cols, const float* dy, flo
   });
 }
 
-}  // namespace lockstep::nn::cpu
+}  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA

@@ -9,7 +9,7 @@
 #include "nn/counter_rng.h"
 #include "nn/cpu/kernels.h"
 
-namespace lockstep::nn::cpu {
+namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA {
 namespace {
 
 // Elements per chunk below which an element-wise op stays on one thread.
@@ -116,4 +116,4 @@ void copy(ThreadPool& pool, int64_t n, const float* src, float* dst) {
   });
 }
 
-}  // namespace lockstep::nn::cpu
+}  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA

@@ -8,33 +8,37 @@
 #include "nn/cpu/simd.h"
 #include "nn/cpu/small_gemm.h"
 
-namespace lockstep::nn::cpu {
+namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA {
 
 inline constexpr int kMaxTileRows = 6;
+// Vectors per row of the widest tile (6 x 4 accumulators fill 24 of the 32
+// AVX-512 registers; 6 x 1 fill 12 of the 16 AVX registers).
+inline constexpr int kMaxTileVectors = kWideRegisters ? 4 : 1;
 
 // a: (MR, k) strided, b: (k, 16 * NV), c: (MR, 16 * NV) rows ldc.
 template <int MR, int NV>
 inline void nn_tile(int64_t k, StridedMatrix a, RowMatrix b, float* c, int64_t ldc,
                     const float* bias, bool accumulate) {
-  v16 acc[MR][NV];
+  constexpr int U = NV * kLanes / kNativeLanes;  // registers per row
+  vn acc[MR][U];
   for (int i = 0; i < MR; ++i) {
-    for (int v = 0; v < NV; ++v) {
-      acc[i][v] = accumulate ? load16(c + i * ldc + v * kLanes) : v16{};
-      if (bias) acc[i][v] += bias[i];
+    for (int u = 0; u < U; ++u) {
+      acc[i][u] = accumulate ? loadn(c + i * ldc + u * kNativeLanes) : vn{};
+      if (bias) acc[i][u] += bias[i];
     }
   }
   for (int64_t p = 0; p < k; ++p) {
-    v16 bv[NV];
+    vn bv[U];
     const float* bp = b.row(p);
-    for (int v = 0; v < NV; ++v) bv[v] = load16(bp + v * kLanes);
+    for (int u = 0; u < U; ++u) bv[u] = loadn(bp + u * kNativeLanes);
     const float* ap = a.data + p * a.col_stride;
     for (int i = 0; i < MR; ++i) {
       const float x = ap[i * a.row_stride];
-      for (int v = 0; v < NV; ++v) acc[i][v] += x * bv[v];
+      for (int u = 0; u < U; ++u) acc[i][u] += x * bv[u];
     }
   }
   for (int i = 0; i < MR; ++i) {
-    for (int v = 0; v < NV; ++v) store16(c + i * ldc + v * kLanes, acc[i][v]);
+    for (int u = 0; u < U; ++u) storen(c + i * ldc + u * kNativeLanes, acc[i][u]);
   }
 }
 
@@ -58,4 +62,4 @@ inline void nn_tile_rows(int rows, int64_t k, StridedMatrix a, RowMatrix b, floa
   }
 }
 
-}  // namespace lockstep::nn::cpu
+}  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA

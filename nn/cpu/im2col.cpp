@@ -13,7 +13,7 @@
 #include "nn/cpu/scratch.h"
 #include "nn/cpu/simd.h"
 
-namespace lockstep::nn::cpu {
+namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA {
 namespace {
 
 struct Padded {
@@ -161,4 +161,4 @@ void col2im(const Conv2dGeometry& g, const float* col, int64_t ld, int64_t count
   }
 }
 
-}  // namespace lockstep::nn::cpu
+}  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA

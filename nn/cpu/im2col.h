@@ -9,11 +9,13 @@
 // can sit side by side in one wider matrix (ld >= P*Q).
 #pragma once
 
+#include "nn/cpu/isa_namespace.h"
+
 #include <cstdint>
 
 #include "nn/backend.h"
 
-namespace lockstep::nn::cpu {
+namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA {
 
 // x: (count, C, H, W) -> col: (C*R*S, count*P*Q) with row stride ld, sample
 // i's P*Q columns at column i*P*Q (ld >= count*P*Q).
@@ -23,4 +25,4 @@ void im2col(const Conv2dGeometry& g, const float* x, int64_t count, float* col, 
 // column entry that reads each pixel (the adjoint of im2col).
 void col2im(const Conv2dGeometry& g, const float* col, int64_t ld, int64_t count, float* dx);
 
-}  // namespace lockstep::nn::cpu
+}  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA

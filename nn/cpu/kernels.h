@@ -3,12 +3,14 @@
 // forwards to these; see nn/backend.h for shapes and semantics.
 #pragma once
 
+#include "nn/cpu/isa_namespace.h"
+
 #include <cstdint>
 
 #include "nn/backend.h"
 #include "nn/cpu/thread_pool.h"
 
-namespace lockstep::nn::cpu {
+namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA {
 
 // conv.cpp
 void conv2d_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x, const float* w,
@@ -17,6 +19,17 @@ void conv2d_backward_data(ThreadPool& pool, const Conv2dGeometry& g, const float
                           const float* dy, float* dx);
 void conv2d_backward_filter(ThreadPool& pool, const Conv2dGeometry& g, const float* x,
                             const float* dy, float* dw, float* db);
+
+// conv_bf16.cpp: the same ops with the inputs of every product rounded to
+// bf16 (gemm_bf16.h); dot: on vdpbf16ps.
+void conv2d_forward_bf16(ThreadPool& pool, const Conv2dGeometry& g, const float* x, const float* w,
+                         const float* b, float* y, bool dot);
+void conv2d_backward_data_bf16(ThreadPool& pool, const Conv2dGeometry& g, const float* w,
+                               const float* dy, float* dx, bool dot);
+void conv2d_backward_filter_bf16(ThreadPool& pool, const Conv2dGeometry& g, const float* x,
+                                 const float* dy, float* dw, float* db, bool dot);
+void gemm_bf16_op(ThreadPool& pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
+                  float alpha, const float* a, const float* b, float beta, float* c, bool dot);
 
 // pool.cpp
 void maxpool2d_forward(ThreadPool& pool, const Pool2dGeometry& g, const float* x, float* y);
@@ -56,4 +69,4 @@ void sgd_update(ThreadPool& pool, int64_t n, const SgdParams& p, float* w, const
 void adam_update(ThreadPool& pool, int64_t n, const AdamParams& p, float* w, const float* grad,
                  float* m, float* v);
 
-}  // namespace lockstep::nn::cpu
+}  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA

@@ -4,7 +4,7 @@
 
 #include "nn/cpu/kernels.h"
 
-namespace lockstep::nn::cpu {
+namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA {
 namespace {
 
 constexpr int64_t kElementGrain = int64_t{1} << 15;
@@ -69,4 +69,4 @@ void adam_update(ThreadPool& pool, int64_t n, const AdamParams& p, float* w, con
   });
 }
 
-}  // namespace lockstep::nn::cpu
+}  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA

@@ -12,7 +12,7 @@
 #include "nn/cpu/scratch.h"
 #include "nn/cpu/simd.h"
 
-namespace lockstep::nn::cpu {
+namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA {
 namespace {
 
 constexpr int kMr = kPackedTileRows;   // rows of the register tile
@@ -46,14 +46,15 @@ int64_t even_block(int64_t total, int64_t cap, int64_t unit) {
 template <int R>
 void micro_tile(int64_t kc, const float* ap, const float* bp, float* c, int64_t ldc,
                 bool accumulate, const float* next_c, int64_t next_rows) {
-  v16 acc[R][kNv];
+  constexpr int U = kNr / kNativeLanes;  // registers per row of the tile
+  vn acc[R][U];
   if (accumulate) {
     for (int i = 0; i < R; ++i) {
-      for (int v = 0; v < kNv; ++v) acc[i][v] = load16(c + i * ldc + v * kLanes);
+      for (int u = 0; u < U; ++u) acc[i][u] = loadn(c + i * ldc + u * kNativeLanes);
     }
   } else {
     for (int i = 0; i < R; ++i) {
-      for (int v = 0; v < kNv; ++v) acc[i][v] = v16{};
+      for (int u = 0; u < U; ++u) acc[i][u] = vn{};
     }
   }
   const int64_t prefetch_rows = next_c != nullptr ? next_rows : 0;
@@ -63,15 +64,15 @@ void micro_tile(int64_t kc, const float* ap, const float* bp, float* c, int64_t 
       for (int v = 0; v < kNv; ++v) __builtin_prefetch(row + v * kLanes, 0, 2);
       __builtin_prefetch(row + kNr - 1, 0, 2);
     }
-    v16 bv[kNv];
-    for (int v = 0; v < kNv; ++v) bv[v] = load16(bp + p * kNr + v * kLanes);
+    vn bv[U];
+    for (int u = 0; u < U; ++u) bv[u] = loadn(bp + p * kNr + u * kNativeLanes);
     for (int i = 0; i < R; ++i) {
       const float x = ap[p * kMr + i];
-      for (int v = 0; v < kNv; ++v) acc[i][v] += x * bv[v];
+      for (int u = 0; u < U; ++u) acc[i][u] += x * bv[u];
     }
   }
   for (int i = 0; i < R; ++i) {
-    for (int v = 0; v < kNv; ++v) store16(c + i * ldc + v * kLanes, acc[i][v]);
+    for (int u = 0; u < U; ++u) storen(c + i * ldc + u * kNativeLanes, acc[i][u]);
   }
 }
 
@@ -255,4 +256,4 @@ void packed_gemm(int64_t m, int64_t n, int64_t k, StridedMatrix a, StridedMatrix
   packed_gemm_prepacked(m, n, k, a_packed, b, c, ldc, accumulate);
 }
 
-}  // namespace lockstep::nn::cpu
+}  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA

@@ -17,12 +17,16 @@
 
 #include "nn/cpu/small_gemm.h"
 
-namespace lockstep::nn::cpu {
+namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA {
 
 // The register tile: blocks of C whose rows (columns) are multiples of these
 // waste no work on padding.
 inline constexpr int kPackedTileRows = 6;
-inline constexpr int kPackedTileCols = 64;
+#if defined(__AVX512F__)
+inline constexpr int kPackedTileCols = 64;  // 6 x 4 of the 32 AVX-512 registers
+#else
+inline constexpr int kPackedTileCols = 16;  // 6 x 2 of the 16 AVX registers
+#endif
 // Depth of the packed blocks: products whose inner dimension is a multiple
 // of this have no short block (each block costs a pass over C).
 inline constexpr int64_t kPackedDepth = 256;
@@ -38,4 +42,4 @@ void pack_a(int64_t m, int64_t k, StridedMatrix a, float* dst);
 void packed_gemm_prepacked(int64_t m, int64_t n, int64_t k, const float* a_packed, StridedMatrix b,
                            float* c, int64_t ldc, bool accumulate);
 
-}  // namespace lockstep::nn::cpu
+}  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA

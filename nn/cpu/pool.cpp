@@ -8,8 +8,9 @@
 
 #include "nn/cpu/kernels.h"
 #include "nn/cpu/pool_2x2.h"
+#include "nn/cpu/simd.h"
 
-namespace lockstep::nn::cpu {
+namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA {
 namespace {
 
 constexpr float kLowest = -std::numeric_limits<float>::infinity();
@@ -52,12 +53,19 @@ void backward_plane(const Pool2dGeometry& g, const float* x, const float* dy, fl
   }
 }
 
+// The vectorised 2x2 kernels deinterleave pairs of 16-float vectors, which
+// GCC lowers element by element when a v16 spans two AVX registers: the
+// avx2 build takes the window loops.
+bool vector_2x2(const Pool2dGeometry& g) {
+  return kWideRegisters && g.kernel == 2 && g.stride == 2;
+}
+
 }  // namespace
 
 // x: (N, C, H, W) -> y: (N, C, P, Q)
 void maxpool2d_forward(ThreadPool& pool, const Pool2dGeometry& g, const float* x, float* y) {
   const int64_t hw = g.in_h * g.in_w, pq = g.out_h() * g.out_w();
-  const bool two = g.kernel == 2 && g.stride == 2;
+  const bool two = vector_2x2(g);
   pool.parallel_for(g.batch * g.channels, plane_grain(g), [&](int64_t i0, int64_t i1, int) {
     if (two) return maxpool2x2_forward(g, x, y, i0, i1);
     for (int64_t i = i0; i < i1; ++i) forward_plane(g, x + i * hw, y + i * pq);
@@ -68,11 +76,11 @@ void maxpool2d_forward(ThreadPool& pool, const Pool2dGeometry& g, const float* x
 void maxpool2d_backward(ThreadPool& pool, const Pool2dGeometry& g, const float* x, const float* dy,
                         float* dx) {
   const int64_t hw = g.in_h * g.in_w, pq = g.out_h() * g.out_w();
-  const bool two = g.kernel == 2 && g.stride == 2;
+  const bool two = vector_2x2(g);
   pool.parallel_for(g.batch * g.channels, plane_grain(g), [&](int64_t i0, int64_t i1, int) {
     if (two) return maxpool2x2_backward(g, x, dy, dx, i0, i1);
     for (int64_t i = i0; i < i1; ++i) backward_plane(g, x + i * hw, dy + i * pq, dx + i * hw);
   });
 }
 
-}  // namespace lockstep::nn::cpu
+}  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA

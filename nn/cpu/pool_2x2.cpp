@@ -15,7 +15,7 @@
 #include "nn/cpu/scratch.h"
 #include "nn/cpu/simd.h"
 
-namespace lockstep::nn::cpu {
+namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA {
 namespace {
 
 using v16i = int32_t __attribute__((vector_size(64)));
@@ -153,4 +153,4 @@ void maxpool2x2_backward(const Pool2dGeometry& g, const float* x, const float* d
   }
 }
 
-}  // namespace lockstep::nn::cpu
+}  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA

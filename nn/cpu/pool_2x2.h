@@ -3,11 +3,13 @@
 // first element v of a window (row-major) with v > max or v NaN wins.
 #pragma once
 
+#include "nn/cpu/isa_namespace.h"
+
 #include <cstdint>
 
 #include "nn/backend.h"
 
-namespace lockstep::nn::cpu {
+namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA {
 
 // Planes [first, last) of x: (N*C, H, W) -> y: (N*C, P, Q)
 void maxpool2x2_forward(const Pool2dGeometry& g, const float* x, float* y, int64_t first,
@@ -16,4 +18,4 @@ void maxpool2x2_forward(const Pool2dGeometry& g, const float* x, float* y, int64
 void maxpool2x2_backward(const Pool2dGeometry& g, const float* x, const float* dy, float* dx,
                          int64_t first, int64_t last);
 
-}  // namespace lockstep::nn::cpu
+}  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA

@@ -1,12 +1,16 @@
 // Sixteen-float vectors from the GCC/Clang vector extensions: one AVX-512
-// register under -march=native, split by the compiler on narrower targets, so
-// the kernels have a single code path. Loads and stores are unaligned.
+// register in the avx512 build, two AVX registers in the avx2 build (split
+// by the compiler), so the kernels have a single code path; kWideRegisters
+// tells the kernels how many such vectors the register file holds (32 or
+// 8), for the size of their register tiles. Loads and stores are unaligned.
 #pragma once
+
+#include "nn/cpu/isa_namespace.h"
 
 #include <cstdint>
 #include <cstring>
 
-namespace lockstep::nn::cpu {
+namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA {
 
 using v16 = float __attribute__((vector_size(64)));
 inline constexpr int kLanes = 16;
@@ -19,11 +23,31 @@ inline v16 load16(const float* p) {
 inline void store16(float* p, v16 v) {
   std::memcpy(p, &v, sizeof v);
 }
+using v8 = float __attribute__((vector_size(32)));
+
 inline v16 splat16(float x) {
   return v16{} + x;
 }
 
-using v8 = float __attribute__((vector_size(32)));
+// One register: vn of kNativeLanes floats, for register tiles (GCC spills
+// and builds operands through the stack when a v16 spans two registers).
+#if defined(__AVX512F__)
+inline constexpr bool kWideRegisters = true;
+using vn = v16;
+#else
+inline constexpr bool kWideRegisters = false;
+using vn = v8;
+#endif
+inline constexpr int kNativeLanes = sizeof(vn) / sizeof(float);
+
+inline vn loadn(const float* p) {
+  vn v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void storen(float* p, vn v) {
+  std::memcpy(p, &v, sizeof v);
+}
 
 inline v8 load8(const float* p) {
   v8 v;
@@ -88,6 +112,16 @@ inline v16 fold_singles(v16 a, v16 b) {
 // Horizontal sums of 16 vectors at once: lane j of the result is the sum of
 // the 16 lanes of a[j] (15 folds instead of 16 separate reductions).
 inline v16 transpose_sum16(const v16 (&a)[16]) {
+  if constexpr (!kWideRegisters) {  // the same additions, one vector at a time
+    v16 out;
+    for (int j = 0; j < 16; ++j) {
+      float h[8], q[4];
+      for (int l = 0; l < 8; ++l) h[l] = a[j][l] + a[j][l + 8];
+      for (int l = 0; l < 4; ++l) q[l] = h[l] + h[l + 4];
+      out[j] = (q[0] + q[2]) + (q[1] + q[3]);
+    }
+    return out;
+  }
   v16 h[8], q[4], p[2];
   for (int i = 0; i < 8; ++i) h[i] = fold_halves(a[2 * i], a[2 * i + 1]);
   for (int i = 0; i < 4; ++i) q[i] = fold_quarters(h[2 * i], h[2 * i + 1]);
@@ -165,4 +199,4 @@ inline float sum_floats(const float* x, int64_t n) {
   return sum;
 }
 
-}  // namespace lockstep::nn::cpu
+}  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA

@@ -1,12 +1,13 @@
 #include "nn/cpu/small_gemm.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "nn/cpu/gemm_tile.h"
 #include "nn/cpu/scratch.h"
 #include "nn/cpu/simd.h"
 
-namespace lockstep::nn::cpu {
+namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA {
 namespace {
 
 // Calls tile(first_row, rows) over m rows cut into ceil(m / max_rows) tiles
@@ -59,7 +60,8 @@ void nn_tail(int64_t m, int64_t k, int64_t r, StridedMatrix a, RowMatrix b, floa
 template <int MR, int NR>
 void nt_tile(const float* a, int64_t lda, RowMatrix b, const Segments& seg, float* c, int64_t ldc) {
   static_assert(MR * NR <= kLanes, "one reduction vector per tile");
-  v16 acc[kLanes] = {};
+  constexpr int U = kLanes / kNativeLanes;  // registers per 16 floats
+  vn acc[MR * NR][U] = {};
   float tail[MR * NR] = {};
   const int64_t body = seg.len / kLanes * kLanes;
   for (int64_t s = 0; s < seg.count; ++s) {
@@ -67,11 +69,13 @@ void nt_tile(const float* a, int64_t lda, RowMatrix b, const Segments& seg, floa
     const float* bs[NR];
     for (int j = 0; j < NR; ++j) bs[j] = b.row(j) + s * seg.b_stride;
     for (int64_t p = 0; p < body; p += kLanes) {
-      v16 av[MR], bv[NR];
-      for (int i = 0; i < MR; ++i) av[i] = load16(as + i * lda + p);
-      for (int j = 0; j < NR; ++j) bv[j] = load16(bs[j] + p);
-      for (int i = 0; i < MR; ++i) {
-        for (int j = 0; j < NR; ++j) acc[i * NR + j] += av[i] * bv[j];
+      for (int u = 0; u < U; ++u) {
+        vn av[MR], bv[NR];
+        for (int i = 0; i < MR; ++i) av[i] = loadn(as + i * lda + p + u * kNativeLanes);
+        for (int j = 0; j < NR; ++j) bv[j] = loadn(bs[j] + p + u * kNativeLanes);
+        for (int i = 0; i < MR; ++i) {
+          for (int j = 0; j < NR; ++j) acc[i * NR + j][u] += av[i] * bv[j];
+        }
       }
     }
     for (int64_t p = body; p < seg.len; ++p) {
@@ -80,14 +84,18 @@ void nt_tile(const float* a, int64_t lda, RowMatrix b, const Segments& seg, floa
       }
     }
   }
+  v16 whole[kLanes] = {};  // lane l of whole[t]: the partial sum of lane l
+  for (int t = 0; t < MR * NR; ++t) std::memcpy(&whole[t], acc[t], sizeof whole[t]);
   float sums[kLanes];  // through memory: cheaper than 16 lane extractions
-  store16(sums, transpose_sum16(acc));
+  store16(sums, transpose_sum16(whole));
   for (int i = 0; i < MR; ++i) {
     for (int j = 0; j < NR; ++j) c[i * ldc + j] += sums[i * NR + j] + tail[i * NR + j];
   }
 }
 
-constexpr int kDotTile = 4;
+// Rows and columns of the dot-product tiles: 4 x 4 accumulators on AVX-512,
+// 2 x 2 on AVX (whose 16 registers hold 8 vectors).
+constexpr int kDotTile = kWideRegisters ? 4 : 2;
 
 template <int NR>
 void nt_rows(int64_t m, const float* a, int64_t lda, RowMatrix b, const Segments& seg, float* c,
@@ -140,8 +148,8 @@ void gemm_nn(int64_t m, int64_t n, int64_t k, StridedMatrix a, RowMatrix b, floa
     return;
   }
   int64_t j = 0;
-  for (; j + 4 * kLanes <= n; j += 4 * kLanes) {
-    nn_block<4>(m, k, a, b.shifted(j), c + j, ldc, bias, accumulate);
+  for (; j + kMaxTileVectors * kLanes <= n; j += kMaxTileVectors * kLanes) {
+    nn_block<kMaxTileVectors>(m, k, a, b.shifted(j), c + j, ldc, bias, accumulate);
   }
   switch ((n - j) / kLanes) {
     case 3:
@@ -182,4 +190,4 @@ void gemm_nt_acc(int64_t m, int64_t n, const float* a, int64_t lda, RowMatrix b,
   });
 }
 
-}  // namespace lockstep::nn::cpu
+}  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA

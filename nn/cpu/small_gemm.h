@@ -7,9 +7,11 @@
 // cache. Callers parallelise, over samples or blocks of C.
 #pragma once
 
+#include "nn/cpu/isa_namespace.h"
+
 #include <cstdint>
 
-namespace lockstep::nn::cpu {
+namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA {
 
 // A matrix read element by element: (i, j) is at data[i * row_stride + j * col_stride].
 struct StridedMatrix {
@@ -54,4 +56,4 @@ struct Segments {
 void gemm_nt_acc(int64_t m, int64_t n, const float* a, int64_t lda, RowMatrix b,
                  const Segments& seg, float* c, int64_t ldc);
 
-}  // namespace lockstep::nn::cpu
+}  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA

@@ -7,7 +7,7 @@
 #include "nn/cpu/kernels.h"
 #include "nn/error.h"
 
-namespace lockstep::nn::cpu {
+namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA {
 namespace {
 
 constexpr int64_t kElementGrain = int64_t{1} << 15;
@@ -108,4 +108,4 @@ LossStats softmax_cross_entropy(ThreadPool& pool, int64_t rows, int64_t cols, co
   return stats;
 }
 
-}  // namespace lockstep::nn::cpu
+}  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA

@@ -1,4 +1,5 @@
 #include "support/gradient_check.h"
+#include "support/cpu_backend.h"
 
 #include <gtest/gtest.h>
 
@@ -54,7 +55,7 @@ void check_tensor(nn::Backend& backend, nn::Layer& layer, const nn::Tensor& x, n
 
 void check_layer_gradients(nn::Layer& layer, nn::Tensor& x, const nn::ForwardContext& ctx,
                            const GradCheckOptions& o) {
-  auto backend = nn::make_cpu_backend(1);
+  auto backend = testing::test_cpu_backend(1);
   nn::Tensor y(layer.output_shape(x.shape()));
   nn::Tensor r(y.shape());
   fill_random(r, o.seed + 7);

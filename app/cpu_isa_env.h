@@ -1,0 +1,24 @@
+// LOCKSTEP_CPU_ISA=avx2|avx512: an upper bound on the instruction set of the
+// CPU kernels, for tests and comparisons (unset: the widest the CPU has).
+// Read here, in app/, and passed down in nn::CpuBackendOptions.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "nn/backend.h"
+
+namespace lockstep::app {
+
+// The cap from the environment; throws InputError naming the variable when
+// its value is not an instruction set.
+std::optional<nn::CpuIsa> cpu_isa_cap_from_environment();
+
+// CPU backend options for `threads` threads under that cap.
+nn::CpuBackendOptions cpu_backend_options(int threads,
+                                          nn::Precision precision = nn::Precision::kFp32);
+
+// One line for `lockstep info`: the kernels in use, what the CPU has, the cap.
+std::string cpu_isa_description();
+
+}  // namespace lockstep::app

@@ -1,0 +1,38 @@
+// CPUID through the compiler's __builtin_cpu_supports, which also checks
+// that the OS saves the AVX-512 register state (XGETBV).
+#include "nn/cpu_isa.h"
+
+#include "nn/error.h"
+
+namespace lockstep::nn {
+
+std::string to_string(CpuIsa isa) {
+  return isa == CpuIsa::kAvx512 ? "avx512" : "avx2";
+}
+
+CpuIsa parse_cpu_isa(const std::string& name, const std::string& what) {
+  if (name == "avx2") return CpuIsa::kAvx2;
+  if (name == "avx512") return CpuIsa::kAvx512;
+  fail_input(what, " = \"", name, "\" is not an instruction set lockstep has kernels for ",
+             "(avx2 or avx512)");
+}
+
+CpuIsa detect_cpu_isa() {
+  __builtin_cpu_init();
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  return avx512 ? CpuIsa::kAvx512 : CpuIsa::kAvx2;
+}
+
+CpuIsa choose_cpu_isa(std::optional<CpuIsa> cap) {
+  const CpuIsa best = detect_cpu_isa();
+  if (cap && static_cast<int>(*cap) < static_cast<int>(best)) return *cap;
+  return best;
+}
+
+bool cpu_has_avx512_bf16() {
+  __builtin_cpu_init();
+  return detect_cpu_isa() == CpuIsa::kAvx512 && __builtin_cpu_supports("avx512bf16");
+}
+
+}  // namespace lockstep::nn
