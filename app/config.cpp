@@ -63,7 +63,8 @@
   X(keep_checkpoints)            \
   X(resume)                      \
   X(timeline)                    \
-  X(progress)
+  X(progress)                    \
+  X(sync_batchnorm)
 
 namespace lockstep::app {
 namespace {
@@ -150,7 +151,9 @@ void add_train_options(CLI::App& cmd, TrainConfig& c) {
   add(cmd, "augment", c.augment, "auto | on | off: random crop (4 px) and flip of training images");
   add_bool(cmd, "drop_last", c.drop_last, "sampler drops the tail instead of padding shards");
 
-  add(cmd, "model", c.model, "mnist_net | alexnet_cifar | custom");
+  add(cmd, "model", c.model,
+      "mnist_net | alexnet_cifar | resnet20 | resnet32 | resnet44 | resnet56 | resnet110 | "
+      "resnet18_cifar | custom");
   add(cmd, "layers", c.layers, "custom model: list of layers, e.g. \"conv2d out=10 kernel=5\"");
   add(cmd, "loss", c.loss, "auto | nll | cross_entropy");
 
@@ -195,6 +198,12 @@ void add_train_options(CLI::App& cmd, TrainConfig& c) {
       "warn when a collective waits longer than this (s)");
   add(cmd, "stall_abort_s", c.stall_abort_s,
       "abort the job when a collective waits longer than this (s, 0: never)");
+
+  // BatchNorm across ranks (issue 14)
+  add_bool(cmd, "sync_batchnorm", c.sync_batchnorm,
+           "BatchNorm statistics over the global batch (one allreduce per layer in forward and "
+           "in backward); off: per-rank statistics, running statistics averaged over ranks "
+           "before evaluation and checkpoints");
 
   add(cmd, "device", c.device, "cpu | cuda | auto (cuda when a GPU is visible)");
   add_bool(cmd, "deterministic", c.deterministic,

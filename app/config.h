@@ -38,7 +38,8 @@ struct TrainConfig {
   bool drop_last = false;                 // sampler drops the tail instead of padding
 
   // --- model
-  std::string model = "mnist_net";  // mnist_net | alexnet_cifar | custom
+  std::string model =
+      "mnist_net";  // mnist_net | alexnet_cifar | resnet20..110 | resnet18_cifar | custom
   std::vector<std::string> layers;  // custom: layer list ("conv2d out=10 kernel=5", ...)
   std::string loss = "auto";        // auto | nll | cross_entropy
 
@@ -85,6 +86,9 @@ struct TrainConfig {
   std::string resume;             // "" | auto | path of a checkpoint
   std::string timeline;           // Chrome-trace JSON file ("" : off)
   std::string progress = "auto";  // auto (live line on a terminal) | plain | none
+
+  // --- BatchNorm across ranks (issue 14)
+  bool sync_batchnorm = false;  // BatchNorm statistics over the global batch (SyncBatchNorm)
 };
 
 // Registers every TrainConfig field on cmd as --key and --key-with-dashes.

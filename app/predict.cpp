@@ -34,11 +34,15 @@ T meta_value(const nlohmann::json& meta, const char* key, const std::string& pat
   }
 }
 
-// The checkpoint's parameters only (optimizer state is not needed).
+// The checkpoint's parameters and buffers only (optimizer state is not
+// needed).
 Checkpoint weights_of(const Checkpoint& ckpt, const nn::Model& model) {
   Checkpoint weights;
   for (const nn::Parameter* p : model.parameters()) {
     if (const CheckpointEntry* e = ckpt.find(p->name)) weights.entries.push_back(*e);
+  }
+  for (const nn::Buffer* b : model.buffers()) {
+    if (const CheckpointEntry* e = ckpt.find(b->name)) weights.entries.push_back(*e);
   }
   return weights;
 }
@@ -76,6 +80,7 @@ Predictor::Predictor(const std::string& checkpoint, int64_t threads)
   model_->reset_parameters(config.seed, backend_->device());
   std::vector<NamedTensor> targets;
   for (nn::Parameter* p : model_->parameters()) targets.emplace_back(p->name, &p->value);
+  for (nn::Buffer* b : model_->buffers()) targets.emplace_back(b->name, &b->value);
   restore_tensors(weights_of(ckpt, *model_), checkpoint, targets);
 }
 

@@ -10,9 +10,11 @@
 #include "app/checkpoint.h"
 #include "app/data_setup.h"
 #include "app/device.h"
+#include "app/model_buffers.h"
 #include "data/batch_loader.h"
 #include "data/catalog.h"
 #include "data/sampler.h"
+#include "distributed/batch_stats_reducer.h"
 #include "distributed/fingerprint.h"
 #include "nn/error.h"
 #include "nn/model_zoo.h"
@@ -143,6 +145,10 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
   // Every rank starts from rank 0's weights and optimizer state: never from
   // independently initialised ones.
   dopt_->broadcast_parameters(0);
+  broadcast_buffers(comm_, *model_, 0);
+  if (config_.sync_batchnorm) {
+    batch_stats_ = std::make_unique<distributed::CommBatchStatsReducer>(comm_, timeline_.get());
+  }
   banner();
 }
 
@@ -247,7 +253,8 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
       nn::ForwardContext ctx{.training = true,
                              .seed = config_.seed,
                              .epoch = static_cast<uint64_t>(epoch),
-                             .sample_ids = batch.sample_ids.data()};
+                             .sample_ids = batch.sample_ids.data(),
+                             .batch_stats = batch_stats_.get()};
       {
         distributed::TimelineSpan span(timeline_.get(), "forward", "compute");
         model_->forward(*backend_, stager_->images(batch), ctx);
@@ -266,6 +273,8 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
                       totals.count * comm_.size() / seconds_since(train_start));
   }
   const double train_seconds = seconds_since(train_start);
+  // Per-rank BatchNorm statistics: evaluation and checkpoints use their mean.
+  if (!config_.sync_batchnorm) average_running_statistics(comm_, *model_);
   comm_.set_stall_label("epoch " + std::to_string(r.epoch) + " training metrics");
   totals.reduce(comm_);
   const auto stats = dopt_->stats();
@@ -324,6 +333,7 @@ EvalResult Trainer::evaluate() {
 std::vector<std::pair<std::string, nn::Tensor*>> Trainer::state_tensors() {
   std::vector<std::pair<std::string, nn::Tensor*>> out;
   for (nn::Parameter* p : model_->parameters()) out.emplace_back(p->name, &p->value);
+  for (nn::Buffer* b : model_->buffers()) out.emplace_back(b->name, &b->value);
   for (const nn::StateTensor& s : optimizer_->state()) out.emplace_back(s.name, s.tensor);
   return out;
 }

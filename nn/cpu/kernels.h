@@ -23,6 +23,29 @@ void maxpool2d_forward(ThreadPool& pool, const Pool2dGeometry& g, const float* x
 void maxpool2d_backward(ThreadPool& pool, const Pool2dGeometry& g, const float* x, const float* dy,
                         float* dx);
 
+// avg_pool.cpp
+void avgpool2d_forward(ThreadPool& pool, const Pool2dGeometry& g, const float* x, float* y);
+void avgpool2d_backward(ThreadPool& pool, const Pool2dGeometry& g, const float* dy, float* dx);
+void row_mean_forward(ThreadPool& pool, int64_t rows, int64_t cols, const float* x, float* y);
+void row_mean_backward(ThreadPool& pool, int64_t rows, int64_t cols, const float* dy, float* dx);
+void channel_pad_forward(ThreadPool& pool, const ChannelPadGeometry& g, const float* x, float* y);
+void channel_pad_backward(ThreadPool& pool, const ChannelPadGeometry& g, const float* dy,
+                          float* dx);
+
+// add.cpp
+void add_forward(ThreadPool& pool, int64_t n, const float* a, const float* b, bool relu, float* y);
+
+// batchnorm.cpp
+void batchnorm_stats(ThreadPool& pool, const BatchNormGeometry& g, const float* x, double* sum,
+                     double* sumsq);
+void batchnorm_apply(ThreadPool& pool, const BatchNormGeometry& g, const float* x,
+                     const float* coef, bool relu, float* y);
+void batchnorm_backward_sums(ThreadPool& pool, const BatchNormGeometry& g, const float* x,
+                             const float* y, const float* dy, const float* coef, double* sum_dy,
+                             double* sum_dy_xhat);
+void batchnorm_backward_apply(ThreadPool& pool, const BatchNormGeometry& g, const float* x,
+                              const float* y, const float* dy, const float* coef, float* dx);
+
 // elementwise.cpp
 void relu_forward(ThreadPool& pool, int64_t n, const float* x, float* y);
 void relu_backward(ThreadPool& pool, int64_t n, const float* y, const float* dy, float* dx);

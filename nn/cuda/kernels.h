@@ -7,7 +7,9 @@
 //   cuDNN:        conv.cpp (convolutions), cudnn_ops.cpp (max-pool forward,
 //                 ReLU, log-softmax)
 //   cuBLAS:       dense.cu (gemm)
-//   own kernels:  pool.cu (max-pool backward), elementwise.cu, dense.cu (row
+//   own kernels:  pool.cu (max-pool backward), avg_pool.cu (average pooling,
+//                 row means, padding shortcut, residual add), batchnorm.cu,
+//                 elementwise.cu, dense.cu (row
 //                 bias, column sums), softmax_loss.cu, optimizers.cu
 #pragma once
 
@@ -37,6 +39,28 @@ void log_softmax_backward(DeviceContext& ctx, int64_t rows, int64_t cols, const 
 // pool.cu
 void maxpool2d_backward(DeviceContext& ctx, const Pool2dGeometry& g, const float* x,
                         const float* dy, float* dx);
+
+// avg_pool.cu
+void avgpool2d_forward(DeviceContext& ctx, const Pool2dGeometry& g, const float* x, float* y);
+void avgpool2d_backward(DeviceContext& ctx, const Pool2dGeometry& g, const float* dy, float* dx);
+void row_mean_forward(DeviceContext& ctx, int64_t rows, int64_t cols, const float* x, float* y);
+void row_mean_backward(DeviceContext& ctx, int64_t rows, int64_t cols, const float* dy, float* dx);
+void channel_pad_forward(DeviceContext& ctx, const ChannelPadGeometry& g, const float* x, float* y);
+void channel_pad_backward(DeviceContext& ctx, const ChannelPadGeometry& g, const float* dy,
+                          float* dx);
+void add_forward(DeviceContext& ctx, int64_t n, const float* a, const float* b, bool relu,
+                 float* y);
+
+// batchnorm.cu
+void batchnorm_stats(DeviceContext& ctx, const BatchNormGeometry& g, const float* x, double* sum,
+                     double* sumsq);
+void batchnorm_apply(DeviceContext& ctx, const BatchNormGeometry& g, const float* x,
+                     const float* coef, bool relu, float* y);
+void batchnorm_backward_sums(DeviceContext& ctx, const BatchNormGeometry& g, const float* x,
+                             const float* y, const float* dy, const float* coef, double* sum_dy,
+                             double* sum_dy_xhat);
+void batchnorm_backward_apply(DeviceContext& ctx, const BatchNormGeometry& g, const float* x,
+                              const float* y, const float* dy, const float* coef, float* dx);
 
 // elementwise.cu
 void dropout_forward(DeviceContext& ctx, const DropoutGeometry& g, const int64_t* sample_ids,
