@@ -118,13 +118,16 @@ std::string Model::summary() const {
     layer->summarize(shape, 0, rows);
     shape = layer->output_shape(shape);
   }
-  size_t name_width = 13;
-  for (const SummaryRow& r : rows) name_width = std::max(name_width, 2 * r.depth + r.name.size());
+  size_t name_width = 13, what_width = 28;
+  for (const SummaryRow& r : rows) {
+    name_width = std::max(name_width, 2 * r.depth + r.name.size());
+    what_width = std::max(what_width, r.what.size() + 1);
+  }
   for (const SummaryRow& r : rows) {
     Shape per_sample(r.output.begin() + 1, r.output.end());
     out << "  " << std::string(2 * r.depth, ' ') << std::left
-        << std::setw(static_cast<int>(name_width - 2 * r.depth)) << r.name << " " << std::setw(30)
-        << r.what << std::setw(18) << shape_string(per_sample) << r.parameters << "\n";
+        << std::setw(static_cast<int>(name_width - 2 * r.depth)) << r.name << " "
+        << std::setw(static_cast<int>(what_width)) << r.what << std::setw(18) << shape_string(per_sample) << r.parameters << "\n";
   }
   out << "  parameters: " << parameter_count();
   return out.str();
