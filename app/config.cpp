@@ -64,7 +64,10 @@
   X(resume)                      \
   X(timeline)                    \
   X(progress)                    \
-  X(sync_batchnorm)
+  X(sync_batchnorm)              \
+  X(label_smoothing)             \
+  X(grad_clip_norm)              \
+  X(weight_decay_bn_bias)
 
 namespace lockstep::app {
 namespace {
@@ -159,7 +162,7 @@ void add_train_options(CLI::App& cmd, TrainConfig& c) {
 
   add(cmd, "batch_size", c.batch_size, "samples per rank per step");
   add(cmd, "test_batch_size", c.test_batch_size, "samples per rank per evaluation batch");
-  add(cmd, "optimizer", c.optimizer, "sgd | adam");
+  add(cmd, "optimizer", c.optimizer, "sgd | adam | adamw (decoupled weight decay)");
   add(cmd, "lr", c.lr, "single-worker learning rate (scaled by lr_scaling)");
   add(cmd, "momentum", c.momentum, "sgd momentum");
   add(cmd, "dampening", c.dampening, "sgd dampening");
@@ -199,11 +202,18 @@ void add_train_options(CLI::App& cmd, TrainConfig& c) {
   add(cmd, "stall_abort_s", c.stall_abort_s,
       "abort the job when a collective waits longer than this (s, 0: never)");
 
-  // BatchNorm across ranks (issue 14)
+  // Modern CNN recipe (issue 14)
   add_bool(cmd, "sync_batchnorm", c.sync_batchnorm,
            "BatchNorm statistics over the global batch (one allreduce per layer in forward and "
            "in backward); off: per-rank statistics, running statistics averaged over ranks "
            "before evaluation and checkpoints");
+  add(cmd, "label_smoothing", c.label_smoothing,
+      "cross_entropy label smoothing e in [0, 1): target (1 - e) onehot + e / classes");
+  add(cmd, "grad_clip_norm", c.grad_clip_norm,
+      "clip the averaged gradients to this global L2 norm, identically on every rank (0: off)");
+  add_bool(cmd, "weight_decay_bn_bias", c.weight_decay_bn_bias,
+           "apply weight_decay to BatchNorm weights and biases too (false: only to weights of "
+           "2 or more dimensions)");
 
   add(cmd, "device", c.device, "cpu | cuda | auto (cuda when a GPU is visible)");
   add_bool(cmd, "deterministic", c.deterministic,
@@ -296,7 +306,11 @@ void validate(const TrainConfig& c) {
     fail_input("config key image_channels must be 0, 1 or 3, got ", c.image_channels);
   }
   one_of("augment", c.augment, {"auto", "on", "off"});
-  one_of("optimizer", c.optimizer, {"sgd", "adam"});
+  one_of("optimizer", c.optimizer, {"sgd", "adam", "adamw"});
+  non_negative("grad_clip_norm", c.grad_clip_norm);
+  if (!(c.label_smoothing >= 0 && c.label_smoothing < 1)) {
+    fail_input("config key label_smoothing must be in [0, 1), got ", c.label_smoothing);
+  }
   one_of("lr_schedule", c.lr_schedule, {"constant", "step", "cosine"});
   one_of("lr_scaling", c.lr_scaling, {"linear", "sqrt", "none"});
   one_of("reduce_op", c.reduce_op, {"average", "sum"});

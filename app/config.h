@@ -46,7 +46,7 @@ struct TrainConfig {
   // --- optimisation
   int64_t batch_size = 64;         // samples per rank per step
   int64_t test_batch_size = 1000;  // samples per rank per evaluation batch
-  std::string optimizer = "sgd";   // sgd | adam
+  std::string optimizer = "sgd";   // sgd | adam | adamw
   double lr = 0.01;                // single-worker learning rate
   double momentum = 0.5;           // sgd momentum
   double dampening = 0.0;          // sgd dampening
@@ -87,8 +87,11 @@ struct TrainConfig {
   std::string timeline;           // Chrome-trace JSON file ("" : off)
   std::string progress = "auto";  // auto (live line on a terminal) | plain | none
 
-  // --- BatchNorm across ranks (issue 14)
-  bool sync_batchnorm = false;  // BatchNorm statistics over the global batch (SyncBatchNorm)
+  // --- modern CNN recipe (issue 14): BatchNorm across ranks, loss, clipping, decay
+  bool sync_batchnorm = false;       // BatchNorm statistics over the global batch (SyncBatchNorm)
+  double label_smoothing = 0.0;      // cross_entropy target (1 - e) onehot + e / classes, [0, 1)
+  double grad_clip_norm = 0.0;       // clip averaged gradients to this global L2 norm (0: off)
+  bool weight_decay_bn_bias = true;  // false: no weight decay on BatchNorm and bias parameters
 };
 
 // Registers every TrainConfig field on cmd as --key and --key-with-dashes.

@@ -38,6 +38,7 @@ distributed::DistributedOptimizerConfig dopt_config(const TrainConfig& c) {
   d.compression = distributed::parse_compression(c.compression);
   d.backward_passes_per_step = static_cast<int>(c.backward_passes_per_step);
   d.overlap = c.overlap;
+  d.grad_clip_norm = c.grad_clip_norm;
   return d;
 }
 
@@ -52,6 +53,7 @@ nn::OptimizerConfig optimizer_config(const TrainConfig& c) {
   o.beta2 = c.adam_beta2;
   o.eps = static_cast<float>(c.adam_eps);
   o.weight_decay = static_cast<float>(c.weight_decay);
+  o.decay_bn_and_bias = c.weight_decay_bn_bias;
   return o;
 }
 
@@ -122,6 +124,7 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
       nn::build_model(config_.model, config_.layers, {train_.channels, train_.height, train_.width},
                       train_.num_classes, config_.loss);
   model_->reset_parameters(config_.seed, backend_->device());
+  model_->set_label_smoothing(static_cast<float>(config_.label_smoothing));
   optimizer_ =
       nn::make_optimizer(optimizer_config(config_), model_->parameters(), backend_->device());
   schedule_ = std::make_unique<nn::LrSchedule>(schedule_config(config_), comm_.size());

@@ -199,10 +199,13 @@ class Backend {
   virtual LossStats nll_loss(int64_t rows, int64_t cols, const float* logp, const int32_t* labels,
                              float grad_scale, float* dlogp) = 0;
   // Softmax cross-entropy on raw logits, fused (numerically stable); dlogits
-  // as above.
+  // as above. label_smoothing e in [0, 1) (PyTorch's CrossEntropyLoss): the
+  // target is (1 - e) onehot + e / cols, so loss_i = logsumexp(x_i) -
+  // (1 - e) x[i, label_i] - e mean_j x[i, j], and dlogits = grad_scale *
+  // (softmax(x) - (1 - e) onehot - e / cols).
   virtual LossStats softmax_cross_entropy(int64_t rows, int64_t cols, const float* logits,
-                                          const int32_t* labels, float grad_scale,
-                                          float* dlogits) = 0;
+                                          const int32_t* labels, float grad_scale, float* dlogits,
+                                          float label_smoothing) = 0;
 
   // --- element-wise updates --------------------------------------------------
   // PyTorch torch.optim.SGD semantics; velocity is the momentum buffer.

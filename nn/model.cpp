@@ -79,6 +79,15 @@ const Tensor& Model::forward(Backend& backend, const Tensor& x, const ForwardCon
   return activations_.back();
 }
 
+void Model::set_label_smoothing(float e) {
+  if (!(e >= 0.0f && e < 1.0f)) fail_input("label_smoothing must be in [0, 1), got ", e);
+  if (e > 0.0f && loss_ == LossKind::kNll) {
+    fail_input("label_smoothing needs the cross_entropy loss; model ", name_,
+               " uses nll (it ends in log_softmax)");
+  }
+  label_smoothing_ = e;
+}
+
 LossStats Model::loss(Backend& backend, const int32_t* labels, float grad_scale, bool want_grad) {
   const Tensor& out = activations_.back();
   if (want_grad) grad_a_.resize(out.shape());
@@ -86,8 +95,8 @@ LossStats Model::loss(Backend& backend, const int32_t* labels, float grad_scale,
   if (loss_ == LossKind::kNll) {
     return backend.nll_loss(out.dim(0), out.dim(1), out.data(), labels, grad_scale, grad);
   }
-  return backend.softmax_cross_entropy(out.dim(0), out.dim(1), out.data(), labels, grad_scale,
-                                       grad);
+  return backend.softmax_cross_entropy(out.dim(0), out.dim(1), out.data(), labels, grad_scale, grad,
+                                       label_smoothing_);
 }
 
 void Model::backward(Backend& backend, const std::function<void(size_t)>& on_grad_ready) {
@@ -127,7 +136,8 @@ std::string Model::summary() const {
     Shape per_sample(r.output.begin() + 1, r.output.end());
     out << "  " << std::string(2 * r.depth, ' ') << std::left
         << std::setw(static_cast<int>(name_width - 2 * r.depth)) << r.name << " "
-        << std::setw(static_cast<int>(what_width)) << r.what << std::setw(18) << shape_string(per_sample) << r.parameters << "\n";
+        << std::setw(static_cast<int>(what_width)) << r.what << std::setw(18)
+        << shape_string(per_sample) << r.parameters << "\n";
   }
   out << "  parameters: " << parameter_count();
   return out.str();

@@ -49,6 +49,9 @@ class Model {
   // Loss of the last forward against labels (device int32). When want_grad,
   // also prepares d(grad_scale * loss_sum)/d(output) for backward().
   LossStats loss(Backend& backend, const int32_t* labels, float grad_scale, bool want_grad);
+  // Label smoothing of the cross-entropy loss (PyTorch's label_smoothing),
+  // in [0, 1); InputError for a model whose loss is nll.
+  void set_label_smoothing(float e);
   // Backward from the gradient loss() prepared. on_grad_ready(i) is called
   // with the index (into parameters()) of each gradient once it is final,
   // last layer first.
@@ -63,6 +66,7 @@ class Model {
   Shape input_shape_;
   std::vector<std::unique_ptr<Layer>> layers_;
   LossKind loss_;
+  float label_smoothing_ = 0.0f;
   std::vector<Parameter*> params_;
   std::vector<Buffer*> buffers_;
   std::unordered_map<const Parameter*, size_t> param_index_;  // into params_

@@ -145,9 +145,10 @@ class CpuBackend final : public Backend {
     return cpu::nll_loss(pool_, rows, cols, logp, labels, grad_scale, dlogp);
   }
   LossStats softmax_cross_entropy(int64_t rows, int64_t cols, const float* logits,
-                                  const int32_t* labels, float grad_scale,
-                                  float* dlogits) override {
-    return cpu::softmax_cross_entropy(pool_, rows, cols, logits, labels, grad_scale, dlogits);
+                                  const int32_t* labels, float grad_scale, float* dlogits,
+                                  float label_smoothing) override {
+    return cpu::softmax_cross_entropy(pool_, rows, cols, logits, labels, grad_scale, dlogits,
+                                      label_smoothing);
   }
 
   void sgd_update(int64_t n, const SgdParams& p, float* w, const float* grad,

@@ -71,7 +71,8 @@ void log_softmax_backward(ThreadPool& pool, int64_t rows, int64_t cols, const fl
 LossStats nll_loss(ThreadPool& pool, int64_t rows, int64_t cols, const float* logp,
                    const int32_t* labels, float grad_scale, float* dlogp);
 LossStats softmax_cross_entropy(ThreadPool& pool, int64_t rows, int64_t cols, const float* logits,
-                                const int32_t* labels, float grad_scale, float* dlogits);
+                                const int32_t* labels, float grad_scale, float* dlogits,
+                                float label_smoothing);
 
 // optimizers.cpp
 void sgd_update(ThreadPool& pool, int64_t n, const SgdParams& p, float* w, const float* grad,

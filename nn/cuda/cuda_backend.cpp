@@ -168,10 +168,11 @@ class CudaBackend final : public Backend {
     return cuda::nll_loss(ctx_, rows, cols, logp, labels, grad_scale, dlogp);
   }
   LossStats softmax_cross_entropy(int64_t rows, int64_t cols, const float* logits,
-                                  const int32_t* labels, float grad_scale,
-                                  float* dlogits) override {
+                                  const int32_t* labels, float grad_scale, float* dlogits,
+                                  float label_smoothing) override {
     ctx_.activate();
-    return cuda::softmax_cross_entropy(ctx_, rows, cols, logits, labels, grad_scale, dlogits);
+    return cuda::softmax_cross_entropy(ctx_, rows, cols, logits, labels, grad_scale, dlogits,
+                                       label_smoothing);
   }
 
   void sgd_update(int64_t n, const SgdParams& p, float* w, const float* grad,

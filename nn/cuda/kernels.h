@@ -82,7 +82,8 @@ void sum_rows(DeviceContext& ctx, int64_t rows, int64_t cols, const float* dy, f
 LossStats nll_loss(DeviceContext& ctx, int64_t rows, int64_t cols, const float* logp,
                    const int32_t* labels, float grad_scale, float* dlogp);
 LossStats softmax_cross_entropy(DeviceContext& ctx, int64_t rows, int64_t cols, const float* logits,
-                                const int32_t* labels, float grad_scale, float* dlogits);
+                                const int32_t* labels, float grad_scale, float* dlogits,
+                                float label_smoothing);
 
 // optimizers.cu
 void sgd_update(DeviceContext& ctx, int64_t n, const SgdParams& p, float* w, const float* grad,

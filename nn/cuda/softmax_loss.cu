@@ -38,7 +38,9 @@ __global__ void nll_rows_kernel(int64_t rows, int64_t cols, const float* logp,
                                 const int32_t* labels, float* picked, int32_t* top) {
   CUDA_KERNEL_LOOP(i, rows) {
     const float* row = logp + i * cols;
-    picked[i] = row[labels[i]];
+    float mean = 0.0f;
+    for (int64_t j = 0; e != 0.0f && j < cols; ++j) mean += row[j];
+    picked[i] = (1.0f - e) * row[labels[i]] + e * mean / static_cast<float>(cols);
     top[i] = static_cast<int32_t>(argmax(row, cols));
   }
 }
@@ -52,11 +54,11 @@ __global__ void nll_grad_kernel(int64_t rows, int64_t cols, const int32_t* label
 }
 
 // logits, dlogits: (rows, cols); labels: (rows) -> lse[i], picked[i] =
-// logits[i, label_i], top[i]; dlogits (may be null) = grad_scale *
-// (softmax(x) - onehot(label))
+// (1 - e) logits[i, label_i] + e mean_j logits[i, j], top[i]; dlogits (may
+// be null) = grad_scale * (softmax(x) - (1 - e) onehot(label) - e / cols)
 __global__ void cross_entropy_rows_kernel(int64_t rows, int64_t cols, const float* logits,
-                                          const int32_t* labels, float grad_scale, float* lse,
-                                          float* picked, int32_t* top, float* dlogits) {
+                                          const int32_t* labels, float grad_scale, float e,
+                                          float* lse, float* picked, int32_t* top, float* dlogits) {
   CUDA_KERNEL_LOOP(i, rows) {
     const float* row = logits + i * cols;
     const float l = log_sum_exp(row, cols);
@@ -66,8 +68,8 @@ __global__ void cross_entropy_rows_kernel(int64_t rows, int64_t cols, const floa
     if (dlogits != nullptr) {
       float* d = dlogits + i * cols;
       for (int64_t j = 0; j < cols; ++j) {
-        const float onehot = j == labels[i] ? 1.0f : 0.0f;
-        d[j] = grad_scale * (expf(row[j] - l) - onehot);
+        const float target = (j == labels[i] ? 1.0f - e : 0.0f) + e / static_cast<float>(cols);
+        d[j] = grad_scale * (expf(row[j] - l) - target);
       }
     }
   }
@@ -119,9 +121,10 @@ LossStats nll_loss(DeviceContext& ctx, int64_t rows, int64_t cols, const float* 
 }
 
 // logits, dlogits: (rows, cols); labels: (rows, device).
-// loss_i = logsumexp(x_i) - x[i, label_i]
+// loss_i = logsumexp(x_i) - picked_i (see cross_entropy_rows_kernel)
 LossStats softmax_cross_entropy(DeviceContext& ctx, int64_t rows, int64_t cols, const float* logits,
-                                const int32_t* labels, float grad_scale, float* dlogits) {
+                                const int32_t* labels, float grad_scale, float* dlogits,
+                                float label_smoothing) {
   const std::vector<int32_t> host_labels =
       checked_labels(ctx, "softmax_cross_entropy", rows, cols, labels);
   LossStats stats;
@@ -130,8 +133,8 @@ LossStats softmax_cross_entropy(DeviceContext& ctx, int64_t rows, int64_t cols, 
   float* lse = ctx.scratch(Scratch::kRowValues).reserve_for<float>(rows);
   float* picked = ctx.scratch(Scratch::kRowValues2).reserve_for<float>(rows);
   int32_t* top = ctx.scratch(Scratch::kRowIndices).reserve_for<int32_t>(rows);
-  launch(cross_entropy_rows_kernel, rows, ctx.stream(), rows, cols, logits, labels, grad_scale, lse,
-         picked, top, dlogits);
+  launch(cross_entropy_rows_kernel, rows, ctx.stream(), rows, cols, logits, labels, grad_scale,
+         label_smoothing, lse, picked, top, dlogits);
   const std::vector<float> host_lse = to_host(ctx, lse, rows);
   const std::vector<float> host_picked = to_host(ctx, picked, rows);
   const std::vector<int32_t> host_top = to_host(ctx, top, rows);
