@@ -4,6 +4,8 @@
 # noisy; only ratios from the same run are meaningful).
 #
 #   bench/compare_pytorch.sh [seconds-per-case]        throughput table
+#                                                      ($MODELS: which, default
+#                                                      mnist_net alexnet_cifar resnet20)
 #   bench/compare_pytorch.sh --reference-run [epochs]  32-epoch Fashion-MNIST
 #                                                      run, wall time and peak RSS
 # Needs a built lockstep (scripts/build.sh) and a Python with torch
@@ -33,9 +35,10 @@ fi
 
 seconds=${1:-3}
 printf '%-14s %6s %8s %14s %14s %8s\n' model batch threads lockstep_img/s pytorch_img/s ratio
-for model in mnist_net alexnet_cifar; do
-  batch=64
-  [ "$model" = alexnet_cifar ] && batch=128
+models=${MODELS:-mnist_net alexnet_cifar resnet20}
+for model in $models; do
+  batch=128
+  [ "$model" = mnist_net ] && batch=64
   for threads in 1 2; do
     ours=$("$lockstep" bench --model "$model" --threads "$threads" --batch "$batch" \
       --seconds "$seconds" | sed -n 's/.*"images_per_second": \([0-9.]*\).*/\1/p')

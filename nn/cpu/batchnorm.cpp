@@ -7,43 +7,60 @@
 #include <cstring>
 
 #include "nn/cpu/kernels.h"
+#include "nn/cpu/simd.h"
 
 namespace lockstep::nn::cpu {
 namespace {
 
-constexpr int kLanes = 8;
+constexpr int kAcc = 8;  // float accumulators per plane
 
 // sum and sum of squares of x[0..n), in 8 float lanes.
 void plane_sums(const float* x, int64_t n, double& sum, double& sumsq) {
-  float s[kLanes] = {}, q[kLanes] = {};
+  float s[kAcc] = {}, q[kAcc] = {};
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int l = 0; l < kLanes; ++l) {
+  for (; i + kAcc <= n; i += kAcc) {
+    for (int l = 0; l < kAcc; ++l) {
       s[l] += x[i + l];
       q[l] += x[i + l] * x[i + l];
     }
   }
   for (; i < n; ++i) s[0] += x[i], q[0] += x[i] * x[i];
-  for (int l = 0; l < kLanes; ++l) sum += s[l], sumsq += q[l];
+  for (int l = 0; l < kAcc; ++l) sum += s[l], sumsq += q[l];
 }
 
-// sum(g') and sum(g' * x) of x[0..n) where g' = dy, or dy * (y > 0) with y.
-void plane_grad_sums(const float* x, const float* y, const float* dy, int64_t n, double& sum_g,
-                     double& sum_gx) {
-  float s[kLanes] = {}, q[kLanes] = {};
+// sum(dy) and sum(dy * x) of x[0..n), in 8 float lanes.
+void plane_grad_sums(const float* x, const float* dy, int64_t n, double& sum_g, double& sum_gx) {
+  float s[kAcc] = {}, q[kAcc] = {};
   int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int l = 0; l < kLanes; ++l) {
-      const float g = y == nullptr || y[i + l] > 0.0f ? dy[i + l] : 0.0f;
-      s[l] += g;
-      q[l] += g * x[i + l];
+  for (; i + kAcc <= n; i += kAcc) {
+    for (int l = 0; l < kAcc; ++l) {
+      s[l] += dy[i + l];
+      q[l] += dy[i + l] * x[i + l];
     }
   }
-  for (; i < n; ++i) {
-    const float g = y == nullptr || y[i] > 0.0f ? dy[i] : 0.0f;
-    s[0] += g, q[0] += g * x[i];
+  for (; i < n; ++i) s[0] += dy[i], q[0] += dy[i] * x[i];
+  for (int l = 0; l < kAcc; ++l) sum_g += s[l], sum_gx += q[l];
+}
+
+// As above with g' = dy * (y > 0) (a fused ReLU): 16-float vectors with a
+// select, which GCC does not make of the scalar loop.
+void plane_grad_sums_relu(const float* x, const float* y, const float* dy, int64_t n, double& sum_g,
+                          double& sum_gx) {
+  v16 s{}, q{};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    const v16 g = load16(y + i) > 0.0f ? load16(dy + i) : v16{};
+    s += g;
+    q += g * load16(x + i);
   }
-  for (int l = 0; l < kLanes; ++l) sum_g += s[l], sum_gx += q[l];
+  float ts = 0.0f, tq = 0.0f;
+  for (; i < n; ++i) {
+    const float g = y[i] > 0.0f ? dy[i] : 0.0f;
+    ts += g, tq += g * x[i];
+  }
+  for (int l = 0; l < kLanes; ++l) ts += s[l], tq += q[l];
+  sum_g += ts;
+  sum_gx += tq;
 }
 
 void plane_apply(const float* x, float scale, float shift, int64_t n, float* y) {
@@ -65,7 +82,8 @@ void plane_backward(const float* x, const float* y, const float* dy, float k, fl
     return;
   }
   for (int64_t i = 0; i < n; ++i) {
-    const float g = y[i] > 0.0f ? dy[i] : 0.0f;
+    const float d = dy[i];
+    const float g = y[i] > 0.0f ? d : 0.0f;
     dx[i] = g * k + x[i] * u + w;
   }
 }
@@ -113,7 +131,11 @@ void batchnorm_backward_sums(ThreadPool& pool, const BatchNormGeometry& g, const
       double sg = 0.0, sgx = 0.0;
       for (int64_t n = 0; n < g.batch; ++n) {
         const int64_t at = n * CS + c * S;
-        plane_grad_sums(x + at, y == nullptr ? nullptr : y + at, dy + at, S, sg, sgx);
+        if (y == nullptr) {
+          plane_grad_sums(x + at, dy + at, S, sg, sgx);
+        } else {
+          plane_grad_sums_relu(x + at, y + at, dy + at, S, sg, sgx);
+        }
       }
       sum_dy[c] = sg;
       // sum g' (x - mean) invstd
