@@ -38,9 +38,7 @@ __global__ void nll_rows_kernel(int64_t rows, int64_t cols, const float* logp,
                                 const int32_t* labels, float* picked, int32_t* top) {
   CUDA_KERNEL_LOOP(i, rows) {
     const float* row = logp + i * cols;
-    float mean = 0.0f;
-    for (int64_t j = 0; e != 0.0f && j < cols; ++j) mean += row[j];
-    picked[i] = (1.0f - e) * row[labels[i]] + e * mean / static_cast<float>(cols);
+    picked[i] = row[labels[i]];
     top[i] = static_cast<int32_t>(argmax(row, cols));
   }
 }
@@ -63,7 +61,9 @@ __global__ void cross_entropy_rows_kernel(int64_t rows, int64_t cols, const floa
     const float* row = logits + i * cols;
     const float l = log_sum_exp(row, cols);
     lse[i] = l;
-    picked[i] = row[labels[i]];
+    float mean = 0.0f;
+    for (int64_t j = 0; e != 0.0f && j < cols; ++j) mean += row[j];
+    picked[i] = (1.0f - e) * row[labels[i]] + e * mean / static_cast<float>(cols);
     top[i] = static_cast<int32_t>(argmax(row, cols));
     if (dlogits != nullptr) {
       float* d = dlogits + i * cols;
