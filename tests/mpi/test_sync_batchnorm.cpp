@@ -3,7 +3,8 @@
 // CommBatchStatsReducer, end with the weights and running statistics of one
 // process trained on the whole global batch, including a last step whose
 // batch does not divide evenly over the ranks. Also: per-rank running
-// statistics averaged across ranks (app/model_buffers.h).
+// statistics averaged across ranks (app/model_buffers.h). The statistics'
+// collectives overlap the gradient thread's bucket reductions.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -74,7 +75,10 @@ TEST(SyncBatchNorm, NRanksAtBatchBMatchOneProcessAtBatchNB) {
   auto reference_sgd = nn::make_optimizer(sgd, reference->parameters(), Device::kCpu);
   auto replica = bn_model(3 + 100 * static_cast<uint64_t>(rank));
   auto inner = nn::make_optimizer(sgd, replica->parameters(), Device::kCpu);
-  DistributedOptimizer dopt(*comm, *backend, replica->parameters(), *inner, {});
+  // One bucket per parameter, reduced on the gradient thread while backward
+  // runs: SyncBatchNorm's backward collectives overlap the bucket reductions.
+  DistributedOptimizer dopt(*comm, *backend, replica->parameters(), *inner,
+                            {.bucket_cap_mb = 0.0, .overlap = true});
   dopt.broadcast_parameters(0);
   app::broadcast_buffers(*comm, *replica, 0);
   CommBatchStatsReducer reducer(*comm, nullptr);
