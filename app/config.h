@@ -1,11 +1,15 @@
-// The training configuration: one struct, every field with a default and a
-// documented unit, settable from a TOML file (flat keys, the option names
-// with '_') and overridable on the command line (--key or --key-with-dashes).
-// Unknown keys and wrong-typed values are errors that name the file and key.
+// The training configuration: one struct, every field with a default, read
+// from a TOML file (flat keys) and overridden on the command line (--key or
+// --key-with-dashes). Every key is described once, in the schema table of
+// app/config_schema.cpp: type, default (the initialiser below), unit, help,
+// range or allowed values, the subcommands that use it and whether it enters
+// the start-up fingerprint. Flags, validation, `lockstep options`,
+// configs/README.md, checkpoint JSON and the fingerprint all come from it.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -94,26 +98,54 @@ struct TrainConfig {
   bool weight_decay_bn_bias = true;  // false: no weight decay on BatchNorm and bias parameters
 };
 
-// Registers every TrainConfig field on cmd as --key and --key-with-dashes.
-void add_train_options(CLI::App& cmd, TrainConfig& config);
+// Most compute or decoding threads a rank may ask for (`threads` and the
+// --threads of other subcommands); 0 always means "as many as cores".
+inline constexpr int kMaxThreads = 1024;
 
-// Applies a TOML file's flat key = value entries to the options of cmd that
-// were not given on the command line. Throws InputError naming the file and
-// the key for an unknown key (with a suggestion) or a value of the wrong type.
-void apply_config_file(CLI::App& cmd, const std::string& path);
+// The subcommands that read config keys (a key lists those that use it).
+enum Command : unsigned { kTrain = 1u, kDataShow = 2u, kEvaluate = 4u };
 
-// Checks ranges and combinations; throws InputError naming the key.
+// Declares on cmd one flag per key that `command` uses (--key, and
+// --key-with-dashes for keys with '_'); train and data show also get
+// --config FILE. Flags are only declared: read_config() applies them.
+void add_config_options(CLI::App& cmd, Command command);
+
+// The config of a parsed command: defaults, then the --config file (if the
+// command has one and it was given), then the flags given on the command
+// line; then validate(). Throws InputError naming the file and line or the
+// flag and key at fault.
+TrainConfig read_config(const CLI::App& cmd, Command command);
+
+// Overrides the keys of `command` given as flags on cmd (no validation).
+void apply_command_line(const CLI::App& cmd, Command command, TrainConfig& config);
+
+// Applies a TOML file's top-level `key = value` entries for the keys that
+// `command` uses (other known keys are accepted and ignored). Throws
+// InputError naming the file and line for a syntax error, a duplicate or
+// unknown key (with a suggestion), a section, or a value of the wrong type.
+void apply_config_file(const std::string& path, Command command, TrainConfig& config);
+// The same for the text of such a file; path is only used in messages.
+void apply_config_text(std::string_view text, const std::string& path, Command command,
+                       TrainConfig& config);
+
+// Checks every key's range or allowed values, then combinations of keys;
+// throws InputError naming the key.
 void validate(const TrainConfig& config);
 
+// Every key but config_file, as stored in checkpoints.
 nlohmann::json to_json(const TrainConfig& config);
 // The inverse of to_json, for configs stored in checkpoints; missing keys
-// keep their defaults. Throws InputError naming source on malformed values.
+// keep their defaults, unknown ones are ignored. Throws InputError naming
+// source on malformed values.
 TrainConfig train_config_from_json(const nlohmann::json& j, const std::string& source);
 
-// (key, value) pairs every rank must agree on, for the start-up fingerprint.
+// ("config.KEY", JSON value) of every key marked for the start-up
+// fingerprint, by key name.
 std::vector<std::pair<std::string, std::string>> fingerprint_items(const TrainConfig& config);
 
-// Markdown table of every option: key, default, meaning (for configs/README.md).
-std::string options_markdown(CLI::App& cmd);
+// Markdown table of every key (key, type, default, allowed, meaning, used by)
+// and a line naming the keys that may differ between ranks; for `lockstep
+// options` and configs/README.md.
+std::string options_markdown();
 
 }  // namespace lockstep::app

@@ -125,8 +125,7 @@ data::Image contact_sheet(const data::Dataset& d, const SheetOptions& o) {
 }
 
 void add_show_options(CLI::App& cmd, ShowArgs& args) {
-  cmd.add_option("--config", args.config.config_file, "TOML experiment file (as for train)");
-  add_train_options(cmd, args.config);
+  add_config_options(cmd, kDataShow);
   cmd.add_option("--out", args.out, "PNG file to write")->capture_default_str();
   cmd.add_option("--per-class,--per_class", args.per_class, "samples per class (columns)")
       ->capture_default_str();
@@ -148,7 +147,8 @@ void add_export_options(CLI::App& cmd, ExportArgs& args) {
       ->required();
   cmd.add_option("--limit", args.limit, "at most N images per class and split (0: all)")
       ->capture_default_str();
-  cmd.add_option("--threads", args.threads, "encoding threads (0: every core)");
+  cmd.add_option("--threads", args.threads, "encoding threads (0: every core)")
+      ->check(CLI::Range(0, kMaxThreads));
 }
 
 int run_data_show(const ShowArgs& args) {

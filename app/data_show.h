@@ -33,7 +33,7 @@ namespace lockstep::app {
 inline constexpr int64_t kSheetGap = 2;  // pixels between cells and rows
 
 struct ShowArgs {
-  TrainConfig config;                 // dataset, data_dir, folder keys, normalize_*, augment, seed
+  TrainConfig config;  // the keys of `data show` (read_config(cmd, kDataShow) after parsing)
   std::string out = "data_show.png";  // PNG file written
   int64_t per_class = 8;              // samples shown per class (columns)
   std::string split = "train";        // train (augmented as in training) | test
@@ -68,6 +68,7 @@ struct ExportArgs {
   int64_t threads = 0;   // encoding threads (0: every core)
 };
 
+// The config keys of data show (and --config) plus the flags of ShowArgs.
 void add_show_options(CLI::App& cmd, ShowArgs& args);
 void add_export_options(CLI::App& cmd, ExportArgs& args);
 // Each prints one line saying what it wrote.

@@ -12,6 +12,7 @@
 #include "app/checkpoint.h"
 #include "app/config.h"
 #include "app/data_setup.h"
+#include "app/evaluation.h"
 #include "data/image_io.h"
 #include "data/parallel_for.h"
 #include "nn/error.h"
@@ -32,19 +33,6 @@ T meta_value(const nlohmann::json& meta, const char* key, const std::string& pat
     fail_input(path, ": checkpoint metadata has no valid \"", key,
                "\" (written by another program or an older lockstep?)");
   }
-}
-
-// The checkpoint's parameters and buffers only (optimizer state is not
-// needed).
-Checkpoint weights_of(const Checkpoint& ckpt, const nn::Model& model) {
-  Checkpoint weights;
-  for (const nn::Parameter* p : model.parameters()) {
-    if (const CheckpointEntry* e = ckpt.find(p->name)) weights.entries.push_back(*e);
-  }
-  for (const nn::Buffer* b : model.buffers()) {
-    if (const CheckpointEntry* e = ckpt.find(b->name)) weights.entries.push_back(*e);
-  }
-  return weights;
 }
 
 std::string csv_field(const std::string& s) {
@@ -78,10 +66,7 @@ Predictor::Predictor(const std::string& checkpoint, int64_t threads)
   model_ = nn::build_model(config.model, config.layers, shape,
                            static_cast<int64_t>(class_names_.size()), config.loss);
   model_->reset_parameters(config.seed, backend_->device());
-  std::vector<NamedTensor> targets;
-  for (nn::Parameter* p : model_->parameters()) targets.emplace_back(p->name, &p->value);
-  for (nn::Buffer* b : model_->buffers()) targets.emplace_back(b->name, &b->value);
-  restore_tensors(weights_of(ckpt, *model_), checkpoint, targets);
+  load_weights(ckpt, checkpoint, *model_);
 }
 
 Predictor::~Predictor() = default;
@@ -165,7 +150,8 @@ void add_predict_options(CLI::App& cmd, PredictArgs& args) {
       ->required();
   cmd.add_option("--top-k,--top_k", args.top_k, "classes shown per image")->capture_default_str();
   cmd.add_option("--csv", args.csv, "also write path,top1,prob1,... to this CSV file");
-  cmd.add_option("--threads", args.threads, "compute and decoding threads (0: every core)");
+  cmd.add_option("--threads", args.threads, "compute and decoding threads (0: every core)")
+      ->check(CLI::Range(0, kMaxThreads));
 }
 
 int run_predict(const PredictArgs& args) {

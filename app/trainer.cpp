@@ -5,12 +5,12 @@
 #include <cmath>
 #include <filesystem>
 #include <sstream>
-#include <thread>
 
 #include "app/checkpoint.h"
 #include "app/data_setup.h"
 #include "app/device.h"
 #include "app/model_buffers.h"
+#include "app/train_settings.h"
 #include "data/batch_loader.h"
 #include "data/catalog.h"
 #include "data/sampler.h"
@@ -28,73 +28,7 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-distributed::DistributedOptimizerConfig dopt_config(const TrainConfig& c) {
-  distributed::DistributedOptimizerConfig d;
-  d.op = c.reduce_op == "sum" ? distributed::ReduceOp::kSum : distributed::ReduceOp::kAverage;
-  d.gradient_predivide_factor = c.gradient_predivide_factor;
-  d.first_bucket_mb = c.first_bucket_mb;
-  d.bucket_cap_mb = c.bucket_cap_mb;
-  d.allreduce_chunk_mb = c.allreduce_chunk_mb;
-  d.compression = distributed::parse_compression(c.compression);
-  d.backward_passes_per_step = static_cast<int>(c.backward_passes_per_step);
-  d.overlap = c.overlap;
-  d.grad_clip_norm = c.grad_clip_norm;
-  return d;
-}
-
-nn::OptimizerConfig optimizer_config(const TrainConfig& c) {
-  nn::OptimizerConfig o;
-  o.kind = c.optimizer;
-  o.momentum = static_cast<float>(c.momentum);
-  o.dampening = static_cast<float>(c.dampening);
-  o.nesterov = c.nesterov;
-  o.momentum_correction = c.momentum_correction;
-  o.beta1 = c.adam_beta1;
-  o.beta2 = c.adam_beta2;
-  o.eps = static_cast<float>(c.adam_eps);
-  o.weight_decay = static_cast<float>(c.weight_decay);
-  o.decay_bn_and_bias = c.weight_decay_bn_bias;
-  return o;
-}
-
-nn::LrScheduleConfig schedule_config(const TrainConfig& c) {
-  nn::LrScheduleConfig s;
-  s.lr = c.lr;
-  s.schedule = c.lr_schedule;
-  s.milestones = c.lr_milestones;
-  s.gamma = c.lr_gamma;
-  s.epochs = c.epochs;
-  s.min_lr = c.lr_min;
-  s.scaling = c.lr_scaling;
-  s.warmup_epochs = c.warmup_epochs;
-  return s;
-}
-
-// Sums of a pass over data, reduced across ranks as sums and counts so the
-// means are exact whatever the shard sizes.
-struct Totals {
-  double loss = 0.0, correct = 0.0, count = 0.0;
-  void add(const nn::LossStats& s) {
-    loss += s.loss_sum;
-    correct += static_cast<double>(s.correct);
-    count += static_cast<double>(s.count);
-  }
-  void reduce(distributed::Communicator& comm) {
-    double v[3] = {loss, correct, count};
-    comm.allreduce(std::span<double>(v, 3), distributed::ReduceOp::kSum);
-    loss = v[0];
-    correct = v[1];
-    count = v[2];
-  }
-};
-
 }  // namespace
-
-int compute_threads(const TrainConfig& config, const distributed::Communicator& comm) {
-  if (config.threads > 0) return static_cast<int>(config.threads);
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, cores / std::max(1, comm.local_size()));
-}
 
 Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
     : config_(std::move(config)), comm_(comm) {
@@ -218,16 +152,7 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   const int64_t k = config_.backward_passes_per_step;
   const int64_t batches = sampler.steps(config_.batch_size);
   const int64_t steps = (batches + k - 1) / k;
-  // Every rank must take the same number of steps; the sampler guarantees
-  // it, and one small collective checks it rather than trusting it.
-  comm_.set_stall_label("epoch " + std::to_string(r.epoch) + " step-count check");
-  int64_t range[2] = {batches, -batches};
-  comm_.allreduce(std::span<int64_t>(range, 2), distributed::ReduceOp::kMax);
-  if (range[0] != batches || -range[1] != batches) {
-    throw DistributedError(detail::concat("ranks disagree on batches in epoch ", r.epoch, ": rank ",
-                                          comm_.rank(), " has ", batches, ", others up to ",
-                                          range[0]));
-  }
+  check_batch_count(r.epoch, batches);
   if (steps == 0) fail_input("epoch ", r.epoch, ": no batch (batch_size too large?)");
 
   data::BatchLoaderOptions lo;
@@ -240,38 +165,11 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   data::Batch batch;
   Totals totals;
   dopt_->reset_stats();
-  double data_seconds = 0.0, lr = 0.0;
+  double data_seconds = 0.0;
   const auto train_start = Clock::now();
   for (int64_t step = 0; step < steps; ++step) {
-    lr = schedule_->at(epoch, step, steps);
-    const int64_t passes = std::min(k, batches - step * k);
-    if (passes != k) dopt_->set_step_passes(static_cast<int>(passes));
-    for (int64_t pass = 0; pass < passes; ++pass) {
-      const auto wait_start = Clock::now();
-      {
-        distributed::TimelineSpan span(timeline_.get(), "data wait", "data");
-        if (!loader.next(batch)) throw Error("loader ended before the epoch's last step");
-      }
-      data_seconds += seconds_since(wait_start);
-      nn::ForwardContext ctx{.training = true,
-                             .seed = config_.seed,
-                             .epoch = static_cast<uint64_t>(epoch),
-                             .sample_ids = batch.sample_ids.data(),
-                             .batch_stats = batch_stats_.get()};
-      {
-        distributed::TimelineSpan span(timeline_.get(), "forward", "compute");
-        model_->forward(*backend_, stager_->images(batch), ctx);
-        totals.add(model_->loss(*backend_, stager_->labels(batch),
-                                1.0f / static_cast<float>(passes * batch.size()), true));
-      }
-      distributed::TimelineSpan span(timeline_.get(), "backward", "compute");
-      model_->backward(*backend_, dopt_->grad_ready_callback());
-    }
-    {
-      distributed::TimelineSpan span(timeline_.get(), "optimizer step", "compute");
-      dopt_->step(static_cast<float>(lr));
-    }
-    ++global_step_;
+    r.lr = schedule_->at(epoch, step, steps);
+    train_step(loader, batch, epoch, std::min(k, batches - step * k), r.lr, totals, data_seconds);
     report_->progress(r.epoch, config_.epochs, step, steps, totals.loss / totals.count,
                       totals.count * comm_.size() / seconds_since(train_start));
   }
@@ -281,7 +179,6 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   comm_.set_stall_label("epoch " + std::to_string(r.epoch) + " training metrics");
   totals.reduce(comm_);
   const auto stats = dopt_->stats();
-  r.lr = lr;
   r.train_loss = totals.loss / totals.count;
   r.train_accuracy = totals.correct / totals.count;
   r.train_samples = static_cast<int64_t>(totals.count);
@@ -289,7 +186,56 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   r.data_seconds = data_seconds;
   r.comm_wait_seconds = stats.exposed_seconds;
   r.compute_seconds = train_seconds - data_seconds - stats.exposed_seconds;
+  finish_epoch(r);
+  r.seconds = seconds_since(epoch_start);
+  return r;
+}
 
+// Every rank must take the same number of steps; the sampler guarantees it,
+// and one small collective checks it rather than trusting it.
+void Trainer::check_batch_count(int64_t epoch_number, int64_t batches) {
+  comm_.set_stall_label("epoch " + std::to_string(epoch_number) + " step-count check");
+  int64_t range[2] = {batches, -batches};
+  comm_.allreduce(std::span<int64_t>(range, 2), distributed::ReduceOp::kMax);
+  if (range[0] != batches || -range[1] != batches) {
+    throw DistributedError(detail::concat("ranks disagree on batches in epoch ", epoch_number,
+                                          ": rank ", comm_.rank(), " has ", batches,
+                                          ", others up to ", range[0]));
+  }
+}
+
+void Trainer::train_step(data::BatchLoader& loader, data::Batch& batch, int64_t epoch,
+                         int64_t passes, double lr, Totals& totals, double& data_seconds) {
+  if (passes != config_.backward_passes_per_step) dopt_->set_step_passes(static_cast<int>(passes));
+  for (int64_t pass = 0; pass < passes; ++pass) {
+    const auto wait_start = Clock::now();
+    {
+      distributed::TimelineSpan span(timeline_.get(), "data wait", "data");
+      if (!loader.next(batch)) throw Error("loader ended before the epoch's last step");
+    }
+    data_seconds += seconds_since(wait_start);
+    nn::ForwardContext ctx{.training = true,
+                           .seed = config_.seed,
+                           .epoch = static_cast<uint64_t>(epoch),
+                           .sample_ids = batch.sample_ids.data(),
+                           .batch_stats = batch_stats_.get()};
+    {
+      distributed::TimelineSpan span(timeline_.get(), "forward", "compute");
+      model_->forward(*backend_, stager_->images(batch), ctx);
+      totals.add(model_->loss(*backend_, stager_->labels(batch),
+                              1.0f / static_cast<float>(passes * batch.size()), true));
+    }
+    distributed::TimelineSpan span(timeline_.get(), "backward", "compute");
+    model_->backward(*backend_, dopt_->grad_ready_callback());
+  }
+  {
+    distributed::TimelineSpan span(timeline_.get(), "optimizer step", "compute");
+    dopt_->step(static_cast<float>(lr));
+  }
+  ++global_step_;
+}
+
+void Trainer::finish_epoch(EpochResult& r) {
   if (config_.eval_every > 0 && (r.epoch % config_.eval_every == 0 || r.epoch == config_.epochs)) {
     const auto eval_start = Clock::now();
     distributed::TimelineSpan span(timeline_.get(), "evaluation", "evaluation");
@@ -308,29 +254,11 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
     save_checkpoint();
     r.checkpoint_seconds = seconds_since(checkpoint_start);
   }
-  r.seconds = seconds_since(epoch_start);
-  return r;
 }
 
 EvalResult Trainer::evaluate() {
-  auto sampler = data::DistributedSampler::for_evaluation(test_.size(), comm_.rank(), comm_.size());
-  data::BatchLoaderOptions lo;
-  lo.batch_size = config_.test_batch_size;
-  lo.normalization = normalization_;
-  data::BatchLoader loader(test_, sampler.indices(), lo);
-  data::Batch batch;
-  Totals totals;
-  while (loader.next(batch)) {
-    model_->forward(*backend_, stager_->images(batch), {});
-    totals.add(model_->loss(*backend_, stager_->labels(batch), 0.0f, false));
-  }
-  comm_.set_stall_label("evaluation metrics");
-  totals.reduce(comm_);
-  EvalResult e;
-  e.samples = static_cast<int64_t>(totals.count);
-  e.loss = totals.count > 0 ? totals.loss / totals.count : 0.0;
-  e.accuracy = totals.count > 0 ? totals.correct / totals.count : 0.0;
-  return e;
+  return evaluate_model(*model_, *backend_, *stager_, test_, normalization_,
+                        config_.test_batch_size, comm_);
 }
 
 std::vector<std::pair<std::string, nn::Tensor*>> Trainer::state_tensors() {

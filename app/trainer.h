@@ -11,7 +11,9 @@
 
 #include "app/config.h"
 #include "app/device.h"
+#include "app/evaluation.h"
 #include "app/report.h"
+#include "app/train_settings.h"
 #include "data/dataset.h"
 #include "data/transform.h"
 #include "distributed/communicator.h"
@@ -24,12 +26,6 @@
 #include "nn/optimizer.h"
 
 namespace lockstep::app {
-
-struct EvalResult {
-  double loss = 0.0;      // mean per sample
-  double accuracy = 0.0;  // fraction correct
-  int64_t samples = 0;    // every test sample exactly once, over all ranks
-};
 
 class Trainer {
  public:
@@ -52,6 +48,14 @@ class Trainer {
 
  private:
   EpochResult train_epoch(int64_t epoch);
+  // Throws DistributedError unless every rank has `batches` batches.
+  void check_batch_count(int64_t epoch_number, int64_t batches);
+  // One optimizer step over `passes` batches of loader (read into batch); adds to totals and
+  // data_seconds (time spent waiting for batches).
+  void train_step(data::BatchLoader& loader, data::Batch& batch, int64_t epoch, int64_t passes,
+                  double lr, Totals& totals, double& data_seconds);
+  // Evaluation and checkpoint due after epoch r.epoch, timed into r.
+  void finish_epoch(EpochResult& r);
   void resume();
   void save_checkpoint();
   std::vector<std::pair<std::string, nn::Tensor*>> state_tensors();
@@ -79,8 +83,5 @@ class Trainer {
   int64_t global_step_ = 0;
   std::vector<EpochResult> history_;
 };
-
-// Resolves config.threads = 0: the cores of this node shared by its ranks.
-int compute_threads(const TrainConfig& config, const distributed::Communicator& comm);
 
 }  // namespace lockstep::app

@@ -8,12 +8,14 @@
 #include <cstdint>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <vector>
 
 namespace lockstep::data {
 
-// threads <= 0: every core. The first exception thrown by body stops the
+// threads <= 0: every core; when the system cannot start as many threads,
+// the ones it started do the work. The first exception thrown by body stops the
 // remaining work and is rethrown here after every thread has joined.
 template <typename Body>
 void parallel_for(int64_t n, int64_t threads, const Body& body) {
@@ -35,7 +37,13 @@ void parallel_for(int64_t n, int64_t threads, const Body& body) {
     }
   };
   std::vector<std::thread> pool;
-  for (int64_t t = 1; t < threads; ++t) pool.emplace_back(work);
+  for (int64_t t = 1; t < threads; ++t) {
+    try {
+      pool.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // the system has no more threads: the ones started do the work
+    }
+  }
   work();
   for (std::thread& t : pool) t.join();
   if (error) std::rethrow_exception(error);

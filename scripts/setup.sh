@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config
-  libeigen3-dev libcli11-dev libstb-dev libgtest-dev
+  libeigen3-dev libcli11-dev libtomlplusplus-dev libstb-dev libgtest-dev
   mpich libmpich-dev nlohmann-json3-dev zlib1g-dev
   dataset-fashion-mnist shellcheck curl gnuplot-nox
 )

@@ -1,6 +1,9 @@
 #include "nn/cpu/thread_pool.h"
 
 #include <chrono>
+#include <system_error>
+
+#include "nn/error.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -34,10 +37,24 @@ ThreadPool::ThreadPool(int threads) {
   claimed_ = std::make_unique<std::atomic<uint64_t>[]>(static_cast<size_t>(max_chunks()));
   for (int c = 0; c < max_chunks(); ++c) claimed_[c].store(0);
   workers_.reserve(threads_ - 1);
-  for (int i = 1; i < threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  try {
+    for (int i = 1; i < threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  } catch (const std::system_error& e) {
+    // The destructor does not run for a half-built pool: stop the workers
+    // that did start, so that nothing waits on members about to vanish.
+    const size_t started = workers_.size();
+    stop_workers();
+    throw ::lockstep::Error(
+        ::lockstep::detail::concat("cannot start ", threads_, " compute threads (", started + 1,
+                                   " running): ", e.what(), "; use fewer threads"));
+  }
 }
 
 ThreadPool::~ThreadPool() {
+  stop_workers();
+}
+
+void ThreadPool::stop_workers() {
   {
     std::lock_guard<std::mutex> lock(sleep_mutex_);
     stop_.store(true);

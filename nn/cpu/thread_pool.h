@@ -34,6 +34,8 @@ namespace lockstep::nn::cpu {
 class ThreadPool {
  public:
   // threads: total threads including the caller (0: hardware threads).
+  // Throws lockstep::Error when the system cannot start that many threads
+  // (the ones started are stopped first).
   explicit ThreadPool(int threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
@@ -78,6 +80,8 @@ class ThreadPool {
   void run_chunk(Trampoline fn, void* ctx, int64_t n, int count, int chunk) noexcept;
   bool claim(int chunk, uint64_t gen);
   void worker_loop(int index);
+  // Wakes every worker with stop_ set and joins it.
+  void stop_workers();
   uint64_t wait_for_job(uint64_t seen);
 
   int threads_ = 1;

@@ -1,0 +1,59 @@
+#include "app/evaluation.h"
+
+#include "data/batch_loader.h"
+#include "data/sampler.h"
+
+namespace lockstep::app {
+
+void Totals::add(const nn::LossStats& s) {
+  loss += s.loss_sum;
+  correct += static_cast<double>(s.correct);
+  count += static_cast<double>(s.count);
+}
+
+void Totals::reduce(distributed::Communicator& comm) {
+  double v[3] = {loss, correct, count};
+  comm.allreduce(std::span<double>(v, 3), distributed::ReduceOp::kSum);
+  loss = v[0];
+  correct = v[1];
+  count = v[2];
+}
+
+EvalResult evaluate_model(nn::Model& model, nn::Backend& backend, BatchStager& stager,
+                          const data::Dataset& test, const data::Normalization& normalization,
+                          int64_t batch_size, distributed::Communicator& comm) {
+  auto sampler = data::DistributedSampler::for_evaluation(test.size(), comm.rank(), comm.size());
+  data::BatchLoaderOptions lo;
+  lo.batch_size = batch_size;
+  lo.normalization = normalization;
+  data::BatchLoader loader(test, sampler.indices(), lo);
+  data::Batch batch;
+  Totals totals;
+  while (loader.next(batch)) {
+    model.forward(backend, stager.images(batch), {});
+    totals.add(model.loss(backend, stager.labels(batch), 0.0f, false));
+  }
+  comm.set_stall_label("evaluation metrics");
+  totals.reduce(comm);
+  EvalResult e;
+  e.samples = static_cast<int64_t>(totals.count);
+  e.loss = totals.count > 0 ? totals.loss / totals.count : 0.0;
+  e.accuracy = totals.count > 0 ? totals.correct / totals.count : 0.0;
+  return e;
+}
+
+void load_weights(const Checkpoint& checkpoint, const std::string& path, nn::Model& model) {
+  Checkpoint weights;
+  std::vector<NamedTensor> targets;
+  for (nn::Parameter* p : model.parameters()) {
+    if (const CheckpointEntry* e = checkpoint.find(p->name)) weights.entries.push_back(*e);
+    targets.emplace_back(p->name, &p->value);
+  }
+  for (nn::Buffer* b : model.buffers()) {
+    if (const CheckpointEntry* e = checkpoint.find(b->name)) weights.entries.push_back(*e);
+    targets.emplace_back(b->name, &b->value);
+  }
+  restore_tensors(weights, path, targets);
+}
+
+}  // namespace lockstep::app

@@ -1,0 +1,41 @@
+// `lockstep evaluate` builds only what evaluation needs: it runs with the
+// training files gone, takes data flags over the stored config, and refuses
+// training flags.
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "app/checkpoint.h"
+#include "support/dataset_files.h"
+#include "support/run_command.h"
+
+namespace lockstep {
+namespace {
+
+using testing::run_lockstep;
+using testing::ScratchDir;
+
+TEST(Evaluate, NeedsNoTrainingSet) {
+  ScratchDir dir;
+  testing::write_mnist_dir(dir.file("mnist"), 96, 40);
+  auto r = run_lockstep("train --dataset mnist --data-dir " + dir.file("mnist") +
+                        " --epochs 1 --batch-size 32 --threads 1 --progress none --run-dir " +
+                        dir.file("run"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string checkpoint = app::CheckpointStore(dir.file("run/checkpoints"), 0).latest();
+  ASSERT_FALSE(checkpoint.empty()) << r.output;
+  for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"}) {
+    ASSERT_TRUE(std::filesystem::remove(dir.file("mnist/") + f)) << f;
+  }
+  r = run_lockstep("evaluate --checkpoint " + checkpoint);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("(40 samples of mnist)"), std::string::npos) << r.output;
+  r = run_lockstep("evaluate --test-subset 10 --threads 2 --checkpoint " + checkpoint);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("(10 samples of mnist)"), std::string::npos) << r.output;
+  r = run_lockstep("evaluate --epochs 3 --checkpoint " + checkpoint);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+}
+
+}  // namespace
+}  // namespace lockstep
