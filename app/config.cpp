@@ -15,6 +15,10 @@ void validate_combinations(const TrainConfig& c) {
   if (c.gradient_engine == "nccl" && c.device == "cpu") {
     fail_input("config key gradient_engine = \"nccl\" needs device = \"cuda\" or \"auto\"");
   }
+  if (c.precision != "fp32" && c.device == "cpu") {
+    fail_input("config key precision = \"", c.precision,
+               "\" needs device = \"cuda\" (the CPU backend computes in fp32 only)");
+  }
   if (c.model != "custom" && !c.layers.empty()) {
     fail_input("config key layers is set but model is \"", c.model,
                "\": set model = \"custom\" to use a layer list");

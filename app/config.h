@@ -84,6 +84,9 @@ struct TrainConfig {
   int64_t threads = 0;         // compute threads per rank (0: cores / ranks per node)
   int64_t eval_every = 1;      // evaluate every N epochs (0: never)
 
+  // fp32 | bf16 | fp16: arithmetic of convolutions and GEMMs (bf16/fp16: cuda only)
+  std::string precision = "fp32";
+
   // --- output
   int64_t checkpoint_every = 1;   // write a checkpoint every N epochs (0: never)
   int64_t keep_checkpoints = 3;   // keep the newest N checkpoints (0: all)

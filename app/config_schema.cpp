@@ -212,12 +212,18 @@ std::vector<Key> make_schema() {
       // --- execution
       {.name = "device",
        .field = &C::device,
-       .help = "where to compute (auto: cuda when a GPU "
-               "is visible)",
+       .help = "where to compute (auto: cuda when every rank on the node has a GPU of its "
+               "own, else cpu)",
        .allowed = {"cpu", "cuda", "auto"}},
       {.name = "deterministic",
        .field = &C::deterministic,
        .help = "cuda: only deterministic cuDNN convolution algorithms"},
+      // precision: the CUDA backend's 16-bit convolutions and GEMMs (nn/cuda/precision.h)
+      {.name = "precision",
+       .field = &C::precision,
+       .help = "convolution and GEMM inputs rounded to 16 bits, float32 accumulation, float32 "
+               "weights (bf16/fp16: device cuda only; fp16 has no loss scaling)",
+       .allowed = {"fp32", "bf16", "fp16"}},
       {.name = "threads",
        .field = &C::threads,
        .help = "compute threads per rank (0: cores / ranks on the node)",

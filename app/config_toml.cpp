@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <optional>
 #include <sstream>
 
@@ -55,7 +56,8 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 
 std::string suggestion(const std::string& name) {
   std::string best;
-  size_t best_distance = 3;  // suggest only close matches
+  // Suggest only close matches: up to a third of the name's letters wrong.
+  size_t best_distance = std::max<size_t>(1, name.size() / 3) + 1;
   for (const Key& key : config_schema()) {
     const size_t d = edit_distance(name, key.name);
     if (d < best_distance) {
@@ -145,10 +147,25 @@ void apply_config_text(std::string_view text, const std::string& path, Command c
   } catch (const toml::parse_error& e) {
     fail_input("config file ", path, ":", e.source().begin.line, ": ", printable(e.description()));
   }
-  for (const auto& [name, node] : table) {
+  // In file order (toml::table iterates by name), so the first error is the first line's.
+  std::vector<std::pair<std::string_view, const toml::node*>> entries;
+  for (const auto& [name, node] : table) entries.emplace_back(name.str(), &node);
+  std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
+    return a.second->source().begin.line < b.second->source().begin.line;
+  });
+  std::map<std::string, toml::source_index> seen;  // key ('_' spelling) -> line
+  for (const auto& [name, node_pointer] : entries) {
+    const toml::node& node = *node_pointer;
     const std::string where =
         detail::concat("config file ", path, ":", node.source().begin.line, ": ");
-    const std::string key_name(name.str());
+    std::string key_name(name);
+    std::replace(key_name.begin(), key_name.end(), '-', '_');  // as the flags: batch-size
+    const auto line = node.source().begin.line;
+    if (const auto [at, fresh] = seen.emplace(key_name, line); !fresh) {
+      fail_input("config file ", path, ":", std::max(at->second, line), ": key ",
+                 one_line(key_name), " is given twice (lines ", std::min(at->second, line), " and ",
+                 std::max(at->second, line), ", once with '-')");
+    }
     if (node.is_table()) {
       fail_input(where, "unknown key ", one_line(key_name),
                  " (sections are not used: write every key at the top level)");

@@ -1,7 +1,8 @@
 #include "app/device.h"
 
-#include <cstring>
+#include <cstdio>
 
+#include "app/device_choice.h"
 #include "nn/error.h"
 #if LOCKSTEP_HAVE_CUDA
 #include "distributed/cuda/nccl_communicator.h"
@@ -23,22 +24,29 @@ int visible_gpus() {
 
 std::unique_ptr<nn::Backend> make_backend(const TrainConfig& config,
                                           const distributed::Communicator& comm, int threads) {
-  const int gpus = visible_gpus();
-  const bool cuda = config.device == "cuda" || (config.device == "auto" && gpus > 0);
-  if (!cuda) return nn::make_cpu_backend(threads);
-  if (!LOCKSTEP_HAVE_CUDA) {
-    fail_input(
-        "config key device is \"cuda\" but this lockstep was built without CUDA "
-        "(see `lockstep info`); use device = \"cpu\"");
+  const DeviceChoice choice = choose_device({.requested = config.device,
+                                             .cuda_built = LOCKSTEP_HAVE_CUDA != 0,
+                                             .gpus = config.device == "cpu" ? 0 : visible_gpus(),
+                                             .rank = comm.rank(),
+                                             .local_rank = comm.local_rank(),
+                                             .local_size = comm.local_size(),
+                                             .host = comm.host_name()});
+  if (!choice.error.empty()) fail_input(choice.error);
+  if (!choice.note.empty() && comm.local_rank() == 0) {
+    std::fprintf(stderr, "lockstep: rank %d: note: %s\n", comm.rank(), choice.note.c_str());
   }
-  if (comm.local_rank() >= gpus) {
-    fail_input("config key device is \"", config.device, "\": rank ", comm.rank(),
-               " is local rank ", comm.local_rank(), " of ", comm.local_size(), " on ",
-               comm.host_name(), " but only ", gpus,
-               " GPU(s) are visible there; start at most one rank per GPU");
+  if (!choice.cuda) {
+    if (config.precision != "fp32") {
+      fail_input("config key precision = \"", config.precision, "\": rank ", comm.rank(),
+                 " computes on the CPU, which has fp32 kernels only; use precision = \"fp32\" ",
+                 "or give every rank a GPU");
+    }
+    return nn::make_cpu_backend(threads);
   }
 #if LOCKSTEP_HAVE_CUDA
-  return nn::make_cuda_backend(comm.local_rank(), config.deterministic);
+  const auto precision = nn::cuda::parse_precision(config.precision);
+  LOCKSTEP_CHECK(precision.has_value(), "precision ", config.precision, " passed validation");
+  return nn::make_cuda_backend(choice.device_index, config.deterministic, *precision);
 #else
   return nullptr;
 #endif
@@ -66,11 +74,20 @@ std::unique_ptr<distributed::Communicator> make_gradient_communicator(
 #endif
 }
 
+void BatchStager::upload(const void* host, nn::Tensor& device_tensor) {
+#if LOCKSTEP_HAVE_CUDA
+  nn::cuda_upload(backend_, host, device_tensor.data(),
+                  static_cast<size_t>(device_tensor.numel()) * sizeof(float));
+#else
+  LOCKSTEP_CHECK(false, "BatchStager on ", backend_.name(), " in a build without CUDA");
+#endif
+}
+
 const nn::Tensor& BatchStager::images(const data::Batch& batch) {
   if (device_ == nn::Device::kCpu) return batch.images;
   if (images_.device() != device_) images_ = nn::Tensor({0}, device_);
   images_.resize(batch.images.shape());
-  images_.copy_from(batch.images);
+  upload(batch.images.data(), images_);
   return images_;
 }
 
@@ -79,12 +96,9 @@ const int32_t* BatchStager::labels(const data::Batch& batch) {
   // Tensors hold 4-byte floats; the labels travel as their int32 bit patterns
   // and the kernels read them back as int32.
   static_assert(sizeof(float) == sizeof(int32_t));
-  const nn::Shape shape{batch.size()};
-  labels_host_.resize(shape);
-  std::memcpy(labels_host_.data(), batch.labels.data(), batch.labels.size() * sizeof(int32_t));
   if (labels_.device() != device_) labels_ = nn::Tensor({0}, device_);
-  labels_.resize(shape);
-  labels_.copy_from(labels_host_);
+  labels_.resize({batch.size()});
+  upload(batch.labels.data(), labels_);
   return reinterpret_cast<const int32_t*>(labels_.data());
 }
 

@@ -1,6 +1,5 @@
-// Choosing the compute device for a rank (`device = cpu | cuda | auto`) and
-// staging host batches on it. One GPU per local rank: local rank r uses
-// visible device r; more local ranks than GPUs is an error.
+// Choosing the compute device for a rank (`device = cpu | cuda | auto`, the
+// rule is app/device_choice.h) and staging host batches on it.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +14,8 @@
 namespace lockstep::app {
 
 // The backend for this rank; throws InputError naming the key and rank when
-// the device cannot be had.
+// the device cannot be had. A note of choose_device() (auto falling back to
+// the CPU) is printed to stderr by local rank 0 of the node.
 std::unique_ptr<nn::Backend> make_backend(const TrainConfig& config,
                                           const distributed::Communicator& comm, int threads);
 
@@ -30,17 +30,21 @@ std::unique_ptr<distributed::Communicator> make_gradient_communicator(
     nn::Backend& backend, distributed::Communicator& comm, const std::string& engine);
 
 // Host batches as the backend wants them: on the CPU the batch itself, on a
-// GPU explicit copies into buffers that are reused batch after batch.
+// GPU explicit copies (through pinned staging, on the backend's stream) into
+// buffers that are reused batch after batch. backend must outlive it.
 class BatchStager {
  public:
-  explicit BatchStager(nn::Device device) : device_(device) {}
+  explicit BatchStager(nn::Backend& backend) : backend_(backend), device_(backend.device()) {}
   const nn::Tensor& images(const data::Batch& batch);
   // int32 labels readable by the backend's kernels.
   const int32_t* labels(const data::Batch& batch);
 
  private:
+  void upload(const void* host, nn::Tensor& device_tensor);
+
+  nn::Backend& backend_;
   nn::Device device_;
-  nn::Tensor images_, labels_, labels_host_;
+  nn::Tensor images_, labels_;
 };
 
 }  // namespace lockstep::app

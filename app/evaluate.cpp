@@ -35,7 +35,7 @@ int run_evaluate(const CLI::App& cmd, const EvaluateArgs& args, distributed::Com
     for (const std::string& note : notes) std::printf("%s\n", note.c_str());
   }
   const auto backend = make_backend(config, comm, threads);
-  BatchStager stager(backend->device());
+  BatchStager stager(*backend);
   const auto model =
       nn::build_model(config.model, config.layers, {test.channels, test.height, test.width},
                       test.num_classes, config.loss);

@@ -53,7 +53,7 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
   augmentation_ = train_augmentation(config_);
 
   backend_ = make_backend(config_, comm_, threads_);
-  stager_ = std::make_unique<BatchStager>(backend_->device());
+  stager_ = std::make_unique<BatchStager>(*backend_);
   model_ =
       nn::build_model(config_.model, config_.layers, {train_.channels, train_.height, train_.width},
                       train_.num_classes, config_.loss);

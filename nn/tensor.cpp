@@ -31,10 +31,17 @@ float* allocate(Device device, int64_t count) {
   void* p = nullptr;
   cudaError_t status = cudaMalloc(&p, bytes);
   if (status != cudaSuccess) {
+    cudaGetLastError();  // consumed here, not reported again by a later check
     throw LibraryError(
         detail::concat("cudaMalloc of ", bytes, " bytes failed: ", cudaGetErrorString(status)));
   }
-  cudaMemset(p, 0, bytes);
+  status = cudaMemset(p, 0, bytes);
+  if (status != cudaSuccess) {
+    cudaGetLastError();
+    cudaFree(p);
+    throw LibraryError(
+        detail::concat("cudaMemset of ", bytes, " bytes failed: ", cudaGetErrorString(status)));
+  }
   return static_cast<float*>(p);
 #else
   throw Error("this lockstep was built without CUDA; use --device cpu");
@@ -50,6 +57,7 @@ void copy_bytes(void* dst, Device dst_device, const void* src, Device src_device
 #if LOCKSTEP_HAVE_CUDA
   cudaError_t status = cudaMemcpy(dst, src, bytes, cudaMemcpyDefault);
   if (status != cudaSuccess) {
+    cudaGetLastError();  // consumed here, not reported again by a later check
     throw LibraryError(detail::concat("cudaMemcpy failed: ", cudaGetErrorString(status)));
   }
 #else
@@ -150,7 +158,11 @@ void Tensor::zero() {
     return;
   }
 #if LOCKSTEP_HAVE_CUDA
-  cudaMemset(data(), 0, static_cast<size_t>(numel_) * sizeof(float));
+  if (const cudaError_t status = cudaMemset(data(), 0, static_cast<size_t>(numel_) * sizeof(float));
+      status != cudaSuccess) {
+    cudaGetLastError();  // consumed here, not reported again by a later check
+    throw LibraryError(detail::concat("cudaMemset failed: ", cudaGetErrorString(status)));
+  }
 #endif
 }
 

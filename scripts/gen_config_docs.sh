@@ -17,7 +17,7 @@ cat >configs/README.md <<END
 Each \`*.toml\` file here is one experiment for \`lockstep train --config FILE\`.
 The files are TOML, read by a real TOML parser (toml++): keys are flat
 (\`key = value\` at the top level; sections are not used) and are exactly the
-\`lockstep train\` options with \`_\`; a flag on the command line
+\`lockstep train\` options with \`_\` (\`-\` is read as \`_\`); a flag on the command line
 (\`--key value\` or \`--key-with-dashes value\`; true/false keys also as
 \`--key\` alone or \`--key=false\`) wins over the file. Syntax errors name the
 file and line; duplicate keys, unknown keys, wrong-typed values and values

@@ -118,6 +118,19 @@ TEST(ConfigFile, BinaryGarbageIsOneLine) {
   EXPECT_EQ(message.rfind(":", 0), 0u) << message;  // right after the file name
 }
 
+TEST(ConfigFile, KeysMayBeSpelledWithDashesOnce) {
+  TrainConfig c;
+  app::apply_config_text("batch-size = 32\n", "inline", app::kTrain, c);
+  EXPECT_EQ(c.batch_size, 32);
+  EXPECT_EQ(file_error("batch_size = 32\nbatch-size = 16\n"),
+            ":2: key batch_size is given twice (lines 1 and 2, once with '-')");
+}
+
+TEST(ConfigFile, TheFirstBadLineIsNamed) {
+  EXPECT_EQ(file_error("zz = 1\nepochs = 0\n"), ":1: unknown key zz");
+  EXPECT_EQ(file_error("lr = 0\naa = 1\n"), ":1: config key lr must be > 0, got 0");
+}
+
 TEST(ConfigFile, UnknownKeysAndSectionsAreRefused) {
   EXPECT_EQ(file_error("batch_sise = 32\n"),
             ":1: unknown key batch_sise (did you mean batch_size?)");

@@ -23,6 +23,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -32,6 +33,7 @@
 
 #include "cuda_test_util.h"
 #include "nn/cuda/cuda_backend.h"
+#include "nn/cuda/cuda_check.h"
 #include "nn/error.h"
 #include "nn/tensor.h"
 
@@ -68,6 +70,43 @@ TEST(CudaDevices, CountAndDescriptionNeverThrow) {
 TEST_F(CudaBackendTest, NamesItsDevice) {
   EXPECT_EQ(gpu().device(), Device::kCuda);
   EXPECT_EQ(gpu().name().rfind("cuda:0 (", 0), 0u) << gpu().name();
+}
+
+// A failed runtime call reported by CUDA_CHECK is consumed there: the next
+// kernel launch's check does not report it again (in the NCCL tests a failed
+// cudaSetDevice on one rank used to fail that rank's next launch only).
+TEST_F(CudaBackendTest, AFailureReportedOnceIsNotReportedByTheNextLaunch) {
+  EXPECT_THROW(CUDA_CHECK(cudaSetDevice(1 << 20)), LibraryError);
+  const int64_t n = 1000;
+  Tensor x({n}, Device::kCuda);
+  EXPECT_NO_THROW(gpu().fill(n, 3.0f, x.data()));
+  EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
+  EXPECT_EQ(cuda_test::to_host(x).data()[n - 1], 3.0f);
+}
+
+// Uploads through the pinned staging ring: the host buffer is reused (and
+// overwritten) right after each call, more uploads are queued than the ring
+// has buffers, behind queued backend work, and each lands intact.
+TEST_F(CudaBackendTest, StagedUploadsLandInOrderAndFreeTheHostBuffer) {
+  const int64_t n = int64_t{1} << 20;
+  std::vector<Tensor> targets;
+  std::vector<float> host(static_cast<size_t>(n));
+  for (int i = 0; i < 9; ++i) {
+    targets.emplace_back(Shape{n - i}, Device::kCuda);
+    gpu().fill(n - i, -1.0f, targets.back().data());
+    for (int64_t j = 0; j < n - i; ++j)
+      host[static_cast<size_t>(j)] = static_cast<float>(i * n + j);
+    cuda_upload(gpu(), host.data(), targets.back().data(),
+                static_cast<size_t>(n - i) * sizeof(float));
+    std::fill(host.begin(), host.end(), 0.0f);  // at once: the upload took its own copy
+  }
+  for (int i = 0; i < 9; ++i) {
+    const Tensor got = cuda_test::to_host(targets[static_cast<size_t>(i)]);
+    for (int64_t j = 0; j < n - i; j += 997) {
+      ASSERT_EQ(got.data()[j], static_cast<float>(i * n + j)) << "upload " << i << " element " << j;
+    }
+    ASSERT_EQ(got.data()[n - i - 1], static_cast<float>(i * n + n - i - 1)) << "upload " << i;
+  }
 }
 
 // Backend work and Tensor copies (legacy default stream) are ordered without

@@ -191,6 +191,12 @@ TEST(TrainE2E, ConfigErrorsNameTheKey) {
   EXPECT_NE(r.output.find("gradient_engine = \"nccl\" needs device = \"cuda\""), std::string::npos)
       << r.output;
 
+  std::ofstream(dir.file("precision.toml")) << "precision = \"bf16\"\n";  // device cpu
+  r = run_lockstep("train --config " + dir.file("precision.toml"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("precision = \"bf16\" needs device = \"cuda\""), std::string::npos)
+      << r.output;
+
   r = run_lockstep("train --config " + dir.file("missing.toml"));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("missing.toml: cannot be read"), std::string::npos) << r.output;

@@ -53,6 +53,7 @@ NcclCommunicator::NcclCommunicator(Communicator& mpi, int device)
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     stream_.reset(stream);
     done_event_ = make_event();
+    legacy_event_ = make_event();
   } catch (const Error& e) {
     error = detail::concat("cannot use CUDA device ", device_, ": ", e.what());
   }
@@ -140,10 +141,16 @@ void NcclCommunicator::allgather(std::span<const std::byte> in, std::span<std::b
   });
 }
 
+void NcclCommunicator::wait_for_legacy_stream() {
+  CUDA_CHECK(cudaEventRecord(legacy_event_.get(), cudaStreamLegacy));
+  CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), legacy_event_.get(), 0));
+}
+
 template <typename Enqueue>
 void NcclCommunicator::run(const char* operation, Enqueue enqueue) {
   const Claim claimed = claim(operation);
   CUDA_CHECK(cudaSetDevice(device_));
+  wait_for_legacy_stream();
   NCCL_CHECK(enqueue(comm_.get(), stream_.get()));
   wait_until(operation, [&] {
     const cudaError_t status = cudaStreamQuery(stream_.get());

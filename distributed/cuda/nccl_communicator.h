@@ -5,15 +5,17 @@
 //   auto mpi = make_mpi_communicator();
 //   auto backend = nn::make_cuda_backend(mpi->local_rank(), true);
 //   auto comm = make_nccl_communicator(*mpi, mpi->local_rank());   // one GPU per rank
-//   backend->synchronize();                  // the gradients are complete
 //   comm->allreduce(gradients_on_device, ReduceOp::kAverage);
 //
 // Which engine runs a collective depends on where its memory is:
 //   - float and 16-bit allreduce (ncclHalf, ncclBfloat16: NCCL too rounds
 //     each reduction step to 16 bits), broadcast, allgather on device
-//     memory: NCCL, on the communicator's own stream; the call returns once
-//     the result is in memory. The caller must have finished writing the input (synchronize
-//     the stream that produced it: NCCL's stream does not wait for others);
+//     memory: NCCL, on the communicator's own stream, which first waits (an
+//     event) for everything queued on the legacy default stream and hence on
+//     every blocking stream: Tensor::copy_from and Tensor::zero, whose DMA
+//     may still be in flight when they return, and the CUDA backend's ops.
+//     Input written on a non-blocking stream must be complete (synchronize
+//     that stream). The call returns once the result is in memory;
 //   - the same on host memory, double and int64 allreduces (metrics), and
 //     barrier: the MPI communicator.
 // Every rank must pass memory of the same kind to the same collective.
@@ -21,15 +23,13 @@
 // Gradient buckets: device_reducer() returns this communicator as a
 // DeviceReducer (distributed/device_reducer.h): mark_ready records an event
 // on the caller's stream, enqueue_allreduce makes NCCL's stream wait on it
-// and queues ncclAllReduce (returning once queued), finish makes the
+// (only on it: waiting for the legacy stream there would also wait for the
+// backward work queued after the bucket, and undo the overlap; a blocking
+// caller's stream already follows earlier legacy-stream copies) and
+// queues ncclAllReduce (returning once queued), finish makes the
 // caller's stream wait on an event after the last one and polls on the host
 // (asynchronous errors, stall policy) until it has passed. app/ hands it to
 // the DistributedOptimizer on GPUs (app/device.h).
-//
-// Untested on a GPU: the development machine and CI have none. The tests in
-// tests/mpi/test_nccl.cpp and test_nccl_reducer.cpp skip, saying so, without
-// a GPU for every rank; only the failure path of start-up (a device that
-// does not exist) runs there.
 //
 // Average is NCCL's ncclAvg (each contribution scaled by 1/size, then
 // summed): the same on every rank, but not bit-identical to the MPI

@@ -23,6 +23,7 @@ namespace lockstep::distributed {
 
 [[noreturn]] inline void throw_nccl_error(ncclResult_t result, const char* expression,
                                           const char* file, int line) {
+  cudaGetLastError();  // a runtime failure inside NCCL is reported here, not at a later check
   const char* last = ncclGetLastError(nullptr);
   const bool has_last = last != nullptr && *last != '\0';
   throw LibraryError(detail::concat("NCCL call failed: ", expression, " (", file, ":", line,
@@ -126,7 +127,11 @@ class NcclCommunicator final : public Communicator, public DeviceReducer {
   cudaEvent_t ready_event(size_t slot);
   // Throws on every rank when some rank's `error` is not empty.
   void agree(const std::string& error, const char* what);
-  // Runs enqueue(comm, stream) (one NCCL call) and waits for its result.
+  // Makes NCCL's stream wait for everything queued so far on the legacy
+  // default stream, and so on every blocking stream (the backend's).
+  void wait_for_legacy_stream();
+  // Runs enqueue(comm, stream) (one NCCL call) after wait_for_legacy_stream()
+  // and waits for its result.
   template <typename Enqueue>
   void run(const char* operation, Enqueue enqueue);
   // Polls until NCCL is idle and done() holds, watching NCCL's asynchronous
@@ -141,6 +146,7 @@ class NcclCommunicator final : public Communicator, public DeviceReducer {
   std::unique_ptr<CUstream_st, StreamDeleter> stream_;
   std::unique_ptr<ncclComm, CommAborter> comm_;
   Event done_event_;                 // recorded after the last queued device allreduce
+  Event legacy_event_;               // recorded on the legacy default stream
   std::mutex events_mutex_;          // guards ready_events_ (mark_ready runs beside enqueues)
   std::vector<Event> ready_events_;  // per slot: its input is complete
   std::atomic<bool> busy_{false};

@@ -82,7 +82,7 @@ __global__ void backward_apply_kernel(int64_t n, int64_t C, int64_t S, const flo
 void batchnorm_stats(DeviceContext& ctx, const BatchNormGeometry& g, const float* x, double* sum,
                      double* sumsq) {
   const int64_t C = g.channels;
-  double* out = ctx.scratch(Scratch::kRowValues).reserve_for<double>(2 * C);
+  double* out = ctx.scratch<double>(Scratch::kRowResults, 2 * C);
   stats_kernel<<<static_cast<unsigned>(C), kReduceThreads, 0, ctx.stream()>>>(g.batch, C, g.spatial,
                                                                               x, out);
   CUDA_CHECK_LAUNCH();
@@ -100,7 +100,7 @@ void batchnorm_backward_sums(DeviceContext& ctx, const BatchNormGeometry& g, con
                              const float* y, const float* dy, const float* coef, double* sum_dy,
                              double* sum_dy_xhat) {
   const int64_t C = g.channels;
-  double* out = ctx.scratch(Scratch::kRowValues).reserve_for<double>(2 * C);
+  double* out = ctx.scratch<double>(Scratch::kRowResults, 2 * C);
   grad_sums_kernel<<<static_cast<unsigned>(C), kReduceThreads, 0, ctx.stream()>>>(
       g.batch, C, g.spatial, x, y, dy, coef, out);
   CUDA_CHECK_LAUNCH();

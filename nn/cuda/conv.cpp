@@ -1,7 +1,10 @@
 // Convolutions on CUDA through cuDNN: the descriptors and the algorithm of
 // each shape and direction come from the DeviceContext's cache; the bias is
 // added with cudnnAddTensor and its gradient summed with
-// cudnnConvolutionBackwardBias. Outputs are overwritten (beta = 0).
+// cudnnConvolutionBackwardBias, both in float32. Outputs are overwritten
+// (beta = 0). At bf16/fp16 precision the operands are rounded to 16 bits
+// into scratch buffers, cuDNN accumulates in float32 on tensor cores, and
+// the 16-bit result is widened into the float32 output.
 #include "nn/cuda/kernels.h"
 
 namespace lockstep::nn::cuda {
@@ -10,6 +13,32 @@ namespace {
 constexpr float kOne = 1.0f;
 constexpr float kZero = 0.0f;
 
+int64_t numel_x(const Conv2dGeometry& g) {
+  return g.batch * g.in_channels * g.in_h * g.in_w;
+}
+int64_t numel_w(const Conv2dGeometry& g) {
+  return g.out_channels * g.in_channels * g.kernel_h * g.kernel_w;
+}
+int64_t numel_y(const Conv2dGeometry& g) {
+  return g.batch * g.out_channels * g.out_h() * g.out_w();
+}
+
+// An operand in the context's precision: the float32 tensor itself at fp32,
+// else its 16-bit copy in scratch buffer `slot`.
+const void* operand(DeviceContext& ctx, Scratch slot, int64_t n, const float* x) {
+  return ctx.precision() == Precision::kFp32 ? x : to_low_precision(ctx, slot, n, x);
+}
+
+// Where an op writes its result: `out` at fp32, else a 16-bit scratch buffer.
+void* result(DeviceContext& ctx, int64_t n, float* out) {
+  if (ctx.precision() == Precision::kFp32) return out;
+  return ctx.scratch<uint16_t>(Scratch::kLowC, n);
+}
+
+void widen(DeviceContext& ctx, int64_t n, const void* low, float* out) {
+  if (ctx.precision() != Precision::kFp32) from_low_precision(ctx, n, low, out);
+}
+
 }  // namespace
 
 // x: (N, C, H, W), w: (K, C, R, S), b: (K) or null -> y: (N, K, P, Q)
@@ -17,12 +46,17 @@ void conv2d_forward(DeviceContext& ctx, const Conv2dGeometry& g, const float* x,
                     const float* b, float* y) {
   if (g.batch == 0) return;
   ConvPlan& p = ctx.conv_plan(g);
-  const auto algo = ctx.forward_algorithm(g, p);
+  const auto& algo = p.forward;
+  const void* xs = operand(ctx, Scratch::kLowA, numel_x(g), x);
+  const void* wl = operand(ctx, Scratch::kLowB, numel_w(g), w);
+  void* ys = result(ctx, numel_y(g), y);
   void* ws = ctx.workspace(algo.workspace_bytes);
-  CUDNN_CHECK(cudnnConvolutionForward(ctx.cudnn(), &kOne, p.x.get(), x, p.w.get(), w, p.conv.get(),
-                                      algo.algo, ws, algo.workspace_bytes, &kZero, p.y.get(), y));
+  CUDNN_CHECK(cudnnConvolutionForward(ctx.cudnn(), &kOne, p.x.get(), xs, p.w.get(), wl,
+                                      p.conv.get(), algo.algo, ws, algo.workspace_bytes, &kZero,
+                                      p.y.get(), ys));
+  widen(ctx, numel_y(g), ys, y);
   if (b != nullptr) {
-    CUDNN_CHECK(cudnnAddTensor(ctx.cudnn(), &kOne, p.bias.get(), b, &kOne, p.y.get(), y));
+    CUDNN_CHECK(cudnnAddTensor(ctx.cudnn(), &kOne, p.bias.get(), b, &kOne, p.y32.get(), y));
   }
 }
 
@@ -31,30 +65,38 @@ void conv2d_backward_data(DeviceContext& ctx, const Conv2dGeometry& g, const flo
                           const float* dy, float* dx) {
   if (g.batch == 0) return;
   ConvPlan& p = ctx.conv_plan(g);
-  const auto algo = ctx.backward_data_algorithm(g, p);
+  const auto& algo = p.backward_data;
+  const void* wl = operand(ctx, Scratch::kLowA, numel_w(g), w);
+  const void* dyl = operand(ctx, Scratch::kLowB, numel_y(g), dy);
+  void* dxl = result(ctx, numel_x(g), dx);
   void* ws = ctx.workspace(algo.workspace_bytes);
-  CUDNN_CHECK(cudnnConvolutionBackwardData(ctx.cudnn(), &kOne, p.w.get(), w, p.y.get(), dy,
+  CUDNN_CHECK(cudnnConvolutionBackwardData(ctx.cudnn(), &kOne, p.w.get(), wl, p.y.get(), dyl,
                                            p.conv.get(), algo.algo, ws, algo.workspace_bytes,
-                                           &kZero, p.x.get(), dx));
+                                           &kZero, p.x.get(), dxl));
+  widen(ctx, numel_x(g), dxl, dx);
 }
 
 // x: (N, C, H, W), dy: (N, K, P, Q) -> dw: (K, C, R, S), db: (K) or null
 void conv2d_backward_filter(DeviceContext& ctx, const Conv2dGeometry& g, const float* x,
                             const float* dy, float* dw, float* db) {
   if (g.batch == 0) {  // no samples: the gradients are zero
-    fill(ctx, g.out_channels * g.in_channels * g.kernel_h * g.kernel_w, 0.0f, dw);
+    fill(ctx, numel_w(g), 0.0f, dw);
     if (db != nullptr) fill(ctx, g.out_channels, 0.0f, db);
     return;
   }
   ConvPlan& p = ctx.conv_plan(g);
-  const auto algo = ctx.backward_filter_algorithm(g, p);
+  const auto& algo = p.backward_filter;
+  const void* xl = operand(ctx, Scratch::kLowA, numel_x(g), x);
+  const void* dyl = operand(ctx, Scratch::kLowB, numel_y(g), dy);
+  void* dwl = result(ctx, numel_w(g), dw);
   void* ws = ctx.workspace(algo.workspace_bytes);
-  CUDNN_CHECK(cudnnConvolutionBackwardFilter(ctx.cudnn(), &kOne, p.x.get(), x, p.y.get(), dy,
+  CUDNN_CHECK(cudnnConvolutionBackwardFilter(ctx.cudnn(), &kOne, p.x.get(), xl, p.y.get(), dyl,
                                              p.conv.get(), algo.algo, ws, algo.workspace_bytes,
-                                             &kZero, p.w.get(), dw));
+                                             &kZero, p.w.get(), dwl));
+  widen(ctx, numel_w(g), dwl, dw);
   if (db != nullptr) {
-    CUDNN_CHECK(
-        cudnnConvolutionBackwardBias(ctx.cudnn(), &kOne, p.y.get(), dy, &kZero, p.bias.get(), db));
+    CUDNN_CHECK(cudnnConvolutionBackwardBias(ctx.cudnn(), &kOne, p.y32.get(), dy, &kZero,
+                                             p.bias.get(), db));
   }
 }
 

@@ -30,11 +30,14 @@ void check_geometry(const Pool2dGeometry& g) {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(int device, bool deterministic) : ctx_(device, deterministic) {}
+  CudaBackend(int device, bool deterministic, cuda::Precision precision)
+      : ctx_(device, deterministic, precision) {}
 
   Device device() const override { return Device::kCuda; }
   std::string name() const override {
-    return "cuda:" + std::to_string(ctx_.device()) + " (" + ctx_.device_name() + ")";
+    const bool fp32 = ctx_.precision() == cuda::Precision::kFp32;
+    return "cuda:" + std::to_string(ctx_.device()) + " (" + ctx_.device_name() +
+           (fp32 ? "" : std::string(", ") + cuda::to_string(ctx_.precision())) + ")";
   }
 
   void conv2d_forward(const Conv2dGeometry& g, const float* x, const float* w, const float* b,
@@ -207,6 +210,11 @@ class CudaBackend final : public Backend {
   }
   void* native_stream() override { return ctx_.stream(); }
 
+  void upload(const void* host, void* device, size_t bytes) {
+    ctx_.activate();
+    ctx_.copy_to_device(device, host, bytes);
+  }
+
  private:
   cuda::DeviceContext ctx_;
 };
@@ -264,7 +272,14 @@ std::string cuda_devices_description() {
   return out.str();
 }
 
-std::unique_ptr<Backend> make_cuda_backend(int device_index, bool deterministic) {
+void cuda_upload(Backend& backend, const void* host, void* device, size_t bytes) {
+  auto* cuda = dynamic_cast<CudaBackend*>(&backend);
+  LOCKSTEP_CHECK(cuda != nullptr, "cuda_upload on the ", backend.name(), " backend");
+  cuda->upload(host, device, bytes);
+}
+
+std::unique_ptr<Backend> make_cuda_backend(int device_index, bool deterministic,
+                                           cuda::Precision precision) {
   const int count = cuda_device_count();
   if (device_index < 0 || device_index >= count) {
     const std::string seen = count == 0 ? "none is visible: " + cuda_devices_description()
@@ -273,7 +288,7 @@ std::unique_ptr<Backend> make_cuda_backend(int device_index, bool deterministic)
                " ---> HINT: use --device cpu, or check CUDA_VISIBLE_DEVICES and the ranks ",
                "per node");
   }
-  return std::make_unique<CudaBackend>(device_index, deterministic);
+  return std::make_unique<CudaBackend>(device_index, deterministic, precision);
 }
 
 }  // namespace lockstep::nn

@@ -8,15 +8,18 @@
 // blocking stream), so reading a result back with copy_from needs no
 // synchronize(); other streams (NCCL's) do need it.
 //
-// Results match the CPU backend to float32 rounding (float32 math, no TF32):
-// max-pool, ReLU, dropout, row bias and column sums bit for bit; convolution,
-// GEMM, softmax and the losses to the rounding of their sums.
+// At fp32 (the default), results match the CPU backend to float32 rounding
+// (float32 math, no TF32): max-pool, ReLU, dropout, row bias and column sums
+// bit for bit; convolution, GEMM, softmax and the losses to the rounding of
+// their sums. At bf16/fp16, convolutions and GEMMs round their inputs to 16
+// bits and accumulate in float32.
 #pragma once
 
 #include <memory>
 #include <string>
 
 #include "nn/backend.h"
+#include "nn/cuda/precision.h"
 
 namespace lockstep::nn {
 
@@ -36,8 +39,17 @@ std::string cuda_devices_description();
 // thread allocates afterwards land on it. deterministic: convolutions use
 // only deterministic cuDNN algorithms (chosen by heuristics, the same on
 // every run); otherwise the fastest measured (cudnnFind). Every other op is
-// deterministic either way. Throws InputError when the device is not
-// visible, LibraryError when CUDA, cuDNN or cuBLAS cannot start on it.
-std::unique_ptr<Backend> make_cuda_backend(int device_index, bool deterministic);
+// deterministic either way. precision: the arithmetic of convolutions and
+// GEMMs (nn/cuda/precision.h; tensors stay float32). Throws InputError when
+// the device is not visible, LibraryError when CUDA, cuDNN or cuBLAS cannot
+// start on it.
+// Copies `bytes` of host memory to device memory of `backend` (a CUDA
+// backend), queued on its stream after the ops queued so far, through pinned
+// staging buffers: `host` may be reused at once, and the DMA is a true
+// asynchronous copy. Throws Error when backend is not a CUDA backend.
+void cuda_upload(Backend& backend, const void* host, void* device, size_t bytes);
+
+std::unique_ptr<Backend> make_cuda_backend(int device_index, bool deterministic,
+                                           cuda::Precision precision = cuda::Precision::kFp32);
 
 }  // namespace lockstep::nn

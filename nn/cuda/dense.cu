@@ -29,7 +29,9 @@ __global__ void sum_rows_kernel(int64_t rows, int64_t cols, const float* dy, flo
 // Row-major C(m, n) = alpha * op(A)(m, k) * op(B)(k, n) + beta * C.
 // cuBLAS is column-major, and a row-major matrix read column-major is its
 // transpose, so we ask cuBLAS for C^T(n, m) = op(B)^T * op(A)^T: B first,
-// then A, with the leading dimensions of the row-major storage.
+// then A, with the leading dimensions of the row-major storage. At
+// bf16/fp16 precision A and B are rounded to 16 bits and cublasGemmEx
+// accumulates in float32 (CUBLAS_COMPUTE_32F) into the float32 C.
 void gemm(DeviceContext& ctx, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
           float alpha, const float* a, const float* b, float beta, float* c) {
   if (m <= 0 || n <= 0) return;
@@ -44,9 +46,19 @@ void gemm(DeviceContext& ctx, bool trans_a, bool trans_b, int64_t m, int64_t n, 
   const int mi = to_int(m, "gemm m"), ni = to_int(n, "gemm n"), ki = to_int(k, "gemm k");
   const int lda = trans_a ? mi : ki;  // A is (k, m) when transposed, else (m, k)
   const int ldb = trans_b ? ki : ni;  // B is (n, k) when transposed, else (k, n)
-  CUBLAS_CHECK(cublasSgemm(ctx.cublas(), trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                           trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, ni, mi, ki, &alpha, b, ldb, a, lda,
-                           &beta, c, ni));
+  const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  if (ctx.precision() == Precision::kFp32) {
+    CUBLAS_CHECK(
+        cublasSgemm(ctx.cublas(), op_b, op_a, ni, mi, ki, &alpha, b, ldb, a, lda, &beta, c, ni));
+    return;
+  }
+  const cudaDataType_t low = ctx.precision() == Precision::kBf16 ? CUDA_R_16BF : CUDA_R_16F;
+  const void* al = to_low_precision(ctx, Scratch::kLowA, m * k, a);
+  const void* bl = to_low_precision(ctx, Scratch::kLowB, k * n, b);
+  CUBLAS_CHECK(cublasGemmEx(ctx.cublas(), op_b, op_a, ni, mi, ki, &alpha, bl, low, ldb, al, low,
+                            lda, &beta, c, CUDA_R_32F, ni, CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT));
 }
 
 // y(rows, cols) += bias(cols) on every row

@@ -54,16 +54,18 @@ inline int to_int(int64_t value, const char* what) {
   return static_cast<int>(value);
 }
 
-// A packed float32 NCHW tensor descriptor.
-inline void set_nchw(const TensorDescriptor& d, int64_t n, int64_t c, int64_t h, int64_t w) {
-  CUDNN_CHECK(cudnnSetTensor4dDescriptor(d.get(), CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                         to_int(n, "N"), to_int(c, "C"), to_int(h, "H"),
-                                         to_int(w, "W")));
+// A packed NCHW tensor descriptor (float32 unless `type` says otherwise).
+inline void set_nchw(const TensorDescriptor& d, int64_t n, int64_t c, int64_t h, int64_t w,
+                     cudnnDataType_t type = CUDNN_DATA_FLOAT) {
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(d.get(), CUDNN_TENSOR_NCHW, type, to_int(n, "N"),
+                                         to_int(c, "C"), to_int(h, "H"), to_int(w, "W")));
 }
 
 // Device memory that grows on demand and never shrinks (scratch space,
-// cuDNN workspaces). Growing first waits for the whole device, so that no
-// queued kernel still uses the old allocation when it is freed.
+// cuDNN workspaces), used only by work queued on one stream. Growing frees
+// the old allocation and allocates the new one in that stream's order
+// (cudaFreeAsync, cudaMallocAsync): work queued before still sees the old
+// memory, and the host never waits.
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
@@ -73,24 +75,53 @@ class DeviceBuffer {
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 
-  // At least `bytes` bytes (contents unspecified after growing).
-  void* reserve(size_t bytes) {
+  // At least `bytes` bytes for work on `stream` (contents unspecified after
+  // growing).
+  void* reserve(size_t bytes, cudaStream_t stream) {
     if (bytes <= bytes_) return data_;
     if (data_ != nullptr) {
-      CUDA_CHECK(cudaDeviceSynchronize());
-      CUDA_CHECK(cudaFree(data_));
+      CUDA_CHECK(cudaFreeAsync(data_, stream));
       data_ = nullptr;
       bytes_ = 0;
     }
-    CUDA_CHECK(cudaMalloc(&data_, bytes));
+    CUDA_CHECK(cudaMallocAsync(&data_, bytes, stream));
     bytes_ = bytes;
     return data_;
   }
   template <typename T>
-  T* reserve_for(int64_t count) {
-    return static_cast<T*>(reserve(static_cast<size_t>(count) * sizeof(T)));
+  T* reserve_for(int64_t count, cudaStream_t stream) {
+    return static_cast<T*>(reserve(static_cast<size_t>(count) * sizeof(T), stream));
   }
   size_t bytes() const { return bytes_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Page-locked host memory that grows on demand (staging of host-device
+// copies: a copy from it is a true asynchronous DMA). Growing waits for the
+// whole device, which happens only the first times a size is seen.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  ~PinnedBuffer() noexcept {
+    if (data_ != nullptr) cudaFreeHost(data_);
+  }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+
+  void* reserve(size_t bytes) {
+    if (bytes <= bytes_) return data_;
+    if (data_ != nullptr) {
+      CUDA_CHECK(cudaFreeHost(data_));  // waits until no copy uses it
+      data_ = nullptr;
+      bytes_ = 0;
+    }
+    CUDA_CHECK(cudaMallocHost(&data_, bytes));
+    bytes_ = bytes;
+    return data_;
+  }
 
  private:
   void* data_ = nullptr;

@@ -1,6 +1,8 @@
 #include "nn/cuda/device_context.h"
 
 #include <algorithm>
+#include <cstring>
+#include <span>
 #include <sstream>
 
 namespace lockstep::nn::cuda {
@@ -8,38 +10,72 @@ namespace {
 
 constexpr size_t kMaxWorkspaceBytes = size_t{1} << 30;
 
-// The first usable result in cuDNN's order (fastest first): it ran (or would
-// run), fits the workspace limit, is deterministic when asked, and does not
-// use tensor-core math (TF32 would break parity with the CPU backend).
-template <typename Perf>
-const Perf* pick(const Perf* results, int count, bool deterministic, size_t limit) {
-  for (int i = 0; i < count; ++i) {
-    const Perf& r = results[i];
-    if (r.status != CUDNN_STATUS_SUCCESS || r.memory > limit) continue;
-    if (deterministic && r.determinism != CUDNN_DETERMINISTIC) continue;
-    if (r.mathType == CUDNN_TENSOR_OP_MATH || r.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
-      continue;
-    return &r;
+ConvMath to_conv_math(cudnnMathType_t math) {
+  switch (math) {
+    case CUDNN_TENSOR_OP_MATH:
+      return ConvMath::kTensorOp;
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION:
+      return ConvMath::kTensorOpAllowConversion;
+    case CUDNN_FMA_MATH:
+      return ConvMath::kFma;
+    default:
+      return ConvMath::kDefault;
   }
-  return nullptr;
 }
 
-// query(capacity, &count, results) runs cudnnGet*_v7 or cudnnFind*.
-template <typename Perf, typename Query>
-auto choose(const char* direction, const Conv2dGeometry& g, bool deterministic, size_t limit,
-            Query query) {
+cudnnMathType_t to_cudnn_math(ConvMath math) {
+  switch (math) {
+    case ConvMath::kTensorOp:
+      return CUDNN_TENSOR_OP_MATH;
+    case ConvMath::kTensorOpAllowConversion:
+      return CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
+    case ConvMath::kFma:
+      return CUDNN_FMA_MATH;
+    case ConvMath::kDefault:
+      break;
+  }
+  return CUDNN_DEFAULT_MATH;
+}
+
+cudnnDataType_t data_type(Precision p) {
+  switch (p) {
+    case Precision::kBf16:
+      return CUDNN_DATA_BFLOAT16;
+    case Precision::kFp16:
+      return CUDNN_DATA_HALF;
+    case Precision::kFp32:
+      break;
+  }
+  return CUDNN_DATA_FLOAT;
+}
+
+// query(capacity, &count, results) runs cudnnGet*_v7 or cudnnFind*;
+// workspace_size(algo) asks cuDNN what (descriptor, algo) needs.
+template <typename Perf, typename Query, typename WorkspaceSize>
+auto choose(const char* direction, const Conv2dGeometry& g, const AlgorithmRequirements& need,
+            Query query, WorkspaceSize workspace_size) {
   std::array<Perf, 16> results{};
   int count = 0;
   query(static_cast<int>(results.size()), &count, results.data());
-  const Perf* best = pick(results.data(), count, deterministic, limit);
-  if (best == nullptr) {
-    throw LibraryError(detail::concat("cuDNN offers no usable ", direction, " algorithm for ",
-                                      describe(g), " (", deterministic ? "deterministic, " : "",
-                                      "float32 math, workspace <= ", limit, " bytes; ", count,
-                                      " candidates) ---> HINT: lower batch_size",
-                                      deterministic ? " or turn off deterministic" : ""));
+  CUDA_CLEAR_PROBE_ERRORS();  // the search's failed trials are not ours to report later
+  std::array<AlgorithmCandidate, 16> candidates{};
+  for (int i = 0; i < count; ++i) {
+    const Perf& r = results[static_cast<size_t>(i)];
+    candidates[static_cast<size_t>(i)] = {
+        static_cast<int>(r.algo), r.status == CUDNN_STATUS_SUCCESS,    r.time, r.memory,
+        to_conv_math(r.mathType), r.determinism == CUDNN_DETERMINISTIC};
   }
-  return ConvAlgorithm<decltype(best->algo)>{best->algo, best->memory};
+  const auto best =
+      choose_algorithm(std::span(candidates.data(), static_cast<size_t>(count)), need);
+  if (!best) {
+    throw LibraryError(detail::concat(
+        "cuDNN offers no usable ", direction, " algorithm for ", describe(g), " (",
+        need.deterministic ? "deterministic, " : "", to_string(need.math), " math, workspace <= ",
+        need.workspace_limit, " bytes; ", count, " candidates) ---> HINT: lower batch_size",
+        need.deterministic ? " or turn off deterministic" : ""));
+  }
+  const auto algo = results[*best].algo;
+  return ConvAlgorithm<std::remove_const_t<decltype(algo)>>{algo, workspace_size(algo)};
 }
 
 }  // namespace
@@ -52,8 +88,8 @@ std::string describe(const Conv2dGeometry& g) {
   return out.str();
 }
 
-DeviceContext::DeviceContext(int device, bool deterministic)
-    : device_(device), deterministic_(deterministic) {
+DeviceContext::DeviceContext(int device, bool deterministic, Precision precision)
+    : device_(device), deterministic_(deterministic), precision_(precision) {
   activate();
   cudaDeviceProp prop{};
   CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
@@ -73,6 +109,12 @@ DeviceContext::DeviceContext(int device, bool deterministic)
   cublas_.reset(cublas);
   CUBLAS_CHECK(cublasSetStream(cublas, stream));
   CUBLAS_CHECK(cublasSetMathMode(cublas, CUBLAS_DEFAULT_MATH));  // float32, no TF32
+
+  for (Upload& upload : uploads_) {
+    cudaEvent_t event = nullptr;
+    CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+    upload.done.reset(event);
+  }
 }
 
 DeviceContext::~DeviceContext() noexcept {
@@ -85,7 +127,7 @@ void DeviceContext::activate() const {
 }
 
 void* DeviceContext::workspace(size_t bytes) {
-  return bytes == 0 ? nullptr : workspace_.reserve(bytes);
+  return bytes == 0 ? nullptr : workspace_.reserve(bytes, stream());
 }
 
 size_t DeviceContext::workspace_limit() const {
@@ -100,88 +142,105 @@ ConvPlan& DeviceContext::conv_plan(const Conv2dGeometry& g) {
   if (auto it = conv_plans_.find(key); it != conv_plans_.end()) return *it->second;
 
   auto plan = std::make_unique<ConvPlan>();
-  set_nchw(plan->x, g.batch, g.in_channels, g.in_h, g.in_w);
-  CUDNN_CHECK(cudnnSetFilter4dDescriptor(plan->w.get(), CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+  const cudnnDataType_t type = data_type(precision_);
+  set_nchw(plan->x, g.batch, g.in_channels, g.in_h, g.in_w, type);
+  CUDNN_CHECK(cudnnSetFilter4dDescriptor(plan->w.get(), type, CUDNN_TENSOR_NCHW,
                                          to_int(g.out_channels, "K"), to_int(g.in_channels, "C"),
                                          to_int(g.kernel_h, "R"), to_int(g.kernel_w, "S")));
   const int pad = to_int(g.pad, "pad"), stride = to_int(g.stride, "stride");
   CUDNN_CHECK(cudnnSetConvolution2dDescriptor(plan->conv.get(), pad, pad, stride, stride, 1, 1,
                                               CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-  CUDNN_CHECK(cudnnSetConvolutionMathType(plan->conv.get(), CUDNN_FMA_MATH));
+  CUDNN_CHECK(cudnnSetConvolutionMathType(plan->conv.get(), to_cudnn_math(conv_math(precision_))));
   int n = 0, k = 0, p = 0, q = 0;
   CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(plan->conv.get(), plan->x.get(), plan->w.get(),
                                                     &n, &k, &p, &q));
   LOCKSTEP_CHECK(n == g.batch && k == g.out_channels && p == g.out_h() && q == g.out_w(),
                  "cuDNN output shape (", n, ", ", k, ", ", p, ", ", q, ") for ", describe(g));
-  set_nchw(plan->y, g.batch, g.out_channels, g.out_h(), g.out_w());
+  set_nchw(plan->y, g.batch, g.out_channels, g.out_h(), g.out_w(), type);
+  set_nchw(plan->y32, g.batch, g.out_channels, g.out_h(), g.out_w());
   set_nchw(plan->bias, 1, g.out_channels, 1, 1);
+  choose_algorithms(g, *plan);
+  workspace(std::max({plan->forward.workspace_bytes, plan->backward_data.workspace_bytes,
+                      plan->backward_filter.workspace_bytes}));
   return *conv_plans_.emplace(key, std::move(plan)).first->second;
 }
 
-ConvAlgorithm<cudnnConvolutionFwdAlgo_t> DeviceContext::forward_algorithm(const Conv2dGeometry& g,
-                                                                          ConvPlan& p) {
-  if (!p.forward) {
-    p.forward = choose<cudnnConvolutionFwdAlgoPerf_t>(
-        "forward", g, deterministic_, workspace_limit(), [&](int capacity, int* count, auto* r) {
-          if (deterministic_) {
-            CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(
-                cudnn(), p.x.get(), p.w.get(), p.conv.get(), p.y.get(), capacity, count, r));
-          } else {
-            CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithm(
-                cudnn(), p.x.get(), p.w.get(), p.conv.get(), p.y.get(), capacity, count, r));
-          }
-        });
-  }
-  return *p.forward;
-}
-
-ConvAlgorithm<cudnnConvolutionBwdDataAlgo_t> DeviceContext::backward_data_algorithm(
-    const Conv2dGeometry& g, ConvPlan& p) {
-  if (!p.backward_data) {
-    p.backward_data = choose<cudnnConvolutionBwdDataAlgoPerf_t>(
-        "backward-data", g, deterministic_, workspace_limit(),
-        [&](int capacity, int* count, auto* r) {
-          if (deterministic_) {
-            CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                cudnn(), p.w.get(), p.y.get(), p.conv.get(), p.x.get(), capacity, count, r));
-          } else {
-            CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithm(
-                cudnn(), p.w.get(), p.y.get(), p.conv.get(), p.x.get(), capacity, count, r));
-          }
-        });
-  }
-  return *p.backward_data;
-}
-
-ConvAlgorithm<cudnnConvolutionBwdFilterAlgo_t> DeviceContext::backward_filter_algorithm(
-    const Conv2dGeometry& g, ConvPlan& p) {
-  if (!p.backward_filter) {
-    p.backward_filter = choose<cudnnConvolutionBwdFilterAlgoPerf_t>(
-        "backward-filter", g, deterministic_, workspace_limit(),
-        [&](int capacity, int* count, auto* r) {
-          if (deterministic_) {
-            CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                cudnn(), p.x.get(), p.y.get(), p.conv.get(), p.w.get(), capacity, count, r));
-          } else {
-            CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithm(
-                cudnn(), p.x.get(), p.y.get(), p.conv.get(), p.w.get(), capacity, count, r));
-          }
-        });
-  }
-  return *p.backward_filter;
+void DeviceContext::choose_algorithms(const Conv2dGeometry& g, ConvPlan& p) {
+  const AlgorithmRequirements need{conv_math(precision_), deterministic_, workspace_limit()};
+  const bool heuristic = deterministic_;
+  p.forward = choose<cudnnConvolutionFwdAlgoPerf_t>(
+      "forward", g, need,
+      [&](int capacity, int* count, auto* r) {
+        CUDNN_CHECK(
+            heuristic
+                ? cudnnGetConvolutionForwardAlgorithm_v7(
+                      cudnn(), p.x.get(), p.w.get(), p.conv.get(), p.y.get(), capacity, count, r)
+                : cudnnFindConvolutionForwardAlgorithm(cudnn(), p.x.get(), p.w.get(), p.conv.get(),
+                                                       p.y.get(), capacity, count, r));
+      },
+      [&](cudnnConvolutionFwdAlgo_t algo) {
+        size_t bytes = 0;
+        CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(cudnn(), p.x.get(), p.w.get(),
+                                                            p.conv.get(), p.y.get(), algo, &bytes));
+        return bytes;
+      });
+  p.backward_data = choose<cudnnConvolutionBwdDataAlgoPerf_t>(
+      "backward-data", g, need,
+      [&](int capacity, int* count, auto* r) {
+        CUDNN_CHECK(
+            heuristic
+                ? cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                      cudnn(), p.w.get(), p.y.get(), p.conv.get(), p.x.get(), capacity, count, r)
+                : cudnnFindConvolutionBackwardDataAlgorithm(
+                      cudnn(), p.w.get(), p.y.get(), p.conv.get(), p.x.get(), capacity, count, r));
+      },
+      [&](cudnnConvolutionBwdDataAlgo_t algo) {
+        size_t bytes = 0;
+        CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
+            cudnn(), p.w.get(), p.y.get(), p.conv.get(), p.x.get(), algo, &bytes));
+        return bytes;
+      });
+  p.backward_filter = choose<cudnnConvolutionBwdFilterAlgoPerf_t>(
+      "backward-filter", g, need,
+      [&](int capacity, int* count, auto* r) {
+        CUDNN_CHECK(
+            heuristic
+                ? cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                      cudnn(), p.x.get(), p.y.get(), p.conv.get(), p.w.get(), capacity, count, r)
+                : cudnnFindConvolutionBackwardFilterAlgorithm(
+                      cudnn(), p.x.get(), p.y.get(), p.conv.get(), p.w.get(), capacity, count, r));
+      },
+      [&](cudnnConvolutionBwdFilterAlgo_t algo) {
+        size_t bytes = 0;
+        CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
+            cudnn(), p.x.get(), p.y.get(), p.conv.get(), p.w.get(), algo, &bytes));
+        return bytes;
+      });
 }
 
 void DeviceContext::copy_to_host(void* host, const void* device_src, size_t bytes) {
   if (bytes == 0) return;
-  CUDA_CHECK(cudaMemcpyAsync(host, device_src, bytes, cudaMemcpyDeviceToHost, stream()));
+  std::memcpy(host, download(device_src, bytes), bytes);
+}
+
+const void* DeviceContext::download(const void* device_src, size_t bytes) {
+  void* staged = download_.reserve(std::max<size_t>(bytes, 1));
+  if (bytes == 0) return staged;
+  CUDA_CHECK(cudaMemcpyAsync(staged, device_src, bytes, cudaMemcpyDeviceToHost, stream()));
   CUDA_CHECK(cudaStreamSynchronize(stream()));
+  return staged;
 }
 
 void DeviceContext::copy_to_device(void* device_dst, const void* host, size_t bytes) {
   if (bytes == 0) return;
-  // From pageable memory the call returns once `host` has been staged, so
-  // the caller may reuse it at once.
-  CUDA_CHECK(cudaMemcpyAsync(device_dst, host, bytes, cudaMemcpyHostToDevice, stream()));
+  Upload& upload = uploads_[next_upload_];
+  next_upload_ = (next_upload_ + 1) % uploads_.size();
+  // The buffer's previous copy must have run before it is overwritten.
+  CUDA_CHECK(cudaEventSynchronize(upload.done.get()));
+  void* staged = upload.buffer.reserve(bytes);
+  std::memcpy(staged, host, bytes);
+  CUDA_CHECK(cudaMemcpyAsync(device_dst, staged, bytes, cudaMemcpyHostToDevice, stream()));
+  CUDA_CHECK(cudaEventRecord(upload.done.get(), stream()));
 }
 
 void DeviceContext::synchronize() {

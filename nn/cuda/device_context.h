@@ -8,15 +8,21 @@
 // Tensor::zero's cudaMemset) waits for queued backend work and vice versa:
 // a tensor copied to the host after a backend op sees its result.
 //
-// Numerics: convolutions run with CUDNN_FMA_MATH and GEMMs with
-// CUBLAS_DEFAULT_MATH, i.e. full float32, never TF32, so that results match
-// the CPU backend to float32 rounding.
+// Numerics (nn/cuda/precision.h): at fp32, convolutions run with
+// CUDNN_FMA_MATH and GEMMs with CUBLAS_DEFAULT_MATH, i.e. full float32, never
+// TF32, so that results match the CPU backend to float32 rounding; at bf16 and
+// fp16, 16-bit descriptors with float32 compute and CUDNN_TENSOR_OP_MATH.
 //
-// Algorithms: chosen once per shape and direction, the first time it runs.
-// deterministic: cudnnGet*_v7 heuristics restricted to deterministic
-// algorithms (the same choice on every run); otherwise cudnnFind*, which
-// times every algorithm and takes the fastest. In both cases the workspace
-// may use at most min(1 GiB, half the free memory).
+// Algorithms: chosen for all three directions when a shape is first seen,
+// among cuDNN's results of the descriptor's math type only
+// (nn/cuda/algorithm_choice.h). deterministic: cudnnGet*_v7 heuristics
+// restricted to deterministic algorithms (the same choice on every run);
+// otherwise cudnnFind*, which times every algorithm and takes the fastest.
+// The workspace may use at most min(1 GiB, half the free memory); its size
+// is asked of cuDNN for (descriptor, chosen algorithm), and it grows then,
+// once per new shape, in stream order (no host wait).
+//
+// Host copies go through page-locked staging buffers.
 //
 // Not thread-safe: one thread drives a context at a time. Every entry point
 // of the backend calls activate() first, so that thread may change.
@@ -26,11 +32,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <optional>
 #include <string>
 
 #include "nn/backend.h"
 #include "nn/cuda/descriptors.h"
+#include "nn/cuda/precision.h"
 
 namespace lockstep::nn::cuda {
 
@@ -40,32 +46,37 @@ struct ConvAlgorithm {
   size_t workspace_bytes = 0;
 };
 
-// The cuDNN view of one convolution shape; algorithms filled in on first use.
+// The cuDNN view of one convolution shape, with the algorithm of each
+// direction. x, w, y are in the context's precision; y32 is y in float32
+// (the bias is added to, and summed from, float32 tensors).
 struct ConvPlan {
   TensorDescriptor x;     // (N, C, H, W), also dx
   FilterDescriptor w;     // (K, C, R, S), also dw
   TensorDescriptor y;     // (N, K, P, Q), also dy
-  TensorDescriptor bias;  // (1, K, 1, 1), also db
+  TensorDescriptor y32;   // (N, K, P, Q), float32
+  TensorDescriptor bias;  // (1, K, 1, 1), also db, float32
   ConvolutionDescriptor conv;
-  std::optional<ConvAlgorithm<cudnnConvolutionFwdAlgo_t>> forward;
-  std::optional<ConvAlgorithm<cudnnConvolutionBwdDataAlgo_t>> backward_data;
-  std::optional<ConvAlgorithm<cudnnConvolutionBwdFilterAlgo_t>> backward_filter;
+  ConvAlgorithm<cudnnConvolutionFwdAlgo_t> forward;
+  ConvAlgorithm<cudnnConvolutionBwdDataAlgo_t> backward_data;
+  ConvAlgorithm<cudnnConvolutionBwdFilterAlgo_t> backward_filter;
 };
 
 // Scratch buffers, one per purpose, so that two in one op never collide.
-enum class Scratch { kSampleIds, kRowValues, kRowValues2, kRowIndices, kCount };
+// kLow*: 16-bit copies of an op's operands (bf16/fp16 precision).
+enum class Scratch { kSampleIds, kRowResults, kLowA, kLowB, kLowC, kCount };
 
 class DeviceContext {
  public:
   // Makes `device` current on the calling thread. Throws LibraryError when
   // the device cannot be used.
-  DeviceContext(int device, bool deterministic);
+  DeviceContext(int device, bool deterministic, Precision precision = Precision::kFp32);
   ~DeviceContext() noexcept;
   DeviceContext(const DeviceContext&) = delete;
   DeviceContext& operator=(const DeviceContext&) = delete;
 
   int device() const { return device_; }
   bool deterministic() const { return deterministic_; }
+  Precision precision() const { return precision_; }
   const std::string& device_name() const { return device_name_; }
 
   // Makes this context's device current on the calling thread.
@@ -74,24 +85,27 @@ class DeviceContext {
   cudnnHandle_t cudnn() const { return cudnn_.get(); }
   cublasHandle_t cublas() const { return cublas_.get(); }
 
-  // A cuDNN workspace of at least `bytes` bytes (nullptr when 0).
+  // The cuDNN workspace for an algorithm needing `bytes` (nullptr when 0);
+  // conv_plan() has already grown it for every algorithm of its shape.
   void* workspace(size_t bytes);
-  DeviceBuffer& scratch(Scratch which) { return scratch_.at(static_cast<size_t>(which)); }
+  // A scratch buffer of at least `count` elements of T, on this stream.
+  template <typename T>
+  T* scratch(Scratch which, int64_t count) {
+    return scratch_.at(static_cast<size_t>(which)).reserve_for<T>(count, stream());
+  }
 
-  // Descriptors of the convolution g (created on first use of the shape).
+  // Descriptors and algorithms of the convolution g (created, and the
+  // workspace grown, when the shape is first seen).
   ConvPlan& conv_plan(const Conv2dGeometry& g);
-  // The algorithm of each direction for a plan (chosen on first use).
-  ConvAlgorithm<cudnnConvolutionFwdAlgo_t> forward_algorithm(const Conv2dGeometry& g,
-                                                             ConvPlan& plan);
-  ConvAlgorithm<cudnnConvolutionBwdDataAlgo_t> backward_data_algorithm(const Conv2dGeometry& g,
-                                                                       ConvPlan& plan);
-  ConvAlgorithm<cudnnConvolutionBwdFilterAlgo_t> backward_filter_algorithm(const Conv2dGeometry& g,
-                                                                           ConvPlan& plan);
 
-  // Copies `bytes` from device memory to host memory and waits for it (and
-  // for everything queued before it).
+  // Copies `bytes` from device memory to host memory through the pinned
+  // download buffer and waits for it (and for everything queued before it).
   void copy_to_host(void* host, const void* device_src, size_t bytes);
-  // Copies `bytes` from host memory into device memory, ordered on the stream.
+  // The same, returning the pinned buffer itself (valid until the next
+  // download): one host wait, no second copy.
+  const void* download(const void* device_src, size_t bytes);
+  // Copies `bytes` from host memory into device memory, ordered on the
+  // stream, through a pinned upload buffer; `host` may be reused at once.
   void copy_to_device(void* device_dst, const void* host, size_t bytes);
   void synchronize();
 
@@ -105,12 +119,17 @@ class DeviceContext {
   struct CublasDeleter {
     void operator()(cublasHandle_t h) const noexcept { cublasDestroy(h); }
   };
+  struct EventDeleter {
+    void operator()(cudaEvent_t e) const noexcept { cudaEventDestroy(e); }
+  };
   using ConvKey = std::array<int64_t, 9>;
 
   size_t workspace_limit() const;
+  void choose_algorithms(const Conv2dGeometry& g, ConvPlan& plan);
 
   int device_;
   bool deterministic_;
+  Precision precision_;
   std::string device_name_;
   // Destroyed in reverse order: plans and buffers, then handles, then stream.
   std::unique_ptr<CUstream_st, StreamDeleter> stream_;
@@ -118,6 +137,15 @@ class DeviceContext {
   std::unique_ptr<cublasContext, CublasDeleter> cublas_;
   DeviceBuffer workspace_;
   std::array<DeviceBuffer, static_cast<size_t>(Scratch::kCount)> scratch_;
+  // Uploads rotate through a few pinned buffers, each reused only after the
+  // copy out of it has run, so the host rarely waits for the device.
+  struct Upload {
+    PinnedBuffer buffer;
+    std::unique_ptr<CUevent_st, EventDeleter> done;
+  };
+  std::array<Upload, 4> uploads_;
+  size_t next_upload_ = 0;
+  PinnedBuffer download_;
   std::map<ConvKey, std::unique_ptr<ConvPlan>> conv_plans_;
 };
 

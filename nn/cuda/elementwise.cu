@@ -53,7 +53,7 @@ __global__ void axpy_kernel(int64_t n, float alpha, const float* x, float* y) {
 void dropout_forward(DeviceContext& ctx, const DropoutGeometry& g, const int64_t* sample_ids,
                      const float* x, float* y, float* mask) {
   if (g.batch == 0) return;
-  int64_t* ids = ctx.scratch(Scratch::kSampleIds).reserve_for<int64_t>(g.batch);
+  int64_t* ids = ctx.scratch<int64_t>(Scratch::kSampleIds, g.batch);
   ctx.copy_to_device(ids, sample_ids, static_cast<size_t>(g.batch) * sizeof(int64_t));
   const uint64_t key = hash_combine(g.seed, g.stream);
   const float keep = 1.0f / (1.0f - g.p);

@@ -7,6 +7,7 @@
 //   cuDNN:        conv.cpp (convolutions), cudnn_ops.cpp (max-pool forward,
 //                 ReLU, log-softmax)
 //   cuBLAS:       dense.cu (gemm)
+//   16-bit:       low_precision.cu (conversions for bf16/fp16 precision)
 //   own kernels:  pool.cu (max-pool backward), avg_pool.cu (average pooling,
 //                 row means, padding shortcut, residual add), batchnorm.cu,
 //                 elementwise.cu, dense.cu (row
@@ -84,6 +85,12 @@ LossStats nll_loss(DeviceContext& ctx, int64_t rows, int64_t cols, const float* 
 LossStats softmax_cross_entropy(DeviceContext& ctx, int64_t rows, int64_t cols, const float* logits,
                                 const int32_t* labels, float grad_scale, float* dlogits,
                                 float label_smoothing);
+
+// low_precision.cu (bf16/fp16 precision only): src (n floats) rounded to
+// the context's 16-bit type into scratch buffer `slot`, which is returned;
+// and back from 16 bits into float32.
+void* to_low_precision(DeviceContext& ctx, Scratch slot, int64_t n, const float* src);
+void from_low_precision(DeviceContext& ctx, int64_t n, const void* src, float* dst);
 
 // optimizers.cu
 void sgd_update(DeviceContext& ctx, int64_t n, const SgdParams& p, float* w, const float* grad,

@@ -1,13 +1,13 @@
 // The classification losses on CUDA (log-softmax itself is cuDNN's:
 // cudnn_ops.cpp). Mirrors nn/cpu/softmax_loss.cpp:
-//   - labels are copied to the host and checked first, with the CPU's
-//     message (InputError), before anything is written;
-//   - one thread per row computes that row's loss term and arg-max (the
-//     first maximum, as std::max_element), and the gradient;
-//   - the per-row values come back to the host, where loss_sum is summed in
-//     double in row order, exactly as the CPU does.
-#include <vector>
-
+//   - one thread per row computes that row's loss terms, arg-max (the first
+//     maximum, as std::max_element) and gradient, and records its label;
+//   - the per-row records come back to the host in one copy, with one host
+//     wait per loss (so one per training step), through pinned memory;
+//   - there the labels are checked, with the CPU's message (InputError),
+//     and loss_sum is summed in double in row order, exactly as the CPU
+//     does. A row whose label is out of range reads nothing out of range
+//     and gets a zero gradient (the op then throws).
 #include "nn/cuda/kernels.h"
 #include "nn/cuda/launch.cuh"
 
@@ -32,14 +32,27 @@ __device__ float log_sum_exp(const float* x, int64_t cols) {
   return top + logf(sum);
 }
 
-// logp: (rows, cols); labels: (rows) -> picked[i] = logp[i, label_i],
-// top[i] = argmax of row i
+// What one row sends back to the host.
+struct RowResult {
+  float lse;     // log-sum-exp of the row (cross-entropy; 0 for NLL)
+  float picked;  // x[label], with label smoothing e (1 - e) x[label] + e mean(x) (0 when
+                 // the label is out of range)
+  int32_t top;   // arg-max
+  int32_t label;
+};
+
+__device__ bool label_ok(int32_t label, int64_t cols) {
+  return label >= 0 && label < cols;
+}
+
+// logp: (rows, cols); labels: (rows) -> out[i]
 __global__ void nll_rows_kernel(int64_t rows, int64_t cols, const float* logp,
-                                const int32_t* labels, float* picked, int32_t* top) {
+                                const int32_t* labels, RowResult* out) {
   CUDA_KERNEL_LOOP(i, rows) {
     const float* row = logp + i * cols;
-    picked[i] = row[labels[i]];
-    top[i] = static_cast<int32_t>(argmax(row, cols));
+    const int32_t label = labels[i];
+    out[i] = {0.0f, label_ok(label, cols) ? row[label] : 0.0f,
+              static_cast<int32_t>(argmax(row, cols)), label};
   }
 }
 
@@ -51,49 +64,49 @@ __global__ void nll_grad_kernel(int64_t rows, int64_t cols, const int32_t* label
   }
 }
 
-// logits, dlogits: (rows, cols); labels: (rows) -> lse[i], picked[i] =
-// (1 - e) logits[i, label_i] + e mean_j logits[i, j], top[i]; dlogits (may
-// be null) = grad_scale * (softmax(x) - (1 - e) onehot(label) - e / cols)
+// logits, dlogits: (rows, cols); labels: (rows) -> out[i]; dlogits (may be
+// null) = grad_scale * (softmax(x) - (1 - e) onehot(label) - e / cols)
 __global__ void cross_entropy_rows_kernel(int64_t rows, int64_t cols, const float* logits,
                                           const int32_t* labels, float grad_scale, float e,
-                                          float* lse, float* picked, int32_t* top, float* dlogits) {
+                                          RowResult* out, float* dlogits) {
   CUDA_KERNEL_LOOP(i, rows) {
     const float* row = logits + i * cols;
+    const int32_t label = labels[i];
+    const bool ok = label_ok(label, cols);
     const float l = log_sum_exp(row, cols);
-    lse[i] = l;
     float mean = 0.0f;
     for (int64_t j = 0; e != 0.0f && j < cols; ++j) mean += row[j];
-    picked[i] = (1.0f - e) * row[labels[i]] + e * mean / static_cast<float>(cols);
-    top[i] = static_cast<int32_t>(argmax(row, cols));
+    mean /= static_cast<float>(cols);
+    out[i] = {l, ok ? (1.0f - e) * row[label] + e * mean : 0.0f,
+              static_cast<int32_t>(argmax(row, cols)), label};
     if (dlogits != nullptr) {
       float* d = dlogits + i * cols;
       for (int64_t j = 0; j < cols; ++j) {
-        const float target = (j == labels[i] ? 1.0f - e : 0.0f) + e / static_cast<float>(cols);
-        d[j] = grad_scale * (expf(row[j] - l) - target);
+        const float target = (j == label ? 1.0f - e : 0.0f) + e / static_cast<float>(cols);
+        d[j] = ok ? grad_scale * (expf(row[j] - l) - target) : 0.0f;
       }
     }
   }
 }
 
-// The labels, copied to the host and checked as the CPU checks them.
-std::vector<int32_t> checked_labels(DeviceContext& ctx, const char* op, int64_t rows, int64_t cols,
-                                    const int32_t* labels) {
-  std::vector<int32_t> host(static_cast<size_t>(rows));
-  ctx.copy_to_host(host.data(), labels, host.size() * sizeof(int32_t));
+// The rows' records, on the host after one wait; labels checked as the CPU
+// checks them. loss_i = sign * (lse_i - picked_i) summed in double.
+LossStats collect(DeviceContext& ctx, const char* op, int64_t rows, int64_t cols,
+                  const RowResult* device_rows) {
+  const auto* host = static_cast<const RowResult*>(
+      ctx.download(device_rows, static_cast<size_t>(rows) * sizeof(RowResult)));
+  LossStats stats;
+  stats.count = rows;
   for (int64_t i = 0; i < rows; ++i) {
-    if (host[i] < 0 || host[i] >= cols) {
-      fail_input(op, ": label ", host[i], " of row ", i, " is outside [0, ", cols,
+    const RowResult& r = host[i];
+    if (r.label < 0 || r.label >= cols) {
+      fail_input(op, ": label ", r.label, " of row ", i, " is outside [0, ", cols,
                  "); check that the data set's labels match the model's number of classes");
     }
+    stats.loss_sum += static_cast<double>(r.lse) - static_cast<double>(r.picked);
+    stats.correct += r.top == r.label ? 1 : 0;
   }
-  return host;
-}
-
-template <typename T>
-std::vector<T> to_host(DeviceContext& ctx, const T* device_values, int64_t count) {
-  std::vector<T> host(static_cast<size_t>(count));
-  ctx.copy_to_host(host.data(), device_values, host.size() * sizeof(T));
-  return host;
+  return stats;
 }
 
 }  // namespace
@@ -101,23 +114,13 @@ std::vector<T> to_host(DeviceContext& ctx, const T* device_values, int64_t count
 // logp, dlogp: (rows, cols); labels: (rows, device). loss_i = -logp[i, label_i]
 LossStats nll_loss(DeviceContext& ctx, int64_t rows, int64_t cols, const float* logp,
                    const int32_t* labels, float grad_scale, float* dlogp) {
-  const std::vector<int32_t> host_labels = checked_labels(ctx, "nll_loss", rows, cols, labels);
-  LossStats stats;
-  stats.count = rows;
-  if (rows == 0) return stats;
-  float* picked = ctx.scratch(Scratch::kRowValues).reserve_for<float>(rows);
-  int32_t* top = ctx.scratch(Scratch::kRowIndices).reserve_for<int32_t>(rows);
-  launch(nll_rows_kernel, rows, ctx.stream(), rows, cols, logp, labels, picked, top);
-  if (dlogp != nullptr) {
+  if (rows == 0) return LossStats{};
+  RowResult* out = ctx.scratch<RowResult>(Scratch::kRowResults, rows);
+  launch(nll_rows_kernel, rows, ctx.stream(), rows, cols, logp, labels, out);
+  if (dlogp != nullptr) {  // an out-of-range label matches no column: its row stays zero
     launch(nll_grad_kernel, rows * cols, ctx.stream(), rows, cols, labels, grad_scale, dlogp);
   }
-  const std::vector<float> host_picked = to_host(ctx, picked, rows);
-  const std::vector<int32_t> host_top = to_host(ctx, top, rows);
-  for (int64_t i = 0; i < rows; ++i) {
-    stats.loss_sum -= static_cast<double>(host_picked[i]);
-    stats.correct += host_top[i] == host_labels[i] ? 1 : 0;
-  }
-  return stats;
+  return collect(ctx, "nll_loss", rows, cols, out);
 }
 
 // logits, dlogits: (rows, cols); labels: (rows, device).
@@ -125,24 +128,11 @@ LossStats nll_loss(DeviceContext& ctx, int64_t rows, int64_t cols, const float* 
 LossStats softmax_cross_entropy(DeviceContext& ctx, int64_t rows, int64_t cols, const float* logits,
                                 const int32_t* labels, float grad_scale, float* dlogits,
                                 float label_smoothing) {
-  const std::vector<int32_t> host_labels =
-      checked_labels(ctx, "softmax_cross_entropy", rows, cols, labels);
-  LossStats stats;
-  stats.count = rows;
-  if (rows == 0) return stats;
-  float* lse = ctx.scratch(Scratch::kRowValues).reserve_for<float>(rows);
-  float* picked = ctx.scratch(Scratch::kRowValues2).reserve_for<float>(rows);
-  int32_t* top = ctx.scratch(Scratch::kRowIndices).reserve_for<int32_t>(rows);
+  if (rows == 0) return LossStats{};
+  RowResult* out = ctx.scratch<RowResult>(Scratch::kRowResults, rows);
   launch(cross_entropy_rows_kernel, rows, ctx.stream(), rows, cols, logits, labels, grad_scale,
-         label_smoothing, lse, picked, top, dlogits);
-  const std::vector<float> host_lse = to_host(ctx, lse, rows);
-  const std::vector<float> host_picked = to_host(ctx, picked, rows);
-  const std::vector<int32_t> host_top = to_host(ctx, top, rows);
-  for (int64_t i = 0; i < rows; ++i) {
-    stats.loss_sum += static_cast<double>(host_lse[i]) - static_cast<double>(host_picked[i]);
-    stats.correct += host_top[i] == host_labels[i] ? 1 : 0;
-  }
-  return stats;
+         label_smoothing, out, dlogits);
+  return collect(ctx, "softmax_cross_entropy", rows, cols, out);
 }
 
 }  // namespace lockstep::nn::cuda

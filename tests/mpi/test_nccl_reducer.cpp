@@ -1,10 +1,9 @@
 // NCCL for gradient buckets, under mpiexec, on GPUs: the 16-bit allreduce
 // on device memory, the DeviceReducer ordered after and before the
 // backend's stream by events (no host wait between), and the
-// DistributedOptimizer over NCCL giving the weights of the host (MPI) path.
-// Every test skips, on every rank alike and saying why, unless every rank
-// has a GPU of its own. Not run on a GPU when this was written: the
-// development machine and CI have none.
+// DistributedOptimizer over NCCL giving the weights of the host (MPI) path,
+// with overlap on and off and with accumulation. Every test skips, on every
+// rank alike and saying why, unless every rank has a GPU of its own.
 #include <gtest/gtest.h>
 
 #include "distributed/communicator.h"
@@ -42,6 +41,17 @@ using testing::make_test_comm;
     }                                                                               \
   } while (0)
 
+// One GPU per rank (the local rank's), with a watchdog, so that ranks thrown
+// out of step by a failed ASSERT end the job instead of hanging it.
+std::unique_ptr<Communicator> make_test_nccl(Communicator& mpi) {
+  auto nccl = make_nccl_communicator(mpi, mpi.local_rank());
+  StallPolicy stall;
+  stall.warning_seconds = 20.0;
+  stall.abort_seconds = 120.0;
+  nccl->set_stall_policy(stall);
+  return nccl;
+}
+
 std::vector<float> to_host(const nn::Tensor& device) {
   nn::Tensor host(device.shape());
   host.copy_from(device);
@@ -52,7 +62,7 @@ TEST(NcclReducer, SixteenBitAllreduceOnDeviceMemory) {
   auto mpi = make_test_comm();
   SKIP_WITHOUT_GPUS(*mpi);
   auto backend = nn::make_cuda_backend(mpi->local_rank(), true);
-  auto nccl = make_nccl_communicator(*mpi, mpi->local_rank());
+  auto nccl = make_test_nccl(*mpi);
   const int size = mpi->size(), rank = mpi->rank();
   const size_t n = 65537;
   for (Compression f : {Compression::kFp16, Compression::kBf16}) {
@@ -87,20 +97,38 @@ TEST(NcclReducer, SixteenBitAllreduceOnDeviceMemory) {
   }
 }
 
+// Queues long work on the backend's stream: eight 4096^3 GEMMs (1.1 TFLOP,
+// tens of milliseconds even on an H100 in float32).
+void queue_long_work(nn::Backend& backend, nn::Tensor& a, nn::Tensor& b, nn::Tensor& c) {
+  const int64_t n = 4096;
+  for (int i = 0; i < 8; ++i)
+    backend.gemm(false, false, n, n, n, 1.0f, a.data(), b.data(), 0.0f, c.data());
+}
+
+// After: the values to reduce are written by a fill queued behind long work
+// and marked right after it; the buffer held a sentinel before, so a
+// reduction that did not wait for the mark would sum sentinels (then be
+// overwritten by the fill: the result would be this rank's own value).
+// Before: the backend's next op on the buffer (scale by 2), queued right
+// after finish() with no host synchronisation in between, must see the sum.
 TEST(NcclReducer, ReductionIsOrderedAfterAndBeforeTheBackendsStream) {
   auto mpi = make_test_comm();
   SKIP_WITHOUT_GPUS(*mpi);
   auto backend = nn::make_cuda_backend(mpi->local_rank(), true);
-  auto nccl = make_nccl_communicator(*mpi, mpi->local_rank());
+  auto nccl = make_test_nccl(*mpi);
   DeviceReducer* reducer = nccl->device_reducer();
   ASSERT_NE(reducer, nullptr);
   ASSERT_NE(backend->native_stream(), nullptr);
   const int size = mpi->size(), rank = mpi->rank();
-  const int64_t n = int64_t{1} << 22;
+  const int64_t n = int64_t{1} << 22, m = int64_t{4096} * 4096;
   nn::Tensor a({n}, nn::Device::kCuda), b({n}, nn::Device::kCuda);
+  nn::Tensor ga({m}, nn::Device::kCuda), gb({m}, nn::Device::kCuda), gc({m}, nn::Device::kCuda);
+  backend->fill(m, 1.0f / 4096.0f, ga.data());
+  backend->fill(m, 1.0f, gb.data());
   for (int round = 0; round < 3; ++round) {
-    // Queued, not finished, when marked: the reduction must wait for them.
-    backend->fill(n, 0.0f, a.data());
+    backend->fill(n, -1000.0f, a.data());
+    backend->synchronize();  // the sentinel is in memory before the round starts
+    queue_long_work(*backend, ga, gb, gc);
     backend->fill(n, static_cast<float>(rank + round), a.data());
     reducer->mark_ready(0, backend->native_stream());
     backend->fill(n, 1.0f, b.data());
@@ -127,24 +155,33 @@ std::unique_ptr<nn::Model> small_model(nn::Device device) {
   return m;
 }
 
-// Weights after 3 steps of this rank's batches, through `dopt`.
+// One forward and backward pass on batch `batch` of this rank.
+void backward_pass(nn::Backend& backend, nn::Model& model, DistributedOptimizer& dopt, int rank,
+                   int batch) {
+  nn::Tensor x({4, 1, 8, 8});
+  std::vector<int32_t> labels(4);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    x.data()[i] = std::sin(0.37f * static_cast<float>(i + 1000 * (batch * 7 + rank)));
+  }
+  for (int j = 0; j < 4; ++j) labels[j] = (j * 3 + batch + rank) % 10;
+  nn::Tensor xd(x.shape(), nn::Device::kCuda), label_bits({4}), labels_d({4}, nn::Device::kCuda);
+  xd.copy_from(x);
+  std::memcpy(label_bits.data(), labels.data(), sizeof(int32_t) * 4);
+  labels_d.copy_from(label_bits);
+  model.forward(backend, xd, {.training = true});
+  model.loss(backend, reinterpret_cast<const int32_t*>(labels_d.data()), 0.25f, true);
+  model.backward(backend, dopt.grad_ready_callback());
+}
+
+// Weights after 3 steps of this rank's batches (backward_passes_per_step
+// passes each), through `dopt`.
 std::vector<float> train(nn::Backend& backend, nn::Model& model, DistributedOptimizer& dopt,
-                         int rank) {
+                         int rank, int passes) {
   dopt.broadcast_parameters(0);
   for (int step = 0; step < 3; ++step) {
-    nn::Tensor x({4, 1, 8, 8});
-    std::vector<int32_t> labels(4);
-    for (int64_t i = 0; i < x.numel(); ++i) {
-      x.data()[i] = std::sin(0.37f * static_cast<float>(i + 1000 * (step * 7 + rank)));
+    for (int pass = 0; pass < passes; ++pass) {
+      backward_pass(backend, model, dopt, rank, step * passes + pass);
     }
-    for (int j = 0; j < 4; ++j) labels[j] = (j * 3 + step + rank) % 10;
-    nn::Tensor xd(x.shape(), nn::Device::kCuda), label_bits({4}), labels_d({4}, nn::Device::kCuda);
-    xd.copy_from(x);
-    std::memcpy(label_bits.data(), labels.data(), sizeof(int32_t) * 4);
-    labels_d.copy_from(label_bits);
-    model.forward(backend, xd, {.training = true});
-    model.loss(backend, reinterpret_cast<const int32_t*>(labels_d.data()), 0.25f, true);
-    model.backward(backend, dopt.grad_ready_callback());
     dopt.step(0.1f);
   }
   std::vector<float> out;
@@ -155,22 +192,34 @@ std::vector<float> train(nn::Backend& backend, nn::Model& model, DistributedOpti
   return out;
 }
 
-TEST(NcclReducer, DistributedOptimizerOverNcclMatchesTheHostPath) {
+struct NcclSetting {
+  const char* name;
+  bool overlap;
+  int passes;
+};
+
+class NcclEquivalence : public ::testing::TestWithParam<NcclSetting> {};
+
+TEST_P(NcclEquivalence, DistributedOptimizerOverNcclMatchesTheHostPath) {
+  const NcclSetting& s = GetParam();
   auto mpi = make_test_comm();
   SKIP_WITHOUT_GPUS(*mpi);
   auto backend = nn::make_cuda_backend(mpi->local_rank(), true);
-  auto nccl = make_nccl_communicator(*mpi, mpi->local_rank());
+  auto nccl = make_test_nccl(*mpi);
   auto host_model = small_model(nn::Device::kCuda), nccl_model = small_model(nn::Device::kCuda);
   auto host_sgd = nn::make_optimizer({}, host_model->parameters(), nn::Device::kCuda);
   auto nccl_sgd = nn::make_optimizer({}, nccl_model->parameters(), nn::Device::kCuda);
-  DistributedOptimizer host(*mpi, *backend, host_model->parameters(), *host_sgd,
-                            {.first_bucket_mb = 0.001, .bucket_cap_mb = 0.002});
-  DistributedOptimizer over_nccl(
-      *mpi, *backend, nccl_model->parameters(), *nccl_sgd,
-      {.first_bucket_mb = 0.001, .bucket_cap_mb = 0.002, .gradient_comm = nccl.get()});
+  const DistributedOptimizerConfig host_config{.first_bucket_mb = 0.001,
+                                               .bucket_cap_mb = 0.002,
+                                               .backward_passes_per_step = s.passes,
+                                               .overlap = s.overlap};
+  DistributedOptimizerConfig nccl_config = host_config;
+  nccl_config.gradient_comm = nccl.get();
+  DistributedOptimizer host(*mpi, *backend, host_model->parameters(), *host_sgd, host_config);
+  DistributedOptimizer over_nccl(*mpi, *backend, nccl_model->parameters(), *nccl_sgd, nccl_config);
   ASSERT_GT(over_nccl.buckets().size(), 2u);
-  const std::vector<float> want = train(*backend, *host_model, host, mpi->rank());
-  const std::vector<float> got = train(*backend, *nccl_model, over_nccl, mpi->rank());
+  const std::vector<float> want = train(*backend, *host_model, host, mpi->rank(), s.passes);
+  const std::vector<float> got = train(*backend, *nccl_model, over_nccl, mpi->rank(), s.passes);
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) {
     // Both sum (in their own order), then scale by 1/size.
@@ -178,6 +227,15 @@ TEST(NcclReducer, DistributedOptimizerOverNcclMatchesTheHostPath) {
   }
   EXPECT_EQ(over_nccl.stats().allreduces, 3 * static_cast<int64_t>(over_nccl.buckets().size()));
 }
+
+INSTANTIATE_TEST_SUITE_P(NcclReducer, NcclEquivalence,
+                         ::testing::Values(NcclSetting{"Overlap", true, 1},
+                                           NcclSetting{"OverlapOff", false, 1},
+                                           NcclSetting{"Accumulation2", true, 2},
+                                           NcclSetting{"Accumulation2OverlapOff", false, 2}),
+                         [](const ::testing::TestParamInfo<NcclSetting>& setting) {
+                           return std::string(setting.param.name);
+                         });
 
 }  // namespace
 }  // namespace lockstep::distributed

@@ -1,0 +1,73 @@
+// Choosing a cuDNN convolution algorithm from the results cuDNN reports
+// (cudnnFind* or the cudnnGet*_v7 heuristics), as plain data, so that the
+// rule is tested without a GPU (tests/test_cuda_rules.cpp).
+//
+// cuDNN returns entries for the convolution descriptor's math type and for
+// other math types (CUDNN_DEFAULT_MATH, which is TF32 on A100/H100). An entry
+// is usable only when its math type is the descriptor's: the descriptor is
+// not changed to follow the entry, so an entry timed with another math type
+// would run with different numerics (or fail), and its memory is not the
+// workspace this descriptor needs. The workspace of the chosen algorithm is
+// asked of cuDNN afterwards for (descriptor, algorithm), not taken from the
+// entry.
+//
+// CUDA-free: the caller converts cudnnConvolution*AlgoPerf_t into
+// AlgorithmCandidate and back.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <span>
+
+namespace lockstep::nn::cuda {
+
+// The cuDNN math types (cudnnMathType_t).
+enum class ConvMath { kDefault, kTensorOp, kTensorOpAllowConversion, kFma };
+
+// One entry of cuDNN's results, fastest first.
+struct AlgorithmCandidate {
+  int algo = 0;            // cudnnConvolution*Algo_t
+  bool succeeded = false;  // status == CUDNN_STATUS_SUCCESS
+  float time_ms = 0.0f;    // measured (Find) or -1 (heuristics)
+  size_t memory = 0;       // workspace cuDNN reported for this entry's math type
+  ConvMath math = ConvMath::kDefault;
+  bool deterministic = false;
+};
+
+struct AlgorithmRequirements {
+  ConvMath math = ConvMath::kFma;  // the convolution descriptor's math type
+  bool deterministic = false;
+  size_t workspace_limit = 0;  // bytes
+};
+
+// The first candidate in cuDNN's order that succeeded, has the descriptor's
+// math type, is deterministic when required, and reported memory within the
+// limit; nothing when none qualifies. Index into `candidates`.
+inline std::optional<size_t> choose_algorithm(std::span<const AlgorithmCandidate> candidates,
+                                              const AlgorithmRequirements& need) {
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const AlgorithmCandidate& c = candidates[i];
+    if (!c.succeeded || c.math != need.math) continue;
+    if (need.deterministic && !c.deterministic) continue;
+    if (c.memory > need.workspace_limit) continue;
+    return i;
+  }
+  return std::nullopt;
+}
+
+// "FMA", "TENSOR_OP", ... for messages.
+inline const char* to_string(ConvMath math) {
+  switch (math) {
+    case ConvMath::kDefault:
+      return "DEFAULT";
+    case ConvMath::kTensorOp:
+      return "TENSOR_OP";
+    case ConvMath::kTensorOpAllowConversion:
+      return "TENSOR_OP_ALLOW_CONVERSION";
+    case ConvMath::kFma:
+      return "FMA";
+  }
+  return "?";
+}
+
+}  // namespace lockstep::nn::cuda
