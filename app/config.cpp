@@ -30,6 +30,12 @@ void validate_combinations(const TrainConfig& c) {
     fail_input("config keys normalize_mean and normalize_std need the same number of values (",
                c.normalize_mean.size(), " and ", c.normalize_std.size(), ")");
   }
+  if (c.val_fraction >= 1.0)
+    fail_input("config key val_fraction must be below 1 (some samples must stay for training)");
+  if ((c.keep_best || c.patience > 0) && (c.val_fraction <= 0.0 || c.eval_every <= 0))
+    fail_input(
+        "config keys keep_best and patience need a validation split: set val_fraction > 0 "
+        "(and eval_every > 0)");
 }
 
 std::string commands_of(const Key& key) {

@@ -99,6 +99,17 @@ struct TrainConfig {
   double label_smoothing = 0.0;      // cross_entropy target (1 - e) onehot + e / classes, [0, 1)
   double grad_clip_norm = 0.0;       // clip averaged gradients to this global L2 norm (0: off)
   bool weight_decay_bn_bias = true;  // false: no weight decay on BatchNorm and bias parameters
+  // --- results that leave lockstep (export, initial weights)
+  bool write_safetensors = true;        // write run_dir/model.safetensors at the end of training
+  std::string init_from;                // safetensors file of initial weights ("": none)
+  std::vector<std::string> init_skip;   // init_from: tensors to leave out (wildcards, "fc2.*")
+  bool tensorboard = true;              // write TensorBoard event files under run_dir/tensorboard
+  int64_t log_every = 10;               // tensorboard: train loss every N steps (0: never)
+  bool tensorboard_histograms = false;  // tensorboard: histograms of the weights every epoch
+  int64_t top_k = 5;                    // evaluation: top-k accuracy beside top-1
+  double val_fraction = 0.0;            // validation split taken from the training set (0: none)
+  bool keep_best = false;               // keep run_dir/best.lsck: the best validation accuracy
+  int64_t patience = 0;                 // stop after N epochs without validation gain (0: never)
 };
 
 // Most compute or decoding threads a rank may ask for (`threads` and the

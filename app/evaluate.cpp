@@ -15,6 +15,8 @@ namespace lockstep::app {
 
 void add_evaluate_options(CLI::App& cmd, EvaluateArgs& args) {
   cmd.add_option("--checkpoint", args.checkpoint, "checkpoint file")->required();
+  cmd.add_option("--report-dir,--report_dir", args.report_dir,
+                 "write confusion_matrix.csv/.png and per_class_accuracy.csv here");
   add_config_options(cmd, kEvaluate);
 }
 
@@ -48,11 +50,14 @@ int run_evaluate(const CLI::App& cmd, const EvaluateArgs& args, distributed::Com
   distributed::check_same_fingerprint(comm, items);
 
   const EvalResult r = evaluate_model(*model, *backend, stager, test, train_normalization(config),
-                                      config.test_batch_size, comm);
+                                      config.test_batch_size, comm, config.top_k);
   if (comm.rank() == 0) {
-    std::printf("%s: test loss %.4f acc %.2f%% (%lld samples of %s)\n", args.checkpoint.c_str(),
-                r.loss, 100.0 * r.accuracy, static_cast<long long>(r.samples),
-                config.dataset.c_str());
+    std::printf("%s: test loss %.4f acc %.2f%% (%lld samples of %s), top-%lld acc %.2f%%\n",
+                args.checkpoint.c_str(), r.loss, 100.0 * r.accuracy,
+                static_cast<long long>(r.samples), config.dataset.c_str(),
+                static_cast<long long>(r.classes->top_k()), 100.0 * r.top_k_accuracy);
+    if (!args.report_dir.empty())
+      write_class_reports(args.report_dir, *r.classes, test.class_names);
   }
   return 0;
 }

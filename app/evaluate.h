@@ -17,10 +17,12 @@ namespace lockstep::app {
 
 struct EvaluateArgs {
   std::string checkpoint;
+  std::string report_dir;  // confusion matrix and per-class accuracy files ("": none)
 };
 
 void add_evaluate_options(CLI::App& cmd, EvaluateArgs& args);
-// Collective. Rank 0 prints one line: loss, accuracy, samples, dataset.
+// Collective. Rank 0 prints one line: loss, accuracy, samples, dataset,
+// top-k accuracy; and writes the class reports to report_dir when given.
 int run_evaluate(const CLI::App& cmd, const EvaluateArgs& args, distributed::Communicator& comm);
 
 }  // namespace lockstep::app

@@ -4,6 +4,17 @@
 #include "data/sampler.h"
 
 namespace lockstep::app {
+namespace {
+
+// The values of t on the host (t itself when it lives there).
+const float* host_values(const nn::Tensor& t, nn::Tensor& scratch) {
+  if (t.device() == nn::Device::kCpu) return t.data();
+  scratch.resize(t.shape());
+  scratch.copy_from(t);
+  return scratch.data();
+}
+
+}  // namespace
 
 void Totals::add(const nn::LossStats& s) {
   loss += s.loss_sum;
@@ -21,7 +32,7 @@ void Totals::reduce(distributed::Communicator& comm) {
 
 EvalResult evaluate_model(nn::Model& model, nn::Backend& backend, BatchStager& stager,
                           const data::Dataset& test, const data::Normalization& normalization,
-                          int64_t batch_size, distributed::Communicator& comm) {
+                          int64_t batch_size, distributed::Communicator& comm, int64_t top_k) {
   auto sampler = data::DistributedSampler::for_evaluation(test.size(), comm.rank(), comm.size());
   data::BatchLoaderOptions lo;
   lo.batch_size = batch_size;
@@ -29,13 +40,19 @@ EvalResult evaluate_model(nn::Model& model, nn::Backend& backend, BatchStager& s
   data::BatchLoader loader(test, sampler.indices(), lo);
   data::Batch batch;
   Totals totals;
+  auto classes = std::make_shared<ClassMetrics>(model.output_size(), top_k);
+  nn::Tensor host;
   while (loader.next(batch)) {
-    model.forward(backend, stager.images(batch), {});
+    const nn::Tensor& out = model.forward(backend, stager.images(batch), {});
     totals.add(model.loss(backend, stager.labels(batch), 0.0f, false));
+    classes->add(host_values(out, host), batch.labels.data(), batch.size());
   }
   comm.set_stall_label("evaluation metrics");
   totals.reduce(comm);
+  classes->reduce(comm);
   EvalResult e;
+  e.top_k_accuracy = classes->top_k_accuracy();
+  e.classes = classes;
   e.samples = static_cast<int64_t>(totals.count);
   e.loss = totals.count > 0 ? totals.loss / totals.count : 0.0;
   e.accuracy = totals.count > 0 ? totals.correct / totals.count : 0.0;

@@ -3,9 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "app/checkpoint.h"
+#include "app/class_metrics.h"
 #include "app/device.h"
 #include "data/dataset.h"
 #include "data/transform.h"
@@ -16,9 +18,11 @@
 namespace lockstep::app {
 
 struct EvalResult {
-  double loss = 0.0;      // mean per sample
-  double accuracy = 0.0;  // fraction correct
-  int64_t samples = 0;    // every test sample exactly once, over all ranks
+  double loss = 0.0;                            // mean per sample
+  double accuracy = 0.0;                        // fraction correct
+  int64_t samples = 0;                          // every test sample exactly once, over all ranks
+  double top_k_accuracy = 0.0;                  // true class among the top_k outputs
+  std::shared_ptr<const ClassMetrics> classes;  // confusion matrix, per-class accuracy
 };
 
 // Sums of a pass over data, reduced across ranks as sums and counts so the
@@ -31,10 +35,11 @@ struct Totals {
 };
 
 // Evaluates model on this rank's shard of test (batches of batch_size,
-// normalised as given), reduced over all ranks of comm. Collective.
+// normalised as given), reduced over all ranks of comm, with top-k accuracy
+// and per-class counts. Collective.
 EvalResult evaluate_model(nn::Model& model, nn::Backend& backend, BatchStager& stager,
                           const data::Dataset& test, const data::Normalization& normalization,
-                          int64_t batch_size, distributed::Communicator& comm);
+                          int64_t batch_size, distributed::Communicator& comm, int64_t top_k = 5);
 
 // Copies the checkpoint's weights into model's parameters and buffers
 // (BatchNorm running statistics; optimizer state is not needed). Throws

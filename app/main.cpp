@@ -9,6 +9,8 @@
 #include "app/config.h"
 #include "app/data_show.h"
 #include "app/evaluate.h"
+#include "app/export_command.h"
+#include "app/plot_command.h"
 #include "app/predict.h"
 #include "app/timeline_report.h"
 #include "app/trainer.h"
@@ -49,6 +51,14 @@ int main(int argc, char** argv) {
   auto* export_cmd =
       data_cmd->add_subcommand("export", "write a dataset as an image folder of PNGs");
   app::add_export_options(*export_cmd, export_args);
+  app::ModelExportArgs model_export_args;
+  auto* model_export_cmd = cli.add_subcommand(
+      "export", "write a checkpoint's model as safetensors (for PyTorch) or ONNX");
+  app::add_model_export_options(*model_export_cmd, model_export_args);
+  app::PlotArgs plot_args;
+  auto* plot_cmd =
+      cli.add_subcommand("plot", "loss and accuracy curves of runs as a PNG (gnuplot)");
+  app::add_plot_options(*plot_cmd, plot_args);
   auto* timeline_cmd = cli.add_subcommand("timeline", "read Chrome traces written by --timeline");
   timeline_cmd->require_subcommand(1);
   app::TimelineSummaryArgs timeline_args;
@@ -78,6 +88,8 @@ int main(int argc, char** argv) {
     if (*predict_cmd) return root ? app::run_predict(predict_args) : 0;
     if (*summary_cmd) return root ? app::run_timeline_summary(timeline_args) : 0;
     if (*export_cmd) return root ? app::run_data_export(export_args) : 0;
+    if (*model_export_cmd) return root ? app::run_model_export(model_export_args) : 0;
+    if (*plot_cmd) return root ? app::run_plot(plot_args) : 0;
     if (*show_cmd) {
       show_args.config = app::read_config(*show_cmd, app::kDataShow);
       return root ? app::run_data_show(show_args) : 0;

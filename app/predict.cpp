@@ -9,14 +9,11 @@
 #include <sstream>
 #include <thread>
 
-#include "app/checkpoint.h"
 #include "app/config.h"
-#include "app/data_setup.h"
-#include "app/evaluation.h"
+#include "app/trained_model.h"
 #include "data/image_io.h"
 #include "data/parallel_for.h"
 #include "nn/error.h"
-#include "nn/model_zoo.h"
 
 namespace lockstep::app {
 namespace {
@@ -24,16 +21,6 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr int64_t kChunk = 256;  // images decoded and classified at a time
-
-template <typename T>
-T meta_value(const nlohmann::json& meta, const char* key, const std::string& path) {
-  try {
-    return meta.at(key).get<T>();
-  } catch (const nlohmann::json::exception&) {
-    fail_input(path, ": checkpoint metadata has no valid \"", key,
-               "\" (written by another program or an older lockstep?)");
-  }
-}
 
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
@@ -48,25 +35,38 @@ std::string format_probability(double p) {
   return buf;
 }
 
+void write_text(const std::string& path, const std::string& text) {
+  data::write_file_atomically(
+      path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+}
+
+// path,out0,out1,... with every float's shortest round-trip digits.
+std::string outputs_csv(const std::vector<Prediction>& predictions) {
+  std::ostringstream out;
+  out << "path";
+  for (size_t j = 0; j < predictions.front().outputs.size(); ++j) out << ",out" << j;
+  out << "\n";
+  char buf[32];
+  for (const Prediction& p : predictions) {
+    out << csv_field(p.path);
+    for (float v : p.outputs) {
+      std::snprintf(buf, sizeof(buf), ",%.9g", static_cast<double>(v));
+      out << buf;
+    }
+    out << "\n";
+  }
+  return out.str();
+}
+
 }  // namespace
 
 Predictor::Predictor(const std::string& checkpoint, int64_t threads)
     : threads_(threads > 0 ? threads : std::max(1u, std::thread::hardware_concurrency())) {
-  const Checkpoint ckpt = load_checkpoint(checkpoint);
-  const TrainConfig config = train_config_from_json(
-      meta_value<nlohmann::json>(ckpt.meta, "config", checkpoint), checkpoint);
-  class_names_ = meta_value<std::vector<std::string>>(ckpt.meta, "class_names", checkpoint);
-  const auto shape = meta_value<nn::Shape>(ckpt.meta, "input_shape", checkpoint);
-  if (shape.size() != 3 || (shape[0] != 1 && shape[0] != 3) || shape[1] <= 0 || shape[2] <= 0) {
-    fail_input(checkpoint, ": input_shape ", nn::shape_string(shape),
-               " is not (1 or 3 channels, height, width)");
-  }
-  normalization_ = train_normalization(config);
+  TrainedModel trained = load_trained_model(checkpoint);
+  class_names_ = std::move(trained.card.class_names);
+  normalization_ = std::move(trained.card.normalization);
   backend_ = nn::make_cpu_backend(static_cast<int>(threads_));
-  model_ = nn::build_model(config.model, config.layers, shape,
-                           static_cast<int64_t>(class_names_.size()), config.loss);
-  model_->reset_parameters(config.seed, backend_->device());
-  load_weights(ckpt, checkpoint, *model_);
+  model_ = std::move(trained.model);
 }
 
 Predictor::~Predictor() = default;
@@ -101,6 +101,7 @@ std::vector<Prediction> Predictor::predict(const std::vector<std::string>& paths
       for (int64_t k = 0; k < classes; ++k) sum += std::exp(double(row[k]) - row[order[0]]);
       Prediction p;
       p.path = paths[first + static_cast<size_t>(i)];
+      p.outputs.assign(row, row + classes);
       for (int64_t k = 0; k < top_k; ++k) {
         p.classes.push_back(order[static_cast<size_t>(k)]);
         p.probabilities.push_back(std::exp(double(row[order[k]]) - row[order[0]]) / sum);
@@ -150,6 +151,8 @@ void add_predict_options(CLI::App& cmd, PredictArgs& args) {
       ->required();
   cmd.add_option("--top-k,--top_k", args.top_k, "classes shown per image")->capture_default_str();
   cmd.add_option("--csv", args.csv, "also write path,top1,prob1,... to this CSV file");
+  cmd.add_option("--outputs-csv,--outputs_csv", args.outputs_csv,
+                 "also write path,out0,out1,... (the model's raw outputs) to this CSV file");
   cmd.add_option("--threads", args.threads, "compute and decoding threads (0: every core)")
       ->check(CLI::Range(0, kMaxThreads));
 }
@@ -177,12 +180,8 @@ int run_predict(const PredictArgs& args) {
     csv << "\n";
   }
   std::fflush(stdout);
-  if (!args.csv.empty()) {
-    const std::string text = csv.str();
-    data::write_file_atomically(
-        args.csv,
-        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
-  }
+  if (!args.csv.empty()) write_text(args.csv, csv.str());
+  if (!args.outputs_csv.empty()) write_text(args.outputs_csv, outputs_csv(predictions));
   return 0;
 }
 

@@ -29,6 +29,7 @@ struct PredictArgs {
   std::vector<std::string> inputs;  // image files and folders
   int64_t top_k = 3;                // classes printed per image
   std::string csv;                  // write path,top1,prob1,... here ("": no file)
+  std::string outputs_csv;          // write path,out0,out1,... (raw model outputs) here
   int64_t threads = 0;              // compute and decoding threads (0: every core)
 };
 
@@ -36,6 +37,7 @@ struct Prediction {
   std::string path;
   std::vector<int64_t> classes;       // top-k class indices, most probable first
   std::vector<double> probabilities;  // their softmax probabilities
+  std::vector<float> outputs;         // the model's raw output row (logits or log-probabilities)
 };
 
 // A trained model that classifies image files the way it saw its training data.

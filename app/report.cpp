@@ -20,7 +20,7 @@ Report::Report(bool active, const std::string& mode, const std::string& metrics_
     std::fprintf(metrics_,
                  "epoch,lr,train_loss,train_accuracy,train_samples,test_loss,test_accuracy,"
                  "test_samples,seconds,images_per_second,compute_s,comm_wait_s,data_s,eval_s,"
-                 "checkpoint_s\n");
+                 "checkpoint_s,test_top_k_accuracy,val_loss,val_accuracy\n");
     std::fflush(metrics_);
   }
 }
@@ -78,12 +78,15 @@ void Report::epoch(const EpochResult& r, int64_t epochs) {
   if (metrics_ != nullptr) {
     const double nan = std::nan("");
     std::fprintf(metrics_,
-                 "%lld,%.8g,%.8g,%.8g,%lld,%.8g,%.8g,%lld,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g\n",
+                 "%lld,%.8g,%.8g,%.8g,%lld,%.8g,%.8g,%lld,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.8g,%"
+                 ".8g,%.8g\n",
                  static_cast<long long>(r.epoch), r.lr, r.train_loss, r.train_accuracy,
                  static_cast<long long>(r.train_samples), r.evaluated ? r.test_loss : nan,
                  r.evaluated ? r.test_accuracy : nan, static_cast<long long>(r.test_samples),
                  r.seconds, r.images_per_second, r.compute_seconds, r.comm_wait_seconds,
-                 r.data_seconds, r.eval_seconds, r.checkpoint_seconds);
+                 r.data_seconds, r.eval_seconds, r.checkpoint_seconds,
+                 r.evaluated ? r.test_top_k_accuracy : nan, r.validated ? r.val_loss : nan,
+                 r.validated ? r.val_accuracy : nan);
     std::fflush(metrics_);
   }
 }

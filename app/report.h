@@ -18,6 +18,9 @@ struct EpochResult {
   bool evaluated = false;
   double test_loss = 0.0, test_accuracy = 0.0;
   int64_t test_samples = 0;
+  double test_top_k_accuracy = 0.0;  // true class among the top_k outputs
+  bool validated = false;            // evaluated on the validation split
+  double val_loss = 0.0, val_accuracy = 0.0;
   double seconds = 0.0;            // whole epoch: training, evaluation, checkpoint
   double images_per_second = 0.0;  // training samples (all ranks) / training seconds
   // Where rank 0's time went (seconds).

@@ -10,10 +10,13 @@
 #include "app/data_setup.h"
 #include "app/device.h"
 #include "app/model_buffers.h"
+#include "app/tensorboard.h"
 #include "app/train_settings.h"
+#include "app/weights_io.h"
 #include "data/batch_loader.h"
 #include "data/catalog.h"
 #include "data/sampler.h"
+#include "data/validation_split.h"
 #include "distributed/batch_stats_reducer.h"
 #include "distributed/fingerprint.h"
 #include "nn/error.h"
@@ -48,6 +51,9 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
                .head(config_.train_subset);
   test_ = data::load_dataset(config_.dataset, config_.data_dir, false, folder, &notes)
               .head(config_.test_subset);
+  if (config_.val_fraction > 0)
+    val_ = data::split_off_validation(train_, config_.val_fraction, config_.seed);
+  best_ = BestModelTracker(config_.patience);
   for (const std::string& note : notes) report_->line(note);
   normalization_ = train_normalization(config_);
   augmentation_ = train_augmentation(config_);
@@ -59,6 +65,9 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
                       train_.num_classes, config_.loss);
   model_->reset_parameters(config_.seed, backend_->device());
   model_->set_label_smoothing(static_cast<float>(config_.label_smoothing));
+  // Rank 0's weights reach every rank with the broadcast below.
+  if (!config_.init_from.empty() && comm_.rank() == 0)
+    init_weights_from(*model_, config_.init_from, config_.init_skip);
   optimizer_ =
       nn::make_optimizer(optimizer_config(config_), model_->parameters(), backend_->device());
   schedule_ = std::make_unique<nn::LrSchedule>(schedule_config(config_), comm_.size());
@@ -79,6 +88,11 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
 
   check_fingerprint();
   resume();
+  if (root && files && config_.tensorboard) {
+    tensorboard_ =
+        std::make_unique<TensorBoardLog>(config_.run_dir + "/tensorboard", !config_.resume.empty(),
+                                         epochs_done_, global_step_, config_.log_every);
+  }
   // Every rank starts from rank 0's weights and optimizer state: never from
   // independently initialised ones.
   dopt_->broadcast_parameters(0);
@@ -98,6 +112,7 @@ void Trainer::check_fingerprint() {
   }
   items.emplace_back("dataset.train.size", std::to_string(train_.size()));
   items.emplace_back("dataset.test.size", std::to_string(test_.size()));
+  items.emplace_back("dataset.validation.size", std::to_string(val_.size()));
   items.emplace_back("dataset.image",
                      nn::shape_string({train_.channels, train_.height, train_.width}));
   comm_.set_stall_label("start-up fingerprint check");
@@ -110,7 +125,9 @@ void Trainer::banner() {
       << (threads_ == 1 ? "" : "s") << " per rank on " << backend_->name() << "\n";
   if (gradient_comm_) out << "gradients: " << gradient_comm_->describe() << "\n";
   out << "data: " << train_.name << " " << train_.size() << " samples, " << test_.name << " "
-      << test_.size() << " samples from " << train_.source << "\n"
+      << test_.size() << " samples";
+  if (val_.size() > 0) out << ", validation " << val_.size() << " samples held out of training";
+  out << " from " << train_.source << "\n"
       << model_->summary() << "\n"
       << "optimizer: " << optimizer_->describe() << ", lr " << config_.lr << " x "
       << schedule_->scale_factor() << " (" << config_.lr_scaling << " scaling for " << comm_.size()
@@ -129,9 +146,21 @@ void Trainer::banner() {
 
 void Trainer::run() {
   for (int64_t epoch = epochs_done_; epoch < config_.epochs; ++epoch) {
+    // Also true at once for a resumed run that had already stopped.
+    if (best_.should_stop(epochs_done_)) {
+      report_->line(detail::concat("early stop after epoch ", epochs_done_,
+                                   ": validation accuracy has not improved for ", config_.patience,
+                                   " epochs (best ", 100.0 * best_.best_accuracy(), "% at epoch ",
+                                   best_.best_epoch(), ")"));
+      break;
+    }
     history_.push_back(train_epoch(epoch));
     report_->epoch(history_.back(), config_.epochs);
+    if (tensorboard_) tensorboard_->epoch(history_.back());
+    if (tensorboard_ && config_.tensorboard_histograms)
+      tensorboard_->weight_histograms(*model_, epochs_done_);
   }
+  write_results();
   if (timeline_) {
     for (const std::string& lost : distributed::finish_timeline(*timeline_, comm_)) {
       report_->line("timeline: could not merge " + lost);
@@ -168,8 +197,11 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   double data_seconds = 0.0;
   const auto train_start = Clock::now();
   for (int64_t step = 0; step < steps; ++step) {
+    const double loss_before = totals.loss, count_before = totals.count;
     r.lr = schedule_->at(epoch, step, steps);
     train_step(loader, batch, epoch, std::min(k, batches - step * k), r.lr, totals, data_seconds);
+    if (tensorboard_)
+      tensorboard_->step_loss(global_step_, totals.loss - loss_before, totals.count - count_before);
     report_->progress(r.epoch, config_.epochs, step, steps, totals.loss / totals.count,
                       totals.count * comm_.size() / seconds_since(train_start));
   }
@@ -244,21 +276,44 @@ void Trainer::finish_epoch(EpochResult& r) {
     r.test_loss = e.loss;
     r.test_accuracy = e.accuracy;
     r.test_samples = e.samples;
+    r.test_top_k_accuracy = e.top_k_accuracy;
     r.eval_seconds = seconds_since(eval_start);
   }
+  const bool improved = !val_.labels.empty() && r.evaluated && validate_epoch(r);
   epochs_done_ = r.epoch;
-  if (config_.checkpoint_every > 0 &&
-      (r.epoch % config_.checkpoint_every == 0 || r.epoch == config_.epochs)) {
+  const bool numbered =
+      config_.checkpoint_every > 0 && (r.epoch % config_.checkpoint_every == 0 ||
+                                       r.epoch == config_.epochs || best_.should_stop(r.epoch));
+  if (numbered || (improved && config_.keep_best)) {
     const auto checkpoint_start = Clock::now();
     distributed::TimelineSpan span(timeline_.get(), "checkpoint", "checkpoint");
-    save_checkpoint();
+    save_checkpoint(numbered, improved && config_.keep_best);
     r.checkpoint_seconds = seconds_since(checkpoint_start);
   }
 }
 
-EvalResult Trainer::evaluate() {
-  return evaluate_model(*model_, *backend_, *stager_, test_, normalization_,
-                        config_.test_batch_size, comm_);
+bool Trainer::validate_epoch(EpochResult& r) {
+  const EvalResult v = evaluate(true);
+  r.validated = true;
+  r.val_loss = v.loss;
+  r.val_accuracy = v.accuracy;
+  return best_.update(r.epoch, v.accuracy);
+}
+
+EvalResult Trainer::evaluate(bool validation) {
+  EvalResult e = evaluate_model(*model_, *backend_, *stager_, validation ? val_ : test_,
+                                normalization_, config_.test_batch_size, comm_, config_.top_k);
+  if (!validation) last_classes_ = e.classes;
+  return e;
+}
+
+void Trainer::write_results() {
+  if (comm_.rank() != 0 || config_.run_dir.empty()) return;
+  if (last_classes_) write_class_reports(config_.run_dir, *last_classes_, train_.class_names);
+  if (config_.write_safetensors) {
+    save_model_weights(config_.run_dir + "/model.safetensors", *model_,
+                       model_card(config_, train_, epochs_done_));
+  }
 }
 
 std::vector<std::pair<std::string, nn::Tensor*>> Trainer::state_tensors() {
@@ -269,7 +324,7 @@ std::vector<std::pair<std::string, nn::Tensor*>> Trainer::state_tensors() {
   return out;
 }
 
-void Trainer::save_checkpoint() {
+void Trainer::save_checkpoint(bool numbered, bool best) {
   if (comm_.rank() != 0 || config_.run_dir.empty()) return;
   nlohmann::json meta;
   meta["lockstep_version"] = LOCKSTEP_VERSION;
@@ -285,9 +340,14 @@ void Trainer::save_checkpoint() {
   meta["rng"] = {{"seed", config_.seed}, {"next_epoch", epochs_done_}};
   meta["sampler"] = {{"epoch", epochs_done_}, {"batch", 0}};
   meta["config"] = to_json(config_);
+  meta["best"] = best_.to_json();
+  const Checkpoint checkpoint = make_checkpoint(meta, state_tensors());
+  // The best one lives apart, so pruning the newest never removes it.
+  if (best) app::save_checkpoint(config_.run_dir + "/best.lsck", checkpoint);
+  if (!numbered) return;
   CheckpointStore store(config_.run_dir + "/checkpoints",
                         static_cast<int>(config_.keep_checkpoints));
-  store.save(epochs_done_, global_step_, make_checkpoint(meta, state_tensors()));
+  store.save(epochs_done_, global_step_, checkpoint);
 }
 
 void Trainer::resume() {
@@ -318,6 +378,7 @@ void Trainer::resume() {
         optimizer_->set_last_lr(m.at("optimizer").at("last_lr").get<float>());
         position = {{"epoch", m.at("epoch").get<int64_t>()},
                     {"step", m.at("step").get<int64_t>()},
+                    {"best", m.value("best", nlohmann::json())},
                     {"path", path}};
       } catch (const nlohmann::json::exception& e) {
         fail_input(path, ": checkpoint metadata lacks training position: ", e.what());
@@ -331,6 +392,7 @@ void Trainer::resume() {
   const auto position = nlohmann::json::parse(meta_text);
   epochs_done_ = position.at("epoch").get<int64_t>();
   global_step_ = position.at("step").get<int64_t>();
+  best_.restore(position.at("best"));
   report_->line("resuming from " + position.at("path").get<std::string>());
 }
 

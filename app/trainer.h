@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "app/best_model.h"
 #include "app/config.h"
 #include "app/device.h"
 #include "app/evaluation.h"
@@ -27,6 +28,8 @@
 
 namespace lockstep::app {
 
+class TensorBoardLog;
+
 class Trainer {
  public:
   // Loads data, builds the model, checks that all ranks agree, broadcasts
@@ -38,13 +41,15 @@ class Trainer {
 
   // Trains from the current epoch to config.epochs.
   void run();
-  // Evaluates on this rank's shard of the test set, reduced over all ranks.
-  EvalResult evaluate();
+  // Evaluates on this rank's shard of the test set (or of the validation
+  // split), reduced over all ranks: every sample counts once.
+  EvalResult evaluate(bool validation = false);
 
   nn::Model& model() { return *model_; }
   int64_t epochs_done() const { return epochs_done_; }
   const std::vector<EpochResult>& history() const { return history_; }
   const TrainConfig& config() const { return config_; }
+  const std::vector<std::string>& class_names() const { return train_.class_names; }
 
  private:
   EpochResult train_epoch(int64_t epoch);
@@ -56,15 +61,20 @@ class Trainer {
                   double lr, Totals& totals, double& data_seconds);
   // Evaluation and checkpoint due after epoch r.epoch, timed into r.
   void finish_epoch(EpochResult& r);
+  // Evaluates the validation split into r; true for a new best accuracy.
+  bool validate_epoch(EpochResult& r);
+  // At the end of run(): rank 0's class reports and model.safetensors.
+  void write_results();
   void resume();
-  void save_checkpoint();
+  // numbered: the next numbered checkpoint; best: run_dir/best.lsck.
+  void save_checkpoint(bool numbered = true, bool best = false);
   std::vector<std::pair<std::string, nn::Tensor*>> state_tensors();
   void check_fingerprint();
   void banner();
 
   TrainConfig config_;
   distributed::Communicator& comm_;
-  data::Dataset train_, test_;
+  data::Dataset train_, test_, val_;  // val_: empty without val_fraction
   data::Normalization normalization_;
   data::Augmentation augmentation_;
   std::unique_ptr<nn::Backend> backend_;
@@ -78,6 +88,9 @@ class Trainer {
   std::unique_ptr<nn::BatchStatsReducer> batch_stats_;  // sync_batchnorm only
   std::unique_ptr<nn::LrSchedule> schedule_;
   std::unique_ptr<Report> report_;
+  std::unique_ptr<TensorBoardLog> tensorboard_;       // rank 0, when config.tensorboard
+  std::shared_ptr<const ClassMetrics> last_classes_;  // of the last test evaluation
+  BestModelTracker best_{0};
   int threads_ = 1;
   int64_t epochs_done_ = 0;
   int64_t global_step_ = 0;

@@ -8,6 +8,7 @@ packages=(
   libeigen3-dev libcli11-dev libtomlplusplus-dev libstb-dev libgtest-dev
   mpich libmpich-dev nlohmann-json3-dev zlib1g-dev
   dataset-fashion-mnist shellcheck curl gnuplot-nox
+  libonnx-dev libprotobuf-dev
 )
 
 missing=()

@@ -53,7 +53,7 @@ TEST(TrainE2E, MnistNetLearnsOnAFashionMnistSubset) {
         run_lockstep(small_run(dir.path(), 4, 2000) + " --lr 0.05 --seed " + std::to_string(seed));
     ASSERT_EQ(r.exit_code, 0) << r.output;
     const auto m = last_metrics(dir.path());
-    ASSERT_EQ(m.size(), 15u) << r.output;
+    ASSERT_EQ(m.size(), 18u) << r.output;  // the columns of metrics.csv
     const double test_accuracy = std::stod(m[6]);
     EXPECT_GT(test_accuracy, 0.5) << "seed " << seed << " (chance is 0.1)\n" << r.output;
     EXPECT_EQ(m[7], "500");  // every test sample counted exactly once
@@ -78,7 +78,7 @@ TEST(TrainE2E, AccumulationUsesEverySampleWhenItDoesNotDivideTheBatches) {
   const auto r = run_lockstep(small_run(dir.path(), 1) + " --backward-passes-per-step 3 --lr 0.05");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto m = last_metrics(dir.path());
-  ASSERT_EQ(m.size(), 15u) << r.output;
+  ASSERT_EQ(m.size(), 18u) << r.output;  // the columns of metrics.csv
   EXPECT_EQ(m[4], "1000");  // train_samples
   EXPECT_EQ(r.output.find("not used"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("batch 64 per rank (64 global) x 3 backward passes per step (192 "

@@ -27,6 +27,10 @@ class Conv2d final : public Layer {
   }
   void reset_parameters(uint64_t seed, Device device) override;
 
+  int64_t kernel() const { return kernel_; }
+  int64_t stride() const { return stride_; }
+  int64_t pad() const { return pad_; }
+
  private:
   Conv2dGeometry geometry(const Shape& input) const;
   int64_t in_channels_, out_channels_, kernel_, stride_, pad_;

@@ -1,0 +1,110 @@
+// Per-class evaluation against a case worked out by hand: confusion matrix,
+// top-1 and top-2 accuracy (ties ranked to the lower class, as argmax),
+// per-class accuracy, the CSV files and a PNG that decodes; and the files a
+// training run and `lockstep evaluate --report-dir` leave.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include "app/checkpoint.h"
+#include "app/class_metrics.h"
+#include "data/image_io.h"
+#include "distributed/communicator.h"
+#include "support/dataset_files.h"
+#include "support/run_command.h"
+
+namespace lockstep {
+namespace {
+
+using testing::ScratchDir;
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+app::ClassMetrics hand_case() {
+  // true labels 1, 1, 0, 1, 2; argmax 1, 0, 2, 0 (tie with 1), 2
+  const std::vector<float> outputs = {0.1f, 0.7f, 0.2f, 0.5f, 0.3f, 0.2f, 0.2f, 0.3f,
+                                      0.5f, 0.4f, 0.4f, 0.2f, 0.0f, 0.0f, 1.0f};
+  const std::vector<int32_t> labels = {1, 1, 0, 1, 2};
+  app::ClassMetrics m(3, 2);
+  m.add(outputs.data(), labels.data(), 2);  // in two pieces, as batches come
+  m.add(outputs.data() + 6, labels.data() + 2, 3);
+  auto comm = distributed::make_single_communicator();
+  m.reduce(*comm);
+  return m;
+}
+
+TEST(ClassMetrics, AgreesWithAHandComputedCase) {
+  const app::ClassMetrics m = hand_case();
+  const int64_t want[3][3] = {{0, 0, 1}, {2, 1, 0}, {0, 0, 1}};
+  for (int t = 0; t < 3; ++t)
+    for (int p = 0; p < 3; ++p) EXPECT_EQ(m.confusion(t, p), want[t][p]) << t << "," << p;
+  EXPECT_EQ(m.samples(), 5);
+  EXPECT_DOUBLE_EQ(m.top1_accuracy(), 2.0 / 5.0);
+  EXPECT_DOUBLE_EQ(m.top_k_accuracy(), 4.0 / 5.0);  // only sample 2 misses its top 2
+  EXPECT_DOUBLE_EQ(m.class_accuracy(0), 0.0);
+  EXPECT_DOUBLE_EQ(m.class_accuracy(1), 1.0 / 3.0);
+  EXPECT_DOUBLE_EQ(m.class_accuracy(2), 1.0);
+  EXPECT_EQ(app::ClassMetrics(3, 10).top_k(), 3) << "k is capped at the class count";
+}
+
+TEST(ClassMetrics, WritesCsvFilesAndAPngWithClassNames) {
+  ScratchDir dir;
+  app::write_class_reports(dir.path(), hand_case(), {"cat", "dog, big", "emu"});
+  EXPECT_EQ(slurp(dir.file("confusion_matrix.csv")),
+            "true\\predicted,cat,\"dog, big\",emu\n"
+            "cat,0,0,1\n"
+            "\"dog, big\",2,1,0\n"
+            "emu,0,0,1\n");
+  EXPECT_EQ(slurp(dir.file("per_class_accuracy.csv")),
+            "class,name,samples,correct,accuracy\n"
+            "0,cat,1,0,0.000000\n"
+            "1,\"dog, big\",3,1,0.333333\n"
+            "2,emu,1,1,1.000000\n");
+  const data::Image png = data::load_image(dir.file("confusion_matrix.png"), 3);
+  EXPECT_GT(png.width, 3 * 44);
+  EXPECT_GT(png.height, 3 * 44);
+}
+
+TEST(ClassMetrics, TrainingAndEvaluateLeaveTheReports) {
+  ScratchDir dir;
+  testing::write_mnist_dir(dir.file("data"), 64, 40);
+  auto r = testing::run_lockstep("train --dataset mnist --data-dir " + dir.file("data") +
+                                 " --epochs 1 --batch-size 16 --threads 1 --progress none "
+                                 "--top-k 3 --run-dir " +
+                                 dir.file("run"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string per_class = slurp(dir.file("run/per_class_accuracy.csv"));
+  EXPECT_EQ(per_class.substr(0, 36), "class,name,samples,correct,accuracy\n");
+  const std::string metrics = slurp(dir.file("run/metrics.csv"));
+  EXPECT_NE(metrics.find("test_top_k_accuracy"), std::string::npos);
+  const std::string ckpt = app::CheckpointStore(dir.file("run/checkpoints"), 0).latest();
+  r = testing::run_lockstep("evaluate --threads 1 --checkpoint " + ckpt + " --report-dir " +
+                            dir.file("eval"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("top-3 acc "), std::string::npos) << r.output;
+  EXPECT_EQ(slurp(dir.file("eval/per_class_accuracy.csv")), per_class);
+  EXPECT_EQ(slurp(dir.file("eval/confusion_matrix.csv")),
+            slurp(dir.file("run/confusion_matrix.csv")));
+  // 40 test samples, each counted once.
+  int64_t total = 0;
+  std::stringstream rows(per_class);
+  std::string line;
+  std::getline(rows, line);
+  while (std::getline(rows, line)) {
+    std::stringstream f(line);
+    std::string field;
+    for (int i = 0; i < 3; ++i) std::getline(f, field, ',');
+    total += std::stoll(field);
+  }
+  EXPECT_EQ(total, 40);
+}
+
+}  // namespace
+}  // namespace lockstep

@@ -1,0 +1,72 @@
+// `lockstep plot`: metrics.csv files become a PNG of the requested size
+// that a decoder reads; resumed runs count an epoch's last row; a folder
+// without metrics is a one-line error naming it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "app/plot_command.h"
+#include "data/image_io.h"
+#include "support/dataset_files.h"
+#include "support/run_command.h"
+
+namespace lockstep {
+namespace {
+
+using testing::ScratchDir;
+
+const char* kHeader =
+    "epoch,lr,train_loss,train_accuracy,train_samples,test_loss,test_accuracy,test_samples,"
+    "seconds,images_per_second,compute_s,comm_wait_s,data_s,eval_s,checkpoint_s\n";
+
+void write_run(const std::string& dir, double scale) {
+  std::filesystem::create_directories(dir);
+  std::ofstream out(dir + "/metrics.csv");
+  out << kHeader;
+  for (int e = 1; e <= 4; ++e) {
+    out << e << ",0.01," << scale / e << "," << 1 - 0.5 / e << ",100,"
+        << (e == 2 ? std::string("nan") : std::to_string(scale * 1.1 / e)) << ","
+        << (e == 2 ? std::string("nan") : std::to_string(1 - 0.6 / e)) << ",50,1,100,1,0,0,0,0\n";
+  }
+  out << "4,0.01,0.123,0.9,100,0.2,0.8,50,1,100,1,0,0,0,0\n";  // epoch 4 again (resumed)
+}
+
+TEST(Plot, ReadsTheLastRowOfEachEpoch) {
+  ScratchDir dir;
+  write_run(dir.file("a"), 2.0);
+  const auto points = app::read_curve(dir.file("a/metrics.csv"));
+  ASSERT_EQ(points.size(), 4u);
+  EXPECT_EQ(points[3].train_loss, 0.123);
+  EXPECT_TRUE(std::isnan(points[1].test_loss));
+  EXPECT_DOUBLE_EQ(points[0].train_loss, 2.0);
+}
+
+TEST(Plot, WritesAPngOfTheRequestedSize) {
+  ScratchDir dir;
+  write_run(dir.file("runs/a"), 2.0);
+  write_run(dir.file("runs/b"), 1.5);
+  const auto r =
+      testing::run_lockstep("plot " + dir.file("runs/a") + " " + dir.file("runs/b") + " --out " +
+                            dir.file("curves.png") + " --width 640 --height 360");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const data::Image image = data::load_image(dir.file("curves.png"), 3);
+  EXPECT_EQ(image.width, 640);
+  EXPECT_EQ(image.height, 360);
+  size_t distinct = 0;  // something was drawn: not one flat colour
+  for (size_t i = 3; i < image.pixels.size(); i += 3)
+    distinct += image.pixels[i] != image.pixels[0];
+  EXPECT_GT(distinct, 1000u);
+}
+
+TEST(Plot, AFolderWithoutMetricsIsAOneLineError) {
+  ScratchDir dir;
+  const auto r = testing::run_lockstep("plot " + dir.path() + " --out " + dir.file("x.png"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find(dir.path() + "/metrics.csv: cannot read metrics"), std::string::npos)
+      << r.output;
+}
+
+}  // namespace
+}  // namespace lockstep
