@@ -42,14 +42,15 @@ struct TrainConfig {
   bool drop_last = false;                 // sampler drops the tail instead of padding
 
   // --- model
-  std::string model = "mnist_net";  // mnist_net | alexnet_cifar | custom
+  std::string model =
+      "mnist_net";  // mnist_net | alexnet_cifar | resnet20..110 | resnet18_cifar | custom
   std::vector<std::string> layers;  // custom: layer list ("conv2d out=10 kernel=5", ...)
   std::string loss = "auto";        // auto | nll | cross_entropy
 
   // --- optimisation
   int64_t batch_size = 64;         // samples per rank per step
   int64_t test_batch_size = 1000;  // samples per rank per evaluation batch
-  std::string optimizer = "sgd";   // sgd | adam
+  std::string optimizer = "sgd";   // sgd | adam | adamw
   double lr = 0.01;                // single-worker learning rate
   double momentum = 0.5;           // sgd momentum
   double dampening = 0.0;          // sgd dampening
@@ -100,6 +101,11 @@ struct TrainConfig {
   std::string timeline;           // Chrome-trace JSON file ("" : off)
   std::string progress = "auto";  // auto (live line on a terminal) | plain | none
 
+  // --- modern CNN recipe (issue 14): BatchNorm across ranks, loss, clipping, decay
+  bool sync_batchnorm = false;       // BatchNorm statistics over the global batch (SyncBatchNorm)
+  double label_smoothing = 0.0;      // cross_entropy target (1 - e) onehot + e / classes, [0, 1)
+  double grad_clip_norm = 0.0;       // clip averaged gradients to this global L2 norm (0: off)
+  bool weight_decay_bn_bias = true;  // false: no weight decay on BatchNorm and bias parameters
   // --- results that leave lockstep (export, initial weights)
   bool write_safetensors = true;        // write run_dir/model.safetensors at the end of training
   std::string init_from;                // safetensors file of initial weights ("": none)

@@ -80,7 +80,11 @@ std::vector<Key> make_schema() {
        .field = &C::drop_last,
        .help = "sampler drops the tail instead of padding shards"},
       // --- model
-      {.name = "model", .field = &C::model, .help = "mnist_net | alexnet_cifar | custom"},
+      {.name = "model",
+       .field = &C::model,
+       .help =
+           "mnist_net | alexnet_cifar | resnet20 | resnet32 | resnet44 | resnet56 | resnet110 | "
+           "resnet18_cifar | custom"},
       {.name = "layers",
        .field = &C::layers,
        .help = "custom model: list of layers, e.g. \"conv2d out=10 kernel=5\""},
@@ -101,8 +105,8 @@ std::vector<Key> make_schema() {
        .range = positive(kMaxBatch)},
       {.name = "optimizer",
        .field = &C::optimizer,
-       .help = "update rule",
-       .allowed = {"sgd", "adam"}},
+       .help = "update rule (adamw: decoupled weight decay)",
+       .allowed = {"sgd", "adam", "adamw"}},
       {.name = "lr",
        .field = &C::lr,
        .help = "single-worker learning rate (scaled by lr_scaling)",
@@ -285,6 +289,25 @@ std::vector<Key> make_schema() {
        .help = "auto (live line on a terminal) | plain | none",
        .allowed = {"auto", "plain", "none"},
        .fingerprint = false},
+      // --- modern CNN recipe (issue 14): BatchNorm across ranks, loss, clipping, decay
+      {.name = "sync_batchnorm",
+       .field = &C::sync_batchnorm,
+       .help = "BatchNorm statistics over the global batch (one allreduce per layer in forward "
+               "and in backward); off: per-rank statistics, running statistics averaged over "
+               "ranks before evaluation and checkpoints"},
+      {.name = "label_smoothing",
+       .field = &C::label_smoothing,
+       .help = "cross_entropy label smoothing e: target (1 - e) onehot + e / classes",
+       .range = between(0, 0.999)},
+      {.name = "grad_clip_norm",
+       .field = &C::grad_clip_norm,
+       .help = "clip the averaged gradients to this global L2 norm, identically on every rank "
+               "(0: off)",
+       .range = at_least(0)},
+      {.name = "weight_decay_bn_bias",
+       .field = &C::weight_decay_bn_bias,
+       .help = "apply weight_decay to BatchNorm weights and biases too (false: only to weights "
+               "of 2 or more dimensions)"},
       // --- results that leave lockstep: weights, TensorBoard, evaluation
       {.name = "write_safetensors",
        .field = &C::write_safetensors,

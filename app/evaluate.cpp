@@ -43,6 +43,7 @@ int run_evaluate(const CLI::App& cmd, const EvaluateArgs& args, distributed::Com
       nn::build_model(config.model, config.layers, {test.channels, test.height, test.width},
                       test.num_classes, config.loss);
   model->reset_parameters(config.seed, backend->device());
+  model->set_label_smoothing(static_cast<float>(config.label_smoothing));
   load_weights(ckpt, args.checkpoint, *model);
   comm.set_stall_label("evaluate: fingerprint check");
   auto items = fingerprint_items(config);

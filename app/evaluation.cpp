@@ -83,6 +83,10 @@ void load_weights(const Checkpoint& checkpoint, const std::string& path, nn::Mod
     if (const CheckpointEntry* e = checkpoint.find(p->name)) weights.entries.push_back(*e);
     targets.emplace_back(p->name, &p->value);
   }
+  for (nn::Buffer* b : model.buffers()) {
+    if (const CheckpointEntry* e = checkpoint.find(b->name)) weights.entries.push_back(*e);
+    targets.emplace_back(b->name, &b->value);
+  }
   restore_tensors(weights, path, targets);
 }
 

@@ -41,9 +41,9 @@ EvalResult evaluate_model(nn::Model& model, nn::Backend& backend, BatchStager& s
                           const data::Dataset& test, const data::Normalization& normalization,
                           int64_t batch_size, distributed::Communicator& comm, int64_t top_k = 5);
 
-// Copies the checkpoint's weights into model's parameters (optimizer state
-// is not needed). Throws InputError naming path when a parameter is missing
-// or has another shape.
+// Copies the checkpoint's weights into model's parameters and buffers
+// (BatchNorm running statistics; optimizer state is not needed). Throws
+// InputError naming path when one is missing or has another shape.
 void load_weights(const Checkpoint& checkpoint, const std::string& path, nn::Model& model);
 
 }  // namespace lockstep::app

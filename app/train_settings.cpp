@@ -25,6 +25,7 @@ distributed::DistributedOptimizerConfig dopt_config(const TrainConfig& c) {
   d.backward_passes_per_step = static_cast<int>(c.backward_passes_per_step);
   d.overlap = c.overlap;
   d.keep_non_finite = loss_scaling_on(c);  // the scaler skips such steps
+  d.grad_clip_norm = c.grad_clip_norm;
   return d;
 }
 
@@ -39,6 +40,7 @@ nn::OptimizerConfig optimizer_config(const TrainConfig& c) {
   o.beta2 = c.adam_beta2;
   o.eps = static_cast<float>(c.adam_eps);
   o.weight_decay = static_cast<float>(c.weight_decay);
+  o.decay_bn_and_bias = c.weight_decay_bn_bias;
   return o;
 }
 

@@ -13,6 +13,7 @@
 #include "app/placement.h"
 #include "app/resume_policy.h"
 #include "app/run_dir.h"
+#include "app/model_buffers.h"
 #include "app/tensorboard.h"
 #include "app/train_settings.h"
 #include "app/training_guard.h"
@@ -21,6 +22,7 @@
 #include "data/catalog.h"
 #include "data/sampler.h"
 #include "data/validation_split.h"
+#include "distributed/batch_stats_reducer.h"
 #include "distributed/fingerprint.h"
 #include "nn/clock.h"
 #include "nn/error.h"
@@ -62,6 +64,7 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
       nn::build_model(config_.model, config_.layers, {train_.channels, train_.height, train_.width},
                       train_.num_classes, config_.loss);
   model_->reset_parameters(config_.seed, backend_->device());
+  model_->set_label_smoothing(static_cast<float>(config_.label_smoothing));
   // Rank 0's weights reach every rank with the broadcast below.
   if (!config_.init_from.empty() && comm_.rank() == 0)
     init_weights_from(*model_, config_.init_from, config_.init_skip);
@@ -90,6 +93,10 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
   // Every rank starts from rank 0's weights and optimizer state: never from
   // independently initialised ones.
   dopt_->broadcast_parameters(0);
+  broadcast_buffers(comm_, *model_, 0);
+  if (config_.sync_batchnorm) {
+    batch_stats_ = std::make_unique<distributed::CommBatchStatsReducer>(comm_, timeline_.get());
+  }
   banner();
 }
 
@@ -221,6 +228,8 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
                       totals.count * comm_.size() / seconds_since(train_start));
   }
   const double train_seconds = seconds_since(train_start);
+  // Per-rank BatchNorm statistics: evaluation and checkpoints use their mean.
+  if (!config_.sync_batchnorm) average_running_statistics(comm_, *model_);
   comm_.set_stall_label("epoch " + std::to_string(r.epoch) + " training metrics");
   totals.reduce(comm_);
   const auto stats = dopt_->stats();
@@ -263,7 +272,8 @@ void Trainer::train_step(data::BatchLoader& loader, data::Batch& batch, int64_t 
     nn::ForwardContext ctx{.training = true,
                            .seed = config_.seed,
                            .epoch = static_cast<uint64_t>(epoch),
-                           .sample_ids = batch.sample_ids.data()};
+                           .sample_ids = batch.sample_ids.data(),
+                           .batch_stats = batch_stats_.get()};
     {
       distributed::TimelineSpan span(timeline_.get(), "forward", "compute");
       model_->forward(*backend_, stager_->images(batch), ctx);
@@ -347,6 +357,7 @@ void Trainer::write_results() {
 std::vector<std::pair<std::string, nn::Tensor*>> Trainer::state_tensors() {
   std::vector<std::pair<std::string, nn::Tensor*>> out;
   for (nn::Parameter* p : model_->parameters()) out.emplace_back(p->name, &p->value);
+  for (nn::Buffer* b : model_->buffers()) out.emplace_back(b->name, &b->value);
   for (const nn::StateTensor& s : optimizer_->state()) out.emplace_back(s.name, s.tensor);
   return out;
 }

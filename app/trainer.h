@@ -21,6 +21,7 @@
 #include "distributed/distributed_optimizer.h"
 #include "distributed/timeline.h"
 #include "nn/backend.h"
+#include "nn/batch_stats_reducer.h"
 #include "nn/grad_scaler.h"
 #include "nn/lr_schedule.h"
 #include "nn/model.h"
@@ -89,6 +90,7 @@ class Trainer {
   // NCCL for gradient buckets on GPUs (null: comm_); outlives dopt_.
   std::unique_ptr<distributed::Communicator> gradient_comm_;
   std::unique_ptr<distributed::DistributedOptimizer> dopt_;
+  std::unique_ptr<nn::BatchStatsReducer> batch_stats_;  // sync_batchnorm only
   std::unique_ptr<nn::LrSchedule> schedule_;
   std::unique_ptr<nn::GradScaler> scaler_;  // loss scaling (fp16); null when off
   std::unique_ptr<Report> report_;

@@ -35,7 +35,7 @@ if [ "${1:-}" = "--reference-run" ]; then
 fi
 
 precision=fp32
-models="mnist_net alexnet_cifar"
+models=${MODELS:-mnist_net alexnet_cifar resnet20}
 while [ $# -gt 0 ]; do
   case "$1" in
     --precision) precision=$2; shift 2 ;;
@@ -46,8 +46,8 @@ done
 seconds=${1:-3}
 printf '%-14s %6s %8s %9s %14s %14s %8s\n' model batch threads precision lockstep_img/s pytorch_img/s ratio
 for model in $models; do
-  batch=64
-  [ "$model" = alexnet_cifar ] && batch=128
+  batch=128
+  [ "$model" = mnist_net ] && batch=64
   for threads in 1 2; do
     ours=$("$lockstep" bench --model "$model" --threads "$threads" --batch "$batch" \
       --precision "$precision" --seconds "$seconds" | sed -n 's/.*"images_per_second": \([0-9.]*\).*/\1/p')

@@ -66,9 +66,59 @@ class AlexnetCifar(nn.Module):
         return self.classifier(x)
 
 
+class BasicBlock(nn.Module):
+    """The CIFAR ResNet block of He et al. 2016 with the "option A" shortcut
+    (every other pixel, zero-padded channels), as lockstep's basic_block."""
+
+    def __init__(self, in_planes, planes, stride=1):
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_planes, planes, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.pad = planes - in_planes
+        self.stride = stride
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        shortcut = x
+        if self.stride != 1 or self.pad:
+            shortcut = F.pad(x[:, :, ::self.stride, ::self.stride],
+                             (0, 0, 0, 0, self.pad // 2, self.pad - self.pad // 2))
+        return F.relu(out + shortcut)
+
+
+class ResNetCifar(nn.Module):
+    """resnet20/32/44/56/110: 3 stages of (depth - 2) / 6 blocks."""
+
+    def __init__(self, depth, num_classes=10):
+        super().__init__()
+        n = (depth - 2) // 6
+        self.conv1 = nn.Conv2d(3, 16, 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(16)
+        layers, in_planes = [], 16
+        for planes, stride in ((16, 1), (32, 2), (64, 2)):
+            blocks = []
+            for b in range(n):
+                blocks.append(BasicBlock(in_planes, planes, stride if b == 0 else 1))
+                in_planes = planes
+            layers.append(nn.Sequential(*blocks))
+        self.layer1, self.layer2, self.layer3 = layers
+        self.linear = nn.Linear(64, num_classes)
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.layer3(self.layer2(self.layer1(out)))
+        out = F.adaptive_avg_pool2d(out, 1).flatten(1)
+        return self.linear(out)
+
+
 def make_model(name):
     if name == "mnist_net":
         return MnistNet(), (1, 28, 28), F.nll_loss
+    if name.startswith("resnet"):
+        return ResNetCifar(int(name[6:])), (3, 32, 32), F.cross_entropy
     return AlexnetCifar(), (3, 32, 32), F.cross_entropy
 
 
@@ -156,7 +206,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
     t = sub.add_parser("throughput")
-    t.add_argument("--model", default="mnist_net", choices=["mnist_net", "alexnet_cifar"])
+    t.add_argument("--model", default="mnist_net", choices=["mnist_net", "alexnet_cifar", "resnet20", "resnet32", "resnet44",
+                            "resnet56", "resnet110"])
     t.add_argument("--batch", type=int, default=64)
     t.add_argument("--threads", type=int, default=1)
     t.add_argument("--seconds", type=float, default=3.0)

@@ -72,6 +72,13 @@ class Communicator {
   // none (every communicator but NCCL's).
   virtual DeviceReducer* device_reducer() { return nullptr; }
 
+  // A new communicator over the same ranks whose collectives never match
+  // this one's (MPI: a duplicate with the same stall policy), for a second
+  // stream of collectives that may overlap this one's: SyncBatchNorm's in
+  // backward, beside the gradient thread's. Collective. Null when this
+  // communicator cannot (size 1 and test doubles: nothing runs concurrently).
+  virtual std::unique_ptr<Communicator> duplicate() { return nullptr; }
+
   // Typed conveniences built on the byte versions.
   template <typename T>
   void broadcast_values(std::span<T> data, int root) {

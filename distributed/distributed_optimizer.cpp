@@ -7,6 +7,7 @@
 #include "distributed/host_reduction.h"
 #include "nn/clock.h"
 #include "nn/error.h"
+#include "nn/grad_clip.h"
 
 namespace lockstep::distributed {
 namespace {
@@ -201,7 +202,10 @@ void DistributedOptimizer::synchronize() {
 }
 
 void DistributedOptimizer::step(float lr) {
-  const float scale = reduce_gradients();
+  float scale = reduce_gradients();
+  if (config_.grad_clip_norm > 0) {
+    scale *= nn::clip_coefficient(nn::global_grad_norm(params_, scale), config_.grad_clip_norm);
+  }
   TimelineSpan span(config_.timeline, "inner optimizer step", "optimizer");
   inner_.step(backend_, lr, scale);
 }

@@ -79,6 +79,10 @@ struct DistributedOptimizerConfig {
   // Reduce buckets on a background thread during backward (true), or all in
   // synchronize() (false).
   bool overlap = true;
+  // Clip the averaged gradients to this global L2 norm (0: off), after the
+  // reduction, so every rank clips by the same factor; folded into the
+  // inner step's grad_scale.
+  double grad_clip_norm = 0.0;
   // The communicator for gradient buckets (app/ passes NCCL's on GPUs);
   // null: the communicator given to the constructor. Must outlive the
   // optimizer and, if it has a DeviceReducer, accept the parameters'

@@ -165,6 +165,16 @@ void MpiCommunicator::barrier() {
   }
 }
 
+std::unique_ptr<Communicator> MpiCommunicator::duplicate() {
+  MpiCommunicatorOptions options;
+  options.max_chunk = max_chunk_;
+  {
+    std::lock_guard lock(settings_mutex_);
+    options.stall = policy_;
+  }
+  return std::make_unique<MpiCommunicator>(comm_.comm, options);
+}
+
 }  // namespace mpi_detail
 
 std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm) {

@@ -175,6 +175,7 @@ class MpiCommunicator final : public Communicator {
     std::lock_guard lock(settings_mutex_);
     label_ = std::move(label);
   }
+  std::unique_ptr<Communicator> duplicate() override;
 
  private:
   // One collective call: claims the communicator, numbers the call, and

@@ -46,6 +46,23 @@ struct Pool2dGeometry {
   void validate() const;
 };
 
+// Batch normalisation over a tensor viewed as (N, C, S), S = H * W: one
+// statistic per channel c over its N * S elements.
+struct BatchNormGeometry {
+  int64_t batch = 0, channels = 0, spatial = 1;
+};
+
+// The shortcut of a CIFAR ResNet ("option A", He et al. 2016): every
+// stride-th pixel of x, with pad_before zero channels in front and zeros
+// after up to out_channels: y[n, pad_before + c, i, j] = x[n, c, i*s, j*s].
+struct ChannelPadGeometry {
+  int64_t batch = 0, in_channels = 0, in_h = 0, in_w = 0;
+  int64_t out_channels = 0, pad_before = 0, stride = 1;
+
+  int64_t out_h() const { return (in_h - 1) / stride + 1; }
+  int64_t out_w() const { return (in_w - 1) / stride + 1; }
+};
+
 // Dropout over a tensor viewed as (N, C, S): one keep/drop decision per
 // (n, c), shared by the S elements of that channel. Ordinary dropout is
 // C = features, S = 1; channel-wise dropout (Dropout2d) is S = H * W.
@@ -118,11 +135,48 @@ class Backend {
   virtual void maxpool2d_backward(const Pool2dGeometry& g, const float* x, const float* y,
                                   const float* dy, float* dx) = 0;
 
+  // Average pooling without padding (floor mode); every window has
+  // kernel * kernel elements. x, dx: (N, C, H, W); y, dy: (N, C, P, Q)
+  virtual void avgpool2d_forward(const Pool2dGeometry& g, const float* x, float* y) = 0;
+  virtual void avgpool2d_backward(const Pool2dGeometry& g, const float* dy, float* dx) = 0;
+  // Mean of each row: x (rows, cols) -> y (rows); global average pooling is
+  // rows = N * C, cols = H * W. dx(r, c) = dy(r) / cols.
+  virtual void row_mean_forward(int64_t rows, int64_t cols, const float* x, float* y) = 0;
+  virtual void row_mean_backward(int64_t rows, int64_t cols, const float* dy, float* dx) = 0;
+  // x: (N, C, H, W) -> y: (N, K, P, Q) as ChannelPadGeometry says; backward
+  // takes the matching elements of dy back (zero elsewhere of dx).
+  virtual void channel_pad_forward(const ChannelPadGeometry& g, const float* x, float* y) = 0;
+  virtual void channel_pad_backward(const ChannelPadGeometry& g, const float* dy, float* dx) = 0;
+
+  // --- batch normalisation (x, y, dy, dx: (N, C, S)) ------------------------
+  // Per-channel sum and sum of squares of x, accumulated in double, written
+  // to host arrays of C values.
+  virtual void batchnorm_stats(const BatchNormGeometry& g, const float* x, double* sum,
+                               double* sumsq) = 0;
+  // coef: (2, C) = (scale, shift). y = x * scale[c] + shift[c], then
+  // max(., 0) when relu. x and y may alias.
+  virtual void batchnorm_apply(const BatchNormGeometry& g, const float* x, const float* coef,
+                               bool relu, float* y) = 0;
+  // coef: (2, C) = (mean, invstd); xhat = (x - mean[c]) * invstd[c]; g' = dy,
+  // or dy * (y > 0) when y is not null (a fused ReLU). Host arrays of C
+  // doubles receive sum(g') and sum(g' * xhat) over (N, S).
+  virtual void batchnorm_backward_sums(const BatchNormGeometry& g, const float* x, const float* y,
+                                       const float* dy, const float* coef, double* sum_dy,
+                                       double* sum_dy_xhat) = 0;
+  // coef: (5, C) = (mean, invstd, k, a, b); with xhat and g' as above,
+  // dx = k[c] * (g' - a[c] - xhat * b[c]).
+  virtual void batchnorm_backward_apply(const BatchNormGeometry& g, const float* x, const float* y,
+                                        const float* dy, const float* coef, float* dx) = 0;
+
   // --- activation ----------------------------------------------------------
   // y = max(x, 0); x and y may alias
   virtual void relu_forward(int64_t n, const float* x, float* y) = 0;
   // dx = dy * (y > 0); dy and dx may alias
   virtual void relu_backward(int64_t n, const float* y, const float* dy, float* dx) = 0;
+
+  // y = a + b, then max(., 0) when relu (the end of a residual block); y
+  // may alias a or b.
+  virtual void add_forward(int64_t n, const float* a, const float* b, bool relu, float* y) = 0;
 
   // --- dropout -------------------------------------------------------------
   // sample_ids: host array of N dataset indices. mask: (N, C), each 0 or
@@ -154,10 +208,13 @@ class Backend {
   virtual LossStats nll_loss(int64_t rows, int64_t cols, const float* logp, const int32_t* labels,
                              float grad_scale, float* dlogp) = 0;
   // Softmax cross-entropy on raw logits, fused (numerically stable); dlogits
-  // as above.
+  // as above. label_smoothing e in [0, 1) (PyTorch's CrossEntropyLoss): the
+  // target is (1 - e) onehot + e / cols, so loss_i = logsumexp(x_i) -
+  // (1 - e) x[i, label_i] - e mean_j x[i, j], and dlogits = grad_scale *
+  // (softmax(x) - (1 - e) onehot - e / cols).
   virtual LossStats softmax_cross_entropy(int64_t rows, int64_t cols, const float* logits,
-                                          const int32_t* labels, float grad_scale,
-                                          float* dlogits) = 0;
+                                          const int32_t* labels, float grad_scale, float* dlogits,
+                                          float label_smoothing) = 0;
 
   // --- element-wise updates --------------------------------------------------
   // PyTorch torch.optim.SGD semantics; velocity is the momentum buffer.

@@ -13,6 +13,20 @@ uint64_t hash_name(const std::string& s) {
 }
 }  // namespace
 
+void Layer::backward_announcing(Backend& backend, const Tensor& x, const Tensor& y,
+                                const Tensor& dy, Tensor* dx, const GradReady& ready) {
+  backward(backend, x, y, dy, dx);
+  if (!ready) return;
+  const auto params = parameters();
+  for (auto it = params.rbegin(); it != params.rend(); ++it) ready(**it);
+}
+
+void Layer::summarize(const Shape& input, int depth, std::vector<SummaryRow>& rows) {
+  int64_t count = 0;
+  for (Parameter* p : parameters()) count += p->value.numel();
+  rows.push_back({depth, name(), describe(), output_shape(input), count});
+}
+
 void fill_uniform(Tensor& t, float bound, uint64_t seed, const std::string& key) {
   Tensor host(t.shape());
   const uint64_t k = hash_combine(seed, hash_name(key));

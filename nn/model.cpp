@@ -47,13 +47,15 @@ int64_t Model::output_size() const {
 
 void Model::reset_parameters(uint64_t seed, Device device) {
   params_.clear();
-  layer_params_.assign(layers_.size(), {});
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    layers_[i]->reset_parameters(seed, device);
-    for (Parameter* p : layers_[i]->parameters()) {
-      layer_params_[i].push_back(params_.size());
+  buffers_.clear();
+  param_index_.clear();
+  for (auto& layer : layers_) {
+    layer->reset_parameters(seed, device);
+    for (Parameter* p : layer->parameters()) {
+      param_index_[p] = params_.size();
       params_.push_back(p);
     }
+    for (Buffer* b : layer->buffers()) buffers_.push_back(b);
   }
   for (auto& a : activations_) a = Tensor({0}, device);
   grad_a_ = Tensor({0}, device);
@@ -77,6 +79,15 @@ const Tensor& Model::forward(Backend& backend, const Tensor& x, const ForwardCon
   return activations_.back();
 }
 
+void Model::set_label_smoothing(float e) {
+  if (!(e >= 0.0f && e < 1.0f)) fail_input("label_smoothing must be in [0, 1), got ", e);
+  if (e > 0.0f && loss_ == LossKind::kNll) {
+    fail_input("label_smoothing needs the cross_entropy loss; model ", name_,
+               " uses nll (it ends in log_softmax)");
+  }
+  label_smoothing_ = e;
+}
+
 LossStats Model::loss(Backend& backend, const int32_t* labels, float grad_scale, bool want_grad) {
   const Tensor& out = activations_.back();
   if (want_grad) grad_a_.resize(out.shape());
@@ -84,23 +95,24 @@ LossStats Model::loss(Backend& backend, const int32_t* labels, float grad_scale,
   if (loss_ == LossKind::kNll) {
     return backend.nll_loss(out.dim(0), out.dim(1), out.data(), labels, grad_scale, grad);
   }
-  return backend.softmax_cross_entropy(out.dim(0), out.dim(1), out.data(), labels, grad_scale,
-                                       grad);
+  return backend.softmax_cross_entropy(out.dim(0), out.dim(1), out.data(), labels, grad_scale, grad,
+                                       label_smoothing_);
 }
 
 void Model::backward(Backend& backend, const std::function<void(size_t)>& on_grad_ready) {
   LOCKSTEP_CHECK(input_ != nullptr, "backward before forward");
   Tensor* dy = &grad_a_;
   Tensor* dx = &grad_b_;
+  GradReady ready;
+  if (on_grad_ready) {
+    ready = [&](const Parameter& p) { on_grad_ready(param_index_.at(&p)); };
+  }
   for (size_t i = layers_.size(); i-- > 0;) {
     const Tensor& x = i == 0 ? *input_ : activations_[i - 1];
     const bool need_dx = i > 0;
     if (need_dx) dx->resize(x.shape());
-    layers_[i]->backward(backend, x, activations_[i], *dy, need_dx ? dx : nullptr);
-    if (on_grad_ready) {
-      const auto& ids = layer_params_[i];
-      for (auto it = ids.rbegin(); it != ids.rend(); ++it) on_grad_ready(*it);
-    }
+    layers_[i]->backward_announcing(backend, x, activations_[i], *dy, need_dx ? dx : nullptr,
+                                    ready);
     std::swap(dy, dx);
   }
 }
@@ -110,13 +122,22 @@ std::string Model::summary() const {
   Shape shape = input_shape_;
   shape.insert(shape.begin(), 1);
   out << "model " << name_ << " (loss: " << to_string(loss_) << ")\n";
-  for (size_t i = 0; i < layers_.size(); ++i) {
-    shape = layers_[i]->output_shape(shape);
-    int64_t count = 0;
-    for (Parameter* p : layers_[i]->parameters()) count += p->value.numel();
-    Shape per_sample(shape.begin() + 1, shape.end());
-    out << "  " << std::left << std::setw(13) << layers_[i]->name() << " " << std::setw(28)
-        << layers_[i]->describe() << std::setw(18) << shape_string(per_sample) << count << "\n";
+  std::vector<SummaryRow> rows;
+  for (const auto& layer : layers_) {
+    layer->summarize(shape, 0, rows);
+    shape = layer->output_shape(shape);
+  }
+  size_t name_width = 13, what_width = 28;
+  for (const SummaryRow& r : rows) {
+    name_width = std::max(name_width, 2 * r.depth + r.name.size());
+    what_width = std::max(what_width, r.what.size() + 1);
+  }
+  for (const SummaryRow& r : rows) {
+    Shape per_sample(r.output.begin() + 1, r.output.end());
+    out << "  " << std::string(2 * r.depth, ' ') << std::left
+        << std::setw(static_cast<int>(name_width - 2 * r.depth)) << r.name << " "
+        << std::setw(static_cast<int>(what_width)) << r.what << std::setw(18)
+        << shape_string(per_sample) << r.parameters << "\n";
   }
   out << "  parameters: " << parameter_count();
   return out.str();

@@ -1,4 +1,5 @@
-// Model: a sequence of layers and a loss. It owns the activations of the last
+// Model: a sequence of layers (each may be a tree: nn/layers/sequential.h,
+// residual_block.h) and a loss. It owns the activations of the last
 // forward and runs backward last layer first, announcing each parameter's
 // gradient as soon as it is ready: that is what lets communication (in
 // distributed/, which nn/ knows nothing of) overlap the rest of backward.
@@ -7,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "nn/backend.h"
@@ -34,6 +36,8 @@ class Model {
   // Every parameter, in forward order.
   const std::vector<Parameter*>& parameters() const { return params_; }
   int64_t parameter_count() const;
+  // Every buffer (BatchNorm running statistics), in forward order.
+  const std::vector<Buffer*>& buffers() const { return buffers_; }
   // Output features per sample (the number of classes).
   int64_t output_size() const;
 
@@ -45,12 +49,16 @@ class Model {
   // Loss of the last forward against labels (device int32). When want_grad,
   // also prepares d(grad_scale * loss_sum)/d(output) for backward().
   LossStats loss(Backend& backend, const int32_t* labels, float grad_scale, bool want_grad);
+  // Label smoothing of the cross-entropy loss (PyTorch's label_smoothing),
+  // in [0, 1); InputError for a model whose loss is nll.
+  void set_label_smoothing(float e);
   // Backward from the gradient loss() prepared. on_grad_ready(i) is called
   // with the index (into parameters()) of each gradient once it is final,
   // last layer first.
   void backward(Backend& backend, const std::function<void(size_t)>& on_grad_ready = {});
 
-  // One line per layer with its output shape and parameter count.
+  // One line per node of the tree (children indented) with its output shape
+  // and parameter count.
   std::string summary() const;
 
  private:
@@ -58,11 +66,13 @@ class Model {
   Shape input_shape_;
   std::vector<std::unique_ptr<Layer>> layers_;
   LossKind loss_;
+  float label_smoothing_ = 0.0f;
   std::vector<Parameter*> params_;
-  std::vector<std::vector<size_t>> layer_params_;  // indices into params_, per layer
-  const Tensor* input_ = nullptr;                  // the last forward's input
-  std::vector<Tensor> activations_;                // output of each layer
-  Tensor grad_a_, grad_b_;                         // ping-pong activation gradients
+  std::vector<Buffer*> buffers_;
+  std::unordered_map<const Parameter*, size_t> param_index_;  // into params_
+  const Tensor* input_ = nullptr;                             // the last forward's input
+  std::vector<Tensor> activations_;                           // output of each layer
+  Tensor grad_a_, grad_b_;                                    // ping-pong activation gradients
 };
 
 }  // namespace lockstep::nn

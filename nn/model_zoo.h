@@ -3,8 +3,14 @@
 //
 // A layer is written as its type followed by key=value arguments; input
 // sizes are inferred from the previous layer:
-//   conv2d out=10 kernel=5 [stride=1] [pad=0]
-//   max_pool2d kernel=2 [stride=kernel]
+//   conv2d out=10 kernel=5 [stride=1] [pad=0] [bias=true]
+//   batchnorm2d [relu=false]            (relu=true fuses a ReLU after it)
+//   max_pool2d kernel=2 [stride=kernel] | avg_pool2d kernel=2 [stride=kernel]
+//   global_avg_pool2d                    ((N, C, H, W) -> (N, C))
+//   basic_block out=16 [stride=1] [shortcut=auto|identity|pad|conv]
+//       a residual block (nn/layers/residual_block.h): conv1 3x3 (stride),
+//       bn1+relu, conv2 3x3, bn2, plus the shortcut, then relu; auto is
+//       identity when shape-preserving, else conv (1x1 conv + BatchNorm)
 //   relu | flatten | log_softmax
 //   dropout [p=0.5] | dropout2d [p=0.5]
 //   linear out=50
@@ -34,7 +40,8 @@ std::unique_ptr<Model> build_model(const std::string& name,
                                    const Shape& input_shape, int64_t num_classes,
                                    const std::string& loss = "auto");
 
-// The layer list of a zoo model, in the syntax above.
-std::vector<std::string> zoo_layer_specs(const std::string& name);
+// The layer list of a zoo model, in the syntax above (num_classes: the
+// output size of the models that take it from the data set).
+std::vector<std::string> zoo_layer_specs(const std::string& name, int64_t num_classes = 10);
 
 }  // namespace lockstep::nn

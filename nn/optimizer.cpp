@@ -5,6 +5,11 @@
 namespace lockstep::nn {
 namespace {
 
+// The weight decay of parameter p under config c.
+float decay_of(const OptimizerConfig& c, const Parameter& p) {
+  return c.decay_bn_and_bias || p.value.ndim() > 1 ? c.weight_decay : 0.0f;
+}
+
 // Per-parameter state tensors, created zero on the parameter's device.
 std::vector<Tensor> zeros_like(const std::vector<Parameter*>& params, Device device) {
   std::vector<Tensor> out;
@@ -42,11 +47,11 @@ class Sgd final : public Optimizer {
       p.momentum *= lr / last_lr_;
     }
     p.dampening = config_.dampening;
-    p.weight_decay = config_.weight_decay;
     p.nesterov = config_.nesterov;
     p.first_step = steps_ == 0;
     for (size_t i = 0; i < params_.size(); ++i) {
       Parameter& w = *params_[i];
+      p.weight_decay = decay_of(config_, w);
       backend.sgd_update(w.value.numel(), p, w.value.data(), w.grad.data(),
                          velocity_.empty() ? nullptr : velocity_[i].data());
     }
@@ -76,12 +81,13 @@ class Adam final : public Optimizer {
         m_(zeros_like(params, device)),
         v_(zeros_like(params, device)) {
     if (!(c.beta1 >= 0 && c.beta1 < 1 && c.beta2 >= 0 && c.beta2 < 1 && c.eps > 0)) {
-      fail_input("adam: need 0 <= beta1, beta2 < 1 and eps > 0");
+      fail_input(c.kind, ": need 0 <= beta1, beta2 < 1 and eps > 0");
     }
+    if (c.weight_decay < 0) fail_input(c.kind, ": weight_decay must be >= 0");
   }
 
   std::string describe() const override {
-    return detail::concat("adam(beta1=", config_.beta1, ", beta2=", config_.beta2,
+    return detail::concat(config_.kind, "(beta1=", config_.beta1, ", beta2=", config_.beta2,
                           ", eps=", config_.eps, ", weight_decay=", config_.weight_decay, ")");
   }
 
@@ -92,10 +98,17 @@ class Adam final : public Optimizer {
     p.beta1 = config_.beta1;
     p.beta2 = config_.beta2;
     p.eps = config_.eps;
-    p.weight_decay = config_.weight_decay;
     p.step = steps_ + 1;
+    const bool decoupled = config_.kind == "adamw";
     for (size_t i = 0; i < params_.size(); ++i) {
       Parameter& w = *params_[i];
+      const float decay = decay_of(config_, w);
+      // AdamW: w *= 1 - lr wd first, then Adam without L2.
+      if (decoupled && decay != 0.0f) {
+        backend.scale(w.value.numel(), static_cast<float>(1.0 - lr * static_cast<double>(decay)),
+                      w.value.data());
+      }
+      p.weight_decay = decoupled ? 0.0f : decay;
       backend.adam_update(w.value.numel(), p, w.value.data(), w.grad.data(), m_[i].data(),
                           v_[i].data());
     }
@@ -123,8 +136,10 @@ class Adam final : public Optimizer {
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config,
                                           const std::vector<Parameter*>& params, Device device) {
   if (config.kind == "sgd") return std::make_unique<Sgd>(config, params, device);
-  if (config.kind == "adam") return std::make_unique<Adam>(config, params, device);
-  fail_input("unknown optimizer \"", config.kind, "\" (known: sgd, adam)");
+  if (config.kind == "adam" || config.kind == "adamw") {
+    return std::make_unique<Adam>(config, params, device);
+  }
+  fail_input("unknown optimizer \"", config.kind, "\" (known: sgd, adam, adamw)");
 }
 
 }  // namespace lockstep::nn

@@ -13,7 +13,7 @@
 namespace lockstep::nn {
 
 struct OptimizerConfig {
-  std::string kind = "sgd";  // sgd | adam
+  std::string kind = "sgd";  // sgd | adam | adamw
   float momentum = 0.0f;     // sgd
   float dampening = 0.0f;    // sgd
   bool nesterov = false;     // sgd
@@ -22,7 +22,12 @@ struct OptimizerConfig {
   bool momentum_correction = true;
   double beta1 = 0.9, beta2 = 0.999;  // adam (double: see AdamParams)
   float eps = 1e-8f;                  // adam
-  float weight_decay = 0.0f;          // both: L2 added to the gradient
+  // sgd, adam: L2 added to the gradient; adamw: decoupled, w *= 1 - lr wd
+  // before the Adam step (torch.optim.AdamW).
+  float weight_decay = 0.0f;
+  // false: no weight decay on parameters with at most one dimension
+  // (BatchNorm weights and biases, every bias).
+  bool decay_bn_and_bias = true;
 };
 
 // A named state tensor, for checkpoints and broadcasts.

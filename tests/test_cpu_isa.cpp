@@ -164,7 +164,7 @@ TEST(CpuIsaOps, PoolingSoftmaxAndUpdatesSameBits) {
         }
         Tensor logp(logits.shape()), dlogits(logits.shape()), relu(x.shape());
         be.log_softmax_forward(64, 10, logits.data(), logp.data());
-        be.softmax_cross_entropy(64, 10, logits.data(), labels.data(), 0.5f, dlogits.data());
+        be.softmax_cross_entropy(64, 10, logits.data(), labels.data(), 0.5f, dlogits.data(), 0.0f);
         be.relu_forward(x.numel(), x.data(), relu.data());
         Tensor w = w0.clone(), velocity({w0.numel()}), w2 = w0.clone(), m({w0.numel()}),
                v({w0.numel()});

@@ -187,7 +187,8 @@ TYPED_TEST(CudaPrecisionTest, LossRejectsALabelOutOfRangeAfterItsOneWait) {
   Tensor grad({rows, cols}, Device::kCuda);
   const cuda_test::DeviceLabels labels({0, 1, 2, 3, 7, 1});
   try {
-    this->gpu_->softmax_cross_entropy(rows, cols, logits.data(), labels.data(), 1.0f, grad.data());
+    this->gpu_->softmax_cross_entropy(rows, cols, logits.data(), labels.data(), 1.0f, grad.data(),
+                                      0.0f);
     FAIL() << "no InputError for label 7 of 4 classes";
   } catch (const InputError& e) {
     EXPECT_EQ(std::string(e.what()),

@@ -82,11 +82,14 @@ TEST_F(CudaBackendTest, LossesMatchCpu) {
                       gpu().nll_loss(rows, cols, logp_d.data(), labels_d.data(), scale,
                                      want_grad ? grad_d.data() : nullptr));
     if (want_grad) expect_close(grad, grad_d, kSoftmax, "nll dlogp");
-    expect_same_stats(cpu().softmax_cross_entropy(rows, cols, logits.data(), labels.data(), scale,
-                                                  want_grad ? grad.data() : nullptr),
-                      gpu().softmax_cross_entropy(rows, cols, logits_d.data(), labels_d.data(),
-                                                  scale, want_grad ? grad_d.data() : nullptr));
-    if (want_grad) expect_close(grad, grad_d, kSoftmax, "cross-entropy dlogits");
+    for (const float smoothing : {0.0f, 0.1f}) {
+      expect_same_stats(
+          cpu().softmax_cross_entropy(rows, cols, logits.data(), labels.data(), scale,
+                                      want_grad ? grad.data() : nullptr, smoothing),
+          gpu().softmax_cross_entropy(rows, cols, logits_d.data(), labels_d.data(), scale,
+                                      want_grad ? grad_d.data() : nullptr, smoothing));
+      if (want_grad) expect_close(grad, grad_d, kSoftmax, "cross-entropy dlogits");
+    }
   }
 }
 
@@ -104,9 +107,9 @@ TEST_F(CudaBackendTest, LabelOutsideTheClassesIsAnInputError) {
                 std::string::npos)
           << e.what();
     }
-    EXPECT_THROW(
-        gpu().softmax_cross_entropy(rows, cols, logits_d.data(), labels_d.data(), 1.0f, nullptr),
-        InputError);
+    EXPECT_THROW(gpu().softmax_cross_entropy(rows, cols, logits_d.data(), labels_d.data(), 1.0f,
+                                             nullptr, 0.0f),
+                 InputError);
   }
 }
 

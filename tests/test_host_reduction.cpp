@@ -364,8 +364,8 @@ class BindRecordingBackend final : public nn::Backend {
     unused();
     return {};
   }
-  nn::LossStats softmax_cross_entropy(int64_t, int64_t, const float*, const int32_t*, float,
-                                      float*) override {
+  nn::LossStats softmax_cross_entropy(int64_t, int64_t, const float*, const int32_t*, float, float*,
+                                      float) override {
     unused();
     return {};
   }

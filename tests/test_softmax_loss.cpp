@@ -79,7 +79,7 @@ TEST(CpuLoss, LabelOutsideTheClassesIsAnInputErrorNamingRowAndLabel) {
   for (int op = 0; op < 2; ++op) {
     try {
       if (op == 0) backend->nll_loss(2, 3, logp, labels, 1.0f, nullptr);
-      if (op == 1) backend->softmax_cross_entropy(2, 3, logp, labels, 1.0f, nullptr);
+      if (op == 1) backend->softmax_cross_entropy(2, 3, logp, labels, 1.0f, nullptr, 0.0f);
       ADD_FAILURE() << "no InputError for label 10 of 3 classes";
     } catch (const InputError& e) {
       const std::string what = e.what();
@@ -101,8 +101,8 @@ TEST(CpuLoss, SoftmaxCrossEntropyMatchesReferenceAndIsStable) {
   for (int64_t i = 0; i < rows; ++i) labels[i] = static_cast<int32_t>((i * 3) % cols);
   Tensor d(logits.shape());
   const float scale = 1.0f / rows;
-  const LossStats s =
-      backend->softmax_cross_entropy(rows, cols, logits.data(), labels.data(), scale, d.data());
+  const LossStats s = backend->softmax_cross_entropy(rows, cols, logits.data(), labels.data(),
+                                                     scale, d.data(), 0.0f);
   double loss = 0.0;
   int64_t correct = 0;
   for (int64_t i = 0; i < rows; ++i) {

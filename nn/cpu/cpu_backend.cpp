@@ -60,11 +60,54 @@ class CpuBackend final : public Backend {
     cpu::maxpool2d_backward(pool_, g, x, dy, dx);
   }
 
+  void avgpool2d_forward(const Pool2dGeometry& g, const float* x, float* y) override {
+    check_geometry(g);
+    cpu::avgpool2d_forward(pool_, g, x, y);
+  }
+  void avgpool2d_backward(const Pool2dGeometry& g, const float* dy, float* dx) override {
+    check_geometry(g);
+    cpu::avgpool2d_backward(pool_, g, dy, dx);
+  }
+  void row_mean_forward(int64_t rows, int64_t cols, const float* x, float* y) override {
+    cpu::row_mean_forward(pool_, rows, cols, x, y);
+  }
+  void row_mean_backward(int64_t rows, int64_t cols, const float* dy, float* dx) override {
+    cpu::row_mean_backward(pool_, rows, cols, dy, dx);
+  }
+  void channel_pad_forward(const ChannelPadGeometry& g, const float* x, float* y) override {
+    cpu::channel_pad_forward(pool_, g, x, y);
+  }
+  void channel_pad_backward(const ChannelPadGeometry& g, const float* dy, float* dx) override {
+    cpu::channel_pad_backward(pool_, g, dy, dx);
+  }
+
+  void batchnorm_stats(const BatchNormGeometry& g, const float* x, double* sum,
+                       double* sumsq) override {
+    cpu::batchnorm_stats(pool_, g, x, sum, sumsq);
+  }
+  void batchnorm_apply(const BatchNormGeometry& g, const float* x, const float* coef, bool relu,
+                       float* y) override {
+    cpu::batchnorm_apply(pool_, g, x, coef, relu, y);
+  }
+  void batchnorm_backward_sums(const BatchNormGeometry& g, const float* x, const float* y,
+                               const float* dy, const float* coef, double* sum_dy,
+                               double* sum_dy_xhat) override {
+    cpu::batchnorm_backward_sums(pool_, g, x, y, dy, coef, sum_dy, sum_dy_xhat);
+  }
+  void batchnorm_backward_apply(const BatchNormGeometry& g, const float* x, const float* y,
+                                const float* dy, const float* coef, float* dx) override {
+    cpu::batchnorm_backward_apply(pool_, g, x, y, dy, coef, dx);
+  }
+
   void relu_forward(int64_t n, const float* x, float* y) override {
     cpu::relu_forward(pool_, n, x, y);
   }
   void relu_backward(int64_t n, const float* y, const float* dy, float* dx) override {
     cpu::relu_backward(pool_, n, y, dy, dx);
+  }
+
+  void add_forward(int64_t n, const float* a, const float* b, bool relu, float* y) override {
+    cpu::add_forward(pool_, n, a, b, relu, y);
   }
 
   void dropout_forward(const DropoutGeometry& g, const int64_t* sample_ids, const float* x,
@@ -102,9 +145,10 @@ class CpuBackend final : public Backend {
     return cpu::nll_loss(pool_, rows, cols, logp, labels, grad_scale, dlogp);
   }
   LossStats softmax_cross_entropy(int64_t rows, int64_t cols, const float* logits,
-                                  const int32_t* labels, float grad_scale,
-                                  float* dlogits) override {
-    return cpu::softmax_cross_entropy(pool_, rows, cols, logits, labels, grad_scale, dlogits);
+                                  const int32_t* labels, float grad_scale, float* dlogits,
+                                  float label_smoothing) override {
+    return cpu::softmax_cross_entropy(pool_, rows, cols, logits, labels, grad_scale, dlogits,
+                                      label_smoothing);
   }
 
   void sgd_update(int64_t n, const SgdParams& p, float* w, const float* grad,

@@ -36,6 +36,29 @@ void maxpool2d_forward(ThreadPool& pool, const Pool2dGeometry& g, const float* x
 void maxpool2d_backward(ThreadPool& pool, const Pool2dGeometry& g, const float* x, const float* dy,
                         float* dx);
 
+// avg_pool.cpp
+void avgpool2d_forward(ThreadPool& pool, const Pool2dGeometry& g, const float* x, float* y);
+void avgpool2d_backward(ThreadPool& pool, const Pool2dGeometry& g, const float* dy, float* dx);
+void row_mean_forward(ThreadPool& pool, int64_t rows, int64_t cols, const float* x, float* y);
+void row_mean_backward(ThreadPool& pool, int64_t rows, int64_t cols, const float* dy, float* dx);
+void channel_pad_forward(ThreadPool& pool, const ChannelPadGeometry& g, const float* x, float* y);
+void channel_pad_backward(ThreadPool& pool, const ChannelPadGeometry& g, const float* dy,
+                          float* dx);
+
+// add.cpp
+void add_forward(ThreadPool& pool, int64_t n, const float* a, const float* b, bool relu, float* y);
+
+// batchnorm.cpp
+void batchnorm_stats(ThreadPool& pool, const BatchNormGeometry& g, const float* x, double* sum,
+                     double* sumsq);
+void batchnorm_apply(ThreadPool& pool, const BatchNormGeometry& g, const float* x,
+                     const float* coef, bool relu, float* y);
+void batchnorm_backward_sums(ThreadPool& pool, const BatchNormGeometry& g, const float* x,
+                             const float* y, const float* dy, const float* coef, double* sum_dy,
+                             double* sum_dy_xhat);
+void batchnorm_backward_apply(ThreadPool& pool, const BatchNormGeometry& g, const float* x,
+                              const float* y, const float* dy, const float* coef, float* dx);
+
 // elementwise.cpp
 void relu_forward(ThreadPool& pool, int64_t n, const float* x, float* y);
 void relu_backward(ThreadPool& pool, int64_t n, const float* y, const float* dy, float* dx);
@@ -61,7 +84,8 @@ void log_softmax_backward(ThreadPool& pool, int64_t rows, int64_t cols, const fl
 LossStats nll_loss(ThreadPool& pool, int64_t rows, int64_t cols, const float* logp,
                    const int32_t* labels, float grad_scale, float* dlogp);
 LossStats softmax_cross_entropy(ThreadPool& pool, int64_t rows, int64_t cols, const float* logits,
-                                const int32_t* labels, float grad_scale, float* dlogits);
+                                const int32_t* labels, float grad_scale, float* dlogits,
+                                float label_smoothing);
 
 // optimizers.cpp
 void sgd_update(ThreadPool& pool, int64_t n, const SgdParams& p, float* w, const float* grad,

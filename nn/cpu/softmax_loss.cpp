@@ -85,23 +85,32 @@ LossStats nll_loss(ThreadPool& pool, int64_t rows, int64_t cols, const float* lo
   return stats;
 }
 
-// logits, dlogits: (rows, cols); labels: (rows). loss_i = logsumexp(x_i) -
-// x[i, label_i]; dlogits = grad_scale * (softmax(x) - onehot(label)).
+// logits, dlogits: (rows, cols); labels: (rows). With e = label_smoothing,
+// loss_i = logsumexp(x_i) - (1 - e) x[i, label_i] - e mean_j x[i, j];
+// dlogits = grad_scale * (softmax(x) - (1 - e) onehot(label) - e / cols).
 LossStats softmax_cross_entropy(ThreadPool& pool, int64_t rows, int64_t cols, const float* logits,
-                                const int32_t* labels, float grad_scale, float* dlogits) {
+                                const int32_t* labels, float grad_scale, float* dlogits,
+                                float label_smoothing) {
+  const float e = label_smoothing, uniform = e / static_cast<float>(cols);
   check_labels("softmax_cross_entropy", rows, cols, labels);
   LossStats stats;
   stats.count = rows;
   for (int64_t i = 0; i < rows; ++i) {
     const float* row = logits + i * cols;
     const float lse = log_sum_exp(row, cols);
-    stats.loss_sum += static_cast<double>(lse) - static_cast<double>(row[labels[i]]);
+    double target = static_cast<double>(row[labels[i]]);
+    if (e != 0.0f) {
+      double mean = 0.0;
+      for (int64_t j = 0; j < cols; ++j) mean += row[j];
+      target = (1.0 - e) * target + e * mean / static_cast<double>(cols);
+    }
+    stats.loss_sum += static_cast<double>(lse) - target;
     stats.correct += argmax(row, cols) == labels[i] ? 1 : 0;
     if (dlogits) {
       float* d = dlogits + i * cols;
       for (int64_t j = 0; j < cols; ++j) {
-        const float onehot = j == labels[i] ? 1.0f : 0.0f;
-        d[j] = grad_scale * (std::exp(row[j] - lse) - onehot);
+        const float t = (j == labels[i] ? 1.0f - e : 0.0f) + uniform;
+        d[j] = grad_scale * (std::exp(row[j] - lse) - t);
       }
     }
   }

@@ -56,6 +56,56 @@ class CudaBackend final : public Backend {
     cuda::maxpool2d_backward(ctx_, g, x, dy, dx);
   }
 
+  void avgpool2d_forward(const Pool2dGeometry& g, const float* x, float* y) override {
+    ctx_.activate();
+    cuda::avgpool2d_forward(ctx_, g, x, y);
+  }
+  void avgpool2d_backward(const Pool2dGeometry& g, const float* dy, float* dx) override {
+    ctx_.activate();
+    cuda::avgpool2d_backward(ctx_, g, dy, dx);
+  }
+  void row_mean_forward(int64_t rows, int64_t cols, const float* x, float* y) override {
+    ctx_.activate();
+    cuda::row_mean_forward(ctx_, rows, cols, x, y);
+  }
+  void row_mean_backward(int64_t rows, int64_t cols, const float* dy, float* dx) override {
+    ctx_.activate();
+    cuda::row_mean_backward(ctx_, rows, cols, dy, dx);
+  }
+  void channel_pad_forward(const ChannelPadGeometry& g, const float* x, float* y) override {
+    ctx_.activate();
+    cuda::channel_pad_forward(ctx_, g, x, y);
+  }
+  void channel_pad_backward(const ChannelPadGeometry& g, const float* dy, float* dx) override {
+    ctx_.activate();
+    cuda::channel_pad_backward(ctx_, g, dy, dx);
+  }
+  void add_forward(int64_t n, const float* a, const float* b, bool relu, float* y) override {
+    ctx_.activate();
+    cuda::add_forward(ctx_, n, a, b, relu, y);
+  }
+  void batchnorm_stats(const BatchNormGeometry& g, const float* x, double* sum,
+                       double* sumsq) override {
+    ctx_.activate();
+    cuda::batchnorm_stats(ctx_, g, x, sum, sumsq);
+  }
+  void batchnorm_apply(const BatchNormGeometry& g, const float* x, const float* coef, bool relu,
+                       float* y) override {
+    ctx_.activate();
+    cuda::batchnorm_apply(ctx_, g, x, coef, relu, y);
+  }
+  void batchnorm_backward_sums(const BatchNormGeometry& g, const float* x, const float* y,
+                               const float* dy, const float* coef, double* sum_dy,
+                               double* sum_dy_xhat) override {
+    ctx_.activate();
+    cuda::batchnorm_backward_sums(ctx_, g, x, y, dy, coef, sum_dy, sum_dy_xhat);
+  }
+  void batchnorm_backward_apply(const BatchNormGeometry& g, const float* x, const float* y,
+                                const float* dy, const float* coef, float* dx) override {
+    ctx_.activate();
+    cuda::batchnorm_backward_apply(ctx_, g, x, y, dy, coef, dx);
+  }
+
   void relu_forward(int64_t n, const float* x, float* y) override {
     ctx_.activate();
     cuda::relu_forward(ctx_, n, x, y);
@@ -106,10 +156,11 @@ class CudaBackend final : public Backend {
     return cuda::nll_loss(ctx_, rows, cols, logp, labels, grad_scale, dlogp);
   }
   LossStats softmax_cross_entropy(int64_t rows, int64_t cols, const float* logits,
-                                  const int32_t* labels, float grad_scale,
-                                  float* dlogits) override {
+                                  const int32_t* labels, float grad_scale, float* dlogits,
+                                  float label_smoothing) override {
     ctx_.activate();
-    return cuda::softmax_cross_entropy(ctx_, rows, cols, logits, labels, grad_scale, dlogits);
+    return cuda::softmax_cross_entropy(ctx_, rows, cols, logits, labels, grad_scale, dlogits,
+                                       label_smoothing);
   }
 
   void sgd_update(int64_t n, const SgdParams& p, float* w, const float* grad,

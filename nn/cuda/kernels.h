@@ -8,7 +8,9 @@
 //                 ReLU, log-softmax)
 //   cuBLAS:       dense.cu (gemm)
 //   16-bit:       low_precision.cu (conversions for bf16/fp16 precision)
-//   own kernels:  pool.cu (max-pool backward), elementwise.cu, dense.cu (row
+//   own kernels:  pool.cu (max-pool backward), avg_pool.cu (average pooling,
+//                 row means, padding shortcut, residual add), batchnorm.cu,
+//                 elementwise.cu, dense.cu (row
 //                 bias, column sums), softmax_loss.cu, optimizers.cu
 #pragma once
 
@@ -39,6 +41,28 @@ void log_softmax_backward(DeviceContext& ctx, int64_t rows, int64_t cols, const 
 void maxpool2d_backward(DeviceContext& ctx, const Pool2dGeometry& g, const float* x,
                         const float* dy, float* dx);
 
+// avg_pool.cu
+void avgpool2d_forward(DeviceContext& ctx, const Pool2dGeometry& g, const float* x, float* y);
+void avgpool2d_backward(DeviceContext& ctx, const Pool2dGeometry& g, const float* dy, float* dx);
+void row_mean_forward(DeviceContext& ctx, int64_t rows, int64_t cols, const float* x, float* y);
+void row_mean_backward(DeviceContext& ctx, int64_t rows, int64_t cols, const float* dy, float* dx);
+void channel_pad_forward(DeviceContext& ctx, const ChannelPadGeometry& g, const float* x, float* y);
+void channel_pad_backward(DeviceContext& ctx, const ChannelPadGeometry& g, const float* dy,
+                          float* dx);
+void add_forward(DeviceContext& ctx, int64_t n, const float* a, const float* b, bool relu,
+                 float* y);
+
+// batchnorm.cu
+void batchnorm_stats(DeviceContext& ctx, const BatchNormGeometry& g, const float* x, double* sum,
+                     double* sumsq);
+void batchnorm_apply(DeviceContext& ctx, const BatchNormGeometry& g, const float* x,
+                     const float* coef, bool relu, float* y);
+void batchnorm_backward_sums(DeviceContext& ctx, const BatchNormGeometry& g, const float* x,
+                             const float* y, const float* dy, const float* coef, double* sum_dy,
+                             double* sum_dy_xhat);
+void batchnorm_backward_apply(DeviceContext& ctx, const BatchNormGeometry& g, const float* x,
+                              const float* y, const float* dy, const float* coef, float* dx);
+
 // elementwise.cu
 void dropout_forward(DeviceContext& ctx, const DropoutGeometry& g, const int64_t* sample_ids,
                      const float* x, float* y, float* mask);
@@ -59,7 +83,8 @@ void sum_rows(DeviceContext& ctx, int64_t rows, int64_t cols, const float* dy, f
 LossStats nll_loss(DeviceContext& ctx, int64_t rows, int64_t cols, const float* logp,
                    const int32_t* labels, float grad_scale, float* dlogp);
 LossStats softmax_cross_entropy(DeviceContext& ctx, int64_t rows, int64_t cols, const float* logits,
-                                const int32_t* labels, float grad_scale, float* dlogits);
+                                const int32_t* labels, float grad_scale, float* dlogits,
+                                float label_smoothing);
 
 // low_precision.cu (bf16/fp16 precision only): src (n floats) rounded to
 // the context's 16-bit type into scratch buffer `slot`, which is returned;

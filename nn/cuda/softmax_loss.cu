@@ -35,7 +35,8 @@ __device__ float log_sum_exp(const float* x, int64_t cols) {
 // What one row sends back to the host.
 struct RowResult {
   float lse;     // log-sum-exp of the row (cross-entropy; 0 for NLL)
-  float picked;  // x[label] (0 when the label is out of range)
+  float picked;  // x[label], with label smoothing e (1 - e) x[label] + e mean(x) (0 when
+                 // the label is out of range)
   int32_t top;   // arg-max
   int32_t label;
 };
@@ -64,21 +65,25 @@ __global__ void nll_grad_kernel(int64_t rows, int64_t cols, const int32_t* label
 }
 
 // logits, dlogits: (rows, cols); labels: (rows) -> out[i]; dlogits (may be
-// null) = grad_scale * (softmax(x) - onehot(label))
+// null) = grad_scale * (softmax(x) - (1 - e) onehot(label) - e / cols)
 __global__ void cross_entropy_rows_kernel(int64_t rows, int64_t cols, const float* logits,
-                                          const int32_t* labels, float grad_scale, RowResult* out,
-                                          float* dlogits) {
+                                          const int32_t* labels, float grad_scale, float e,
+                                          RowResult* out, float* dlogits) {
   CUDA_KERNEL_LOOP(i, rows) {
     const float* row = logits + i * cols;
     const int32_t label = labels[i];
     const bool ok = label_ok(label, cols);
     const float l = log_sum_exp(row, cols);
-    out[i] = {l, ok ? row[label] : 0.0f, static_cast<int32_t>(argmax(row, cols)), label};
+    float mean = 0.0f;
+    for (int64_t j = 0; e != 0.0f && j < cols; ++j) mean += row[j];
+    mean /= static_cast<float>(cols);
+    out[i] = {l, ok ? (1.0f - e) * row[label] + e * mean : 0.0f,
+              static_cast<int32_t>(argmax(row, cols)), label};
     if (dlogits != nullptr) {
       float* d = dlogits + i * cols;
       for (int64_t j = 0; j < cols; ++j) {
-        const float onehot = j == label ? 1.0f : 0.0f;
-        d[j] = ok ? grad_scale * (expf(row[j] - l) - onehot) : 0.0f;
+        const float target = (j == label ? 1.0f - e : 0.0f) + e / static_cast<float>(cols);
+        d[j] = ok ? grad_scale * (expf(row[j] - l) - target) : 0.0f;
       }
     }
   }
@@ -119,13 +124,14 @@ LossStats nll_loss(DeviceContext& ctx, int64_t rows, int64_t cols, const float* 
 }
 
 // logits, dlogits: (rows, cols); labels: (rows, device).
-// loss_i = logsumexp(x_i) - x[i, label_i]
+// loss_i = logsumexp(x_i) - picked_i (see cross_entropy_rows_kernel)
 LossStats softmax_cross_entropy(DeviceContext& ctx, int64_t rows, int64_t cols, const float* logits,
-                                const int32_t* labels, float grad_scale, float* dlogits) {
+                                const int32_t* labels, float grad_scale, float* dlogits,
+                                float label_smoothing) {
   if (rows == 0) return LossStats{};
   RowResult* out = ctx.scratch<RowResult>(Scratch::kRowResults, rows);
-  launch(cross_entropy_rows_kernel, rows, ctx.stream(), rows, cols, logits, labels, grad_scale, out,
-         dlogits);
+  launch(cross_entropy_rows_kernel, rows, ctx.stream(), rows, cols, logits, labels, grad_scale,
+         label_smoothing, out, dlogits);
   return collect(ctx, "softmax_cross_entropy", rows, cols, out);
 }
 

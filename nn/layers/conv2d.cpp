@@ -7,12 +7,13 @@
 namespace lockstep::nn {
 
 Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_t stride,
-               int64_t pad)
+               int64_t pad, bool bias)
     : in_channels_(in_channels),
       out_channels_(out_channels),
       kernel_(kernel),
       stride_(stride),
-      pad_(pad) {
+      pad_(pad),
+      has_bias_(bias) {
   if (in_channels <= 0 || out_channels <= 0 || kernel <= 0 || stride <= 0 || pad < 0) {
     fail_input("conv2d: invalid arguments in=", in_channels, " out=", out_channels,
                " kernel=", kernel, " stride=", stride, " pad=", pad);
@@ -21,7 +22,7 @@ Conv2d::Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_
 
 std::string Conv2d::describe() const {
   return detail::concat("conv2d(", in_channels_, "->", out_channels_, ", k", kernel_, ", s",
-                        stride_, ", p", pad_, ")");
+                        stride_, ", p", pad_, has_bias_ ? ")" : ", no bias)");
 }
 
 Conv2dGeometry Conv2d::geometry(const Shape& input) const {
@@ -51,14 +52,15 @@ Shape Conv2d::output_shape(const Shape& input) const {
 }
 
 void Conv2d::forward(Backend& backend, const Tensor& x, Tensor& y, const ForwardContext&) {
-  backend.conv2d_forward(geometry(x.shape()), x.data(), weight_.value.data(), bias_.value.data(),
-                         y.data());
+  backend.conv2d_forward(geometry(x.shape()), x.data(), weight_.value.data(),
+                         has_bias_ ? bias_.value.data() : nullptr, y.data());
 }
 
 void Conv2d::backward(Backend& backend, const Tensor& x, const Tensor&, const Tensor& dy,
                       Tensor* dx) {
   const Conv2dGeometry g = geometry(x.shape());
-  backend.conv2d_backward_filter(g, x.data(), dy.data(), weight_.grad.data(), bias_.grad.data());
+  backend.conv2d_backward_filter(g, x.data(), dy.data(), weight_.grad.data(),
+                                 has_bias_ ? bias_.grad.data() : nullptr);
   if (dx != nullptr) backend.conv2d_backward_data(g, weight_.value.data(), dy.data(), dx->data());
 }
 
@@ -67,10 +69,11 @@ void Conv2d::reset_parameters(uint64_t seed, Device device) {
   bias_.name = name() + ".bias";
   weight_.value = Tensor({out_channels_, in_channels_, kernel_, kernel_}, device);
   weight_.grad = Tensor(weight_.value.shape(), device);
-  bias_.value = Tensor({out_channels_}, device);
-  bias_.grad = Tensor({out_channels_}, device);
   const float bound = 1.0f / std::sqrt(static_cast<float>(in_channels_ * kernel_ * kernel_));
   fill_uniform(weight_.value, bound, seed, weight_.name);
+  if (!has_bias_) return;
+  bias_.value = Tensor({out_channels_}, device);
+  bias_.grad = Tensor({out_channels_}, device);
   fill_uniform(bias_.value, bound, seed, bias_.name);
 }
 

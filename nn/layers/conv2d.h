@@ -4,6 +4,7 @@
 //   P = (H + 2 pad - R) / stride + 1, Q likewise
 // Gradients: dx = conv_transpose(dy, W), dW = correlate(x, dy), db = sum dy.
 // Initialisation (PyTorch default): W, b ~ U(-1/sqrt(C R S), 1/sqrt(C R S)).
+// Without bias (bias = false, as before a BatchNorm) there is no b.
 #pragma once
 
 #include "nn/layer.h"
@@ -13,14 +14,17 @@ namespace lockstep::nn {
 class Conv2d final : public Layer {
  public:
   Conv2d(int64_t in_channels, int64_t out_channels, int64_t kernel, int64_t stride = 1,
-         int64_t pad = 0);
+         int64_t pad = 0, bool bias = true);
 
   std::string describe() const override;
   Shape output_shape(const Shape& input) const override;
   void forward(Backend& backend, const Tensor& x, Tensor& y, const ForwardContext& ctx) override;
   void backward(Backend& backend, const Tensor& x, const Tensor& y, const Tensor& dy,
                 Tensor* dx) override;
-  std::vector<Parameter*> parameters() override { return {&weight_, &bias_}; }
+  std::vector<Parameter*> parameters() override {
+    if (has_bias_) return {&weight_, &bias_};
+    return {&weight_};
+  }
   void reset_parameters(uint64_t seed, Device device) override;
 
   int64_t kernel() const { return kernel_; }
@@ -30,6 +34,7 @@ class Conv2d final : public Layer {
  private:
   Conv2dGeometry geometry(const Shape& input) const;
   int64_t in_channels_, out_channels_, kernel_, stride_, pad_;
+  bool has_bias_;
   Parameter weight_, bias_;
 };
 

@@ -1,0 +1,117 @@
+// Batch normalisation on CUDA, the same four passes as the CPU
+// (nn/cpu/batchnorm.cpp): per-channel sums reduced by one block per channel
+// in double and copied to the host (where SyncBatchNorm can add them over
+// ranks), then element-wise apply kernels with per-channel coefficients.
+#include "nn/cuda/kernels.h"
+#include "nn/cuda/launch.cuh"
+
+namespace lockstep::nn::cuda {
+namespace {
+
+constexpr int kReduceThreads = 256;
+
+// Tree sum of two per-thread doubles across the block; thread 0 gets them.
+__device__ void block_sum2(double& a, double& b) {
+  __shared__ double sa[kReduceThreads], sb[kReduceThreads];
+  sa[threadIdx.x] = a;
+  sb[threadIdx.x] = b;
+  __syncthreads();
+  for (int half = kReduceThreads / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) {
+      sa[threadIdx.x] += sa[threadIdx.x + half];
+      sb[threadIdx.x] += sb[threadIdx.x + half];
+    }
+    __syncthreads();
+  }
+  a = sa[0];
+  b = sb[0];
+}
+
+// x: (N, C, S); block c -> out[c] = sum x, out[C + c] = sum x^2
+__global__ void stats_kernel(int64_t N, int64_t C, int64_t S, const float* x, double* out) {
+  const int64_t c = blockIdx.x;
+  double s = 0.0, q = 0.0;
+  for (int64_t i = threadIdx.x; i < N * S; i += kReduceThreads) {
+    const float v = x[(i / S) * C * S + c * S + i % S];
+    s += v;
+    q += static_cast<double>(v) * v;
+  }
+  block_sum2(s, q);
+  if (threadIdx.x == 0) out[c] = s, out[C + c] = q;
+}
+
+// block c -> out[c] = sum g', out[C + c] = sum g' xhat
+__global__ void grad_sums_kernel(int64_t N, int64_t C, int64_t S, const float* x, const float* y,
+                                 const float* dy, const float* coef, double* out) {
+  const int64_t c = blockIdx.x;
+  const float mean = coef[c], invstd = coef[C + c];
+  double s = 0.0, q = 0.0;
+  for (int64_t i = threadIdx.x; i < N * S; i += kReduceThreads) {
+    const int64_t at = (i / S) * C * S + c * S + i % S;
+    const float g = y == nullptr || y[at] > 0.0f ? dy[at] : 0.0f;
+    s += g;
+    q += static_cast<double>(g) * (x[at] - mean) * invstd;
+  }
+  block_sum2(s, q);
+  if (threadIdx.x == 0) out[c] = s, out[C + c] = q;
+}
+
+__global__ void apply_kernel(int64_t n, int64_t C, int64_t S, const float* x, const float* coef,
+                             bool relu, float* y) {
+  CUDA_KERNEL_LOOP(i, n) {
+    const int64_t c = (i / S) % C;
+    const float v = x[i] * coef[c] + coef[C + c];
+    y[i] = relu && v < 0.0f ? 0.0f : v;
+  }
+}
+
+__global__ void backward_apply_kernel(int64_t n, int64_t C, int64_t S, const float* x,
+                                      const float* y, const float* dy, const float* coef,
+                                      float* dx) {
+  CUDA_KERNEL_LOOP(i, n) {
+    const int64_t c = (i / S) % C;
+    const float g = y == nullptr || y[i] > 0.0f ? dy[i] : 0.0f;
+    const float xhat = (x[i] - coef[c]) * coef[C + c];
+    dx[i] = coef[2 * C + c] * (g - coef[3 * C + c] - xhat * coef[4 * C + c]);
+  }
+}
+
+}  // namespace
+
+// x: (N, C, S) -> sum, sumsq: host (C)
+void batchnorm_stats(DeviceContext& ctx, const BatchNormGeometry& g, const float* x, double* sum,
+                     double* sumsq) {
+  const int64_t C = g.channels;
+  double* out = ctx.scratch<double>(Scratch::kRowResults, 2 * C);
+  stats_kernel<<<static_cast<unsigned>(C), kReduceThreads, 0, ctx.stream()>>>(g.batch, C, g.spatial,
+                                                                              x, out);
+  CUDA_CHECK_LAUNCH();
+  ctx.copy_to_host(sum, out, C * sizeof(double));
+  ctx.copy_to_host(sumsq, out + C, C * sizeof(double));
+}
+
+void batchnorm_apply(DeviceContext& ctx, const BatchNormGeometry& g, const float* x,
+                     const float* coef, bool relu, float* y) {
+  launch(apply_kernel, g.batch * g.channels * g.spatial, ctx.stream(),
+         g.batch * g.channels * g.spatial, g.channels, g.spatial, x, coef, relu, y);
+}
+
+void batchnorm_backward_sums(DeviceContext& ctx, const BatchNormGeometry& g, const float* x,
+                             const float* y, const float* dy, const float* coef, double* sum_dy,
+                             double* sum_dy_xhat) {
+  const int64_t C = g.channels;
+  double* out = ctx.scratch<double>(Scratch::kRowResults, 2 * C);
+  grad_sums_kernel<<<static_cast<unsigned>(C), kReduceThreads, 0, ctx.stream()>>>(
+      g.batch, C, g.spatial, x, y, dy, coef, out);
+  CUDA_CHECK_LAUNCH();
+  ctx.copy_to_host(sum_dy, out, C * sizeof(double));
+  ctx.copy_to_host(sum_dy_xhat, out + C, C * sizeof(double));
+}
+
+void batchnorm_backward_apply(DeviceContext& ctx, const BatchNormGeometry& g, const float* x,
+                              const float* y, const float* dy, const float* coef, float* dx) {
+  launch(backward_apply_kernel, g.batch * g.channels * g.spatial, ctx.stream(),
+         g.batch * g.channels * g.spatial, g.channels, g.spatial, x, y, dy, coef, dx);
+}
+
+}  // namespace lockstep::nn::cuda

@@ -1,0 +1,163 @@
+#include "nn/layers/batch_norm2d.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "nn/batch_stats_reducer.h"
+#include "nn/error.h"
+
+namespace lockstep::nn {
+
+BatchNorm2d::BatchNorm2d(int64_t channels, bool relu, float eps, float momentum)
+    : channels_(channels), relu_(relu), eps_(eps), momentum_(momentum) {
+  if (channels <= 0 || eps <= 0.0f || momentum < 0.0f || momentum > 1.0f) {
+    fail_input("batchnorm2d: invalid arguments channels=", channels, " eps=", eps,
+               " momentum=", momentum);
+  }
+}
+
+std::string BatchNorm2d::describe() const {
+  return detail::concat("batchnorm2d(", channels_, relu_ ? ")+relu" : ")");
+}
+
+BatchNormGeometry BatchNorm2d::geometry(const Shape& input) const {
+  if (input.size() != 4 || input[1] != channels_) {
+    fail_input(name(), " ", describe(), ": expects input (N, ", channels_, ", H, W), got ",
+               shape_string(input));
+  }
+  return {input[0], channels_, input[2] * input[3]};
+}
+
+Shape BatchNorm2d::output_shape(const Shape& input) const {
+  geometry(input);
+  return input;
+}
+
+void BatchNorm2d::batch_statistics(Backend& backend, const BatchNormGeometry& g, const Tensor& x,
+                                   BatchStatsReducer* reducer) {
+  const auto C = static_cast<size_t>(channels_);
+  std::vector<double> sums(2 * C + 1);
+  backend.batchnorm_stats(g, x.data(), sums.data(), sums.data() + C);
+  sums[2 * C] = static_cast<double>(g.batch * g.spatial);
+  if (reducer != nullptr) reducer->sum(sums, name() + " forward statistics");
+  count_ = sums[2 * C];
+  if (count_ <= 0) fail_input(name(), ": batch statistics of an empty batch");
+  mean_.resize(C);
+  invstd_.resize(C);
+  Tensor rm({channels_}), rv({channels_}), nbt({1});
+  rm.copy_from(running_mean_.value);
+  rv.copy_from(running_var_.value);
+  nbt.copy_from(num_batches_tracked_.value);
+  const double m = momentum_;
+  for (size_t c = 0; c < C; ++c) {
+    mean_[c] = sums[c] / count_;
+    const double var = std::max(0.0, sums[C + c] / count_ - mean_[c] * mean_[c]);
+    invstd_[c] = 1.0 / std::sqrt(var + eps_);
+    const double unbiased = count_ > 1 ? var * count_ / (count_ - 1) : var;
+    rm.data()[c] = static_cast<float>((1 - m) * rm.data()[c] + m * mean_[c]);
+    rv.data()[c] = static_cast<float>((1 - m) * rv.data()[c] + m * unbiased);
+  }
+  nbt.data()[0] += 1.0f;
+  running_mean_.value.copy_from(rm);
+  running_var_.value.copy_from(rv);
+  num_batches_tracked_.value.copy_from(nbt);
+}
+
+void BatchNorm2d::running_statistics() {
+  const auto C = static_cast<size_t>(channels_);
+  Tensor rm({channels_}), rv({channels_});
+  rm.copy_from(running_mean_.value);
+  rv.copy_from(running_var_.value);
+  mean_.resize(C);
+  invstd_.resize(C);
+  for (size_t c = 0; c < C; ++c) {
+    mean_[c] = rm.data()[c];
+    invstd_[c] = 1.0 / std::sqrt(static_cast<double>(rv.data()[c]) + eps_);
+  }
+}
+
+void BatchNorm2d::forward(Backend& backend, const Tensor& x, Tensor& y, const ForwardContext& ctx) {
+  const BatchNormGeometry g = geometry(x.shape());
+  training_ = ctx.training;
+  reducer_ = ctx.training ? ctx.batch_stats : nullptr;
+  if (ctx.training) {
+    batch_statistics(backend, g, x, reducer_);
+  } else {
+    running_statistics();
+  }
+  Tensor w({channels_}), b({channels_});
+  w.copy_from(weight_.value);
+  b.copy_from(bias_.value);
+  coef_host_.resize({2, channels_});
+  float* k = coef_host_.data();
+  for (int64_t c = 0; c < channels_; ++c) {
+    const double scale = w.data()[c] * invstd_[c];
+    k[c] = static_cast<float>(scale);
+    k[channels_ + c] = static_cast<float>(b.data()[c] - mean_[c] * scale);
+  }
+  coef_.resize({2, channels_});
+  coef_.copy_from(coef_host_);
+  backend.batchnorm_apply(g, x.data(), coef_.data(), relu_, y.data());
+}
+
+void BatchNorm2d::backward(Backend& backend, const Tensor& x, const Tensor& y, const Tensor& dy,
+                           Tensor* dx) {
+  LOCKSTEP_CHECK(mean_.size() == static_cast<size_t>(channels_), "backward before forward");
+  const BatchNormGeometry g = geometry(x.shape());
+  const auto C = static_cast<size_t>(channels_);
+  coef_host_.resize({5, channels_});
+  float* k = coef_host_.data();
+  for (size_t c = 0; c < C; ++c) {
+    k[c] = static_cast<float>(mean_[c]);
+    k[C + c] = static_cast<float>(invstd_[c]);
+  }
+  coef_.resize({5, channels_});
+  coef_.copy_from(coef_host_);
+  const float* masked = relu_ ? y.data() : nullptr;
+  std::vector<double> sums(2 * C);
+  backend.batchnorm_backward_sums(g, x.data(), masked, dy.data(), coef_.data(), sums.data(),
+                                  sums.data() + C);
+  Tensor dw({channels_}), db({channels_});
+  for (size_t c = 0; c < C; ++c) {
+    db.data()[c] = static_cast<float>(sums[c]);
+    dw.data()[c] = static_cast<float>(sums[C + c]);
+  }
+  weight_.grad.copy_from(dw);
+  bias_.grad.copy_from(db);
+  if (dx == nullptr) return;
+  if (reducer_ != nullptr) reducer_->sum(sums, name() + " backward sums");
+  Tensor w({channels_});
+  w.copy_from(weight_.value);
+  // Evaluation-mode statistics are constants: only the scale remains.
+  const double batch = training_ ? 1.0 / count_ : 0.0;
+  for (size_t c = 0; c < C; ++c) {
+    k[2 * C + c] = static_cast<float>(w.data()[c] * invstd_[c]);
+    k[3 * C + c] = static_cast<float>(sums[c] * batch);
+    k[4 * C + c] = static_cast<float>(sums[C + c] * batch);
+  }
+  coef_.copy_from(coef_host_);
+  backend.batchnorm_backward_apply(g, x.data(), masked, dy.data(), coef_.data(), dx->data());
+}
+
+void BatchNorm2d::reset_parameters(uint64_t, Device device) {
+  weight_.name = name() + ".weight";
+  bias_.name = name() + ".bias";
+  running_mean_.name = name() + ".running_mean";
+  running_var_.name = name() + ".running_var";
+  num_batches_tracked_.name = name() + ".num_batches_tracked";
+  for (Parameter* p : {&weight_, &bias_}) {
+    p->value = Tensor({channels_}, device);
+    p->grad = Tensor({channels_}, device);
+  }
+  Tensor ones({channels_});
+  for (float& v : ones.span()) v = 1.0f;
+  weight_.value.copy_from(ones);
+  running_mean_.value = Tensor({channels_}, device);
+  running_var_.value = Tensor({channels_}, device);
+  running_var_.value.copy_from(ones);
+  num_batches_tracked_.value = Tensor(Shape{}, device);
+  coef_ = Tensor({5, channels_}, device);
+  coef_host_ = Tensor({5, channels_});
+}
+
+}  // namespace lockstep::nn

@@ -1,0 +1,62 @@
+// BatchNorm2d, with PyTorch's semantics (nn.BatchNorm2d, affine, eps 1e-5,
+// momentum 0.1), optionally followed by a fused ReLU.
+//   x, y: (N, C, H, W); per channel c over its M = N * H * W elements:
+//   training:  mean, var = batch mean and biased variance of x;
+//              running_mean = 0.9 running_mean + 0.1 mean,
+//              running_var  = 0.9 running_var + 0.1 var * M / (M - 1),
+//              num_batches_tracked += 1
+//   eval:      mean, var = running_mean, running_var
+//   y = relu?((x - mean) / sqrt(var + eps) * weight + bias)
+// Gradients (training, g = dy masked by y > 0 when the ReLU is fused,
+// xhat = (x - mean) / sqrt(var + eps)):
+//   dweight = sum g * xhat, dbias = sum g,
+//   dx = weight / sqrt(var + eps) * (g - mean(g) - xhat * mean(g * xhat)).
+// With ForwardContext::batch_stats (SyncBatchNorm) the sums behind mean,
+// var, mean(g) and mean(g * xhat) run over the global batch: one reduction
+// of (sum, sum of squares, count) in forward, one of (sum g, sum g * xhat)
+// in backward; dweight and dbias stay this rank's sums (the distributed
+// optimizer averages them like every gradient).
+// Initialisation: weight = 1, bias = 0, running_mean = 0, running_var = 1.
+#pragma once
+
+#include "nn/layer.h"
+
+namespace lockstep::nn {
+
+class BatchNorm2d final : public Layer {
+ public:
+  explicit BatchNorm2d(int64_t channels, bool relu = false, float eps = 1e-5f,
+                       float momentum = 0.1f);
+
+  std::string describe() const override;
+  Shape output_shape(const Shape& input) const override;
+  void forward(Backend& backend, const Tensor& x, Tensor& y, const ForwardContext& ctx) override;
+  void backward(Backend& backend, const Tensor& x, const Tensor& y, const Tensor& dy,
+                Tensor* dx) override;
+  std::vector<Parameter*> parameters() override { return {&weight_, &bias_}; }
+  std::vector<Buffer*> buffers() override {
+    return {&running_mean_, &running_var_, &num_batches_tracked_};
+  }
+  void reset_parameters(uint64_t seed, Device device) override;
+
+ private:
+  BatchNormGeometry geometry(const Shape& input) const;
+  // Batch mean and invstd from the sums (host, C each); updates the running
+  // statistics.
+  void batch_statistics(Backend& backend, const BatchNormGeometry& g, const Tensor& x,
+                        BatchStatsReducer* reducer);
+  void running_statistics();
+
+  int64_t channels_;
+  bool relu_;
+  float eps_, momentum_;
+  Parameter weight_, bias_;
+  Buffer running_mean_, running_var_, num_batches_tracked_;
+  std::vector<double> mean_, invstd_;     // host, of the last forward
+  double count_ = 0;                      // elements per channel (global with a reducer)
+  bool training_ = false;                 // mode of the last forward
+  BatchStatsReducer* reducer_ = nullptr;  // of the last training forward
+  Tensor coef_, coef_host_;               // device and host per-channel coefficients
+};
+
+}  // namespace lockstep::nn

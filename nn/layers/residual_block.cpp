@@ -1,0 +1,146 @@
+#include "nn/layers/residual_block.h"
+
+#include "nn/error.h"
+
+namespace lockstep::nn {
+
+ResidualBlock::ResidualBlock(std::unique_ptr<Sequential> main, ShortcutKind kind,
+                             std::unique_ptr<Sequential> projection, int64_t out_channels,
+                             int64_t stride, bool relu, std::string what)
+    : main_(std::move(main)),
+      projection_(std::move(projection)),
+      kind_(kind),
+      out_channels_(out_channels),
+      stride_(stride),
+      relu_(relu),
+      what_(std::move(what)) {
+  LOCKSTEP_CHECK(main_ && !main_->empty(), "residual block without a main path");
+  LOCKSTEP_CHECK((kind_ == ShortcutKind::kProjection) == (projection_ != nullptr),
+                 "residual block: a projection shortcut needs its layers, and only it");
+}
+
+void ResidualBlock::set_name(std::string name) {
+  main_->set_name(name);
+  if (projection_) projection_->set_name(name + ".shortcut");
+  Layer::set_name(std::move(name));
+}
+
+ChannelPadGeometry ResidualBlock::pad_geometry(const Shape& input) const {
+  ChannelPadGeometry g;
+  g.batch = input[0];
+  g.in_channels = input[1];
+  g.in_h = input[2];
+  g.in_w = input[3];
+  g.out_channels = out_channels_;
+  g.pad_before = (out_channels_ - input[1]) / 2;
+  g.stride = stride_;
+  if (g.pad_before < 0) {
+    fail_input(name(), ": a padding shortcut cannot reduce ", input[1], " channels to ",
+               out_channels_);
+  }
+  return g;
+}
+
+Shape ResidualBlock::shortcut_shape(const Shape& input) const {
+  switch (kind_) {
+    case ShortcutKind::kIdentity:
+      return input;
+    case ShortcutKind::kPad: {
+      const ChannelPadGeometry g = pad_geometry(input);
+      return {g.batch, g.out_channels, g.out_h(), g.out_w()};
+    }
+    case ShortcutKind::kProjection:
+      return projection_->output_shape(input);
+  }
+  return input;
+}
+
+Shape ResidualBlock::output_shape(const Shape& input) const {
+  if (input.size() != 4) {
+    fail_input(name(), " ", what_, ": expects input (N, C, H, W), got ", shape_string(input));
+  }
+  const Shape main = main_->output_shape(input);
+  const Shape shortcut = shortcut_shape(input);
+  if (main != shortcut) {
+    fail_input(name(), " ", what_, ": main path gives ", shape_string(main),
+               " but the shortcut gives ", shape_string(shortcut), " for input ",
+               shape_string(input));
+  }
+  return main;
+}
+
+void ResidualBlock::forward(Backend& backend, const Tensor& x, Tensor& y,
+                            const ForwardContext& ctx) {
+  const Shape out = output_shape(x.shape());
+  main_out_.resize(out);
+  main_->forward(backend, x, main_out_, ctx);
+  const Tensor* shortcut = &x;
+  if (kind_ != ShortcutKind::kIdentity) {
+    short_out_.resize(out);
+    if (kind_ == ShortcutKind::kPad) {
+      backend.channel_pad_forward(pad_geometry(x.shape()), x.data(), short_out_.data());
+    } else {
+      projection_->forward(backend, x, short_out_, ctx);
+    }
+    shortcut = &short_out_;
+  }
+  backend.add_forward(y.numel(), main_out_.data(), shortcut->data(), relu_, y.data());
+}
+
+void ResidualBlock::backward(Backend& backend, const Tensor& x, const Tensor& y, const Tensor& dy,
+                             Tensor* dx) {
+  backward_announcing(backend, x, y, dy, dx, {});
+}
+
+void ResidualBlock::backward_announcing(Backend& backend, const Tensor& x, const Tensor& y,
+                                        const Tensor& dy, Tensor* dx, const GradReady& ready) {
+  const Tensor* g = &dy;
+  if (relu_) {
+    grad_.resize(y.shape());
+    backend.relu_backward(y.numel(), y.data(), dy.data(), grad_.data());
+    g = &grad_;
+  }
+  if (kind_ != ShortcutKind::kIdentity) {
+    if (dx != nullptr || kind_ == ShortcutKind::kProjection) short_dx_.resize(x.shape());
+    if (kind_ == ShortcutKind::kProjection) {
+      projection_->backward_announcing(backend, x, short_out_, *g, dx ? &short_dx_ : nullptr,
+                                       ready);
+    } else if (dx != nullptr) {
+      backend.channel_pad_backward(pad_geometry(x.shape()), g->data(), short_dx_.data());
+    }
+  }
+  main_->backward_announcing(backend, x, main_out_, *g, dx, ready);
+  if (dx == nullptr) return;
+  const Tensor& from_shortcut = kind_ == ShortcutKind::kIdentity ? *g : short_dx_;
+  backend.axpy(dx->numel(), 1.0f, from_shortcut.data(), dx->data());
+}
+
+std::vector<Parameter*> ResidualBlock::parameters() {
+  std::vector<Parameter*> out = main_->parameters();
+  if (projection_) {
+    for (Parameter* p : projection_->parameters()) out.push_back(p);
+  }
+  return out;
+}
+
+std::vector<Buffer*> ResidualBlock::buffers() {
+  std::vector<Buffer*> out = main_->buffers();
+  if (projection_) {
+    for (Buffer* b : projection_->buffers()) out.push_back(b);
+  }
+  return out;
+}
+
+void ResidualBlock::reset_parameters(uint64_t seed, Device device) {
+  main_->reset_parameters(seed, device);
+  if (projection_) projection_->reset_parameters(seed, device);
+  for (Tensor* t : {&main_out_, &short_out_, &grad_, &short_dx_}) *t = Tensor({0}, device);
+}
+
+void ResidualBlock::summarize(const Shape& input, int depth, std::vector<SummaryRow>& rows) {
+  Layer::summarize(input, depth, rows);
+  main_->summarize_children(input, depth + 1, rows);
+  if (projection_) projection_->summarize(input, depth + 1, rows);
+}
+
+}  // namespace lockstep::nn

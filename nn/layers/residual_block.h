@@ -1,0 +1,58 @@
+// ResidualBlock: y = relu(main(x) + shortcut(x)), as the BasicBlock of He et
+// al. 2016 (ReLU optional). The shortcut is
+//   identity:   x
+//   pad:        "option A" of the CIFAR ResNets: every stride-th pixel of x
+//               with (out - in) / 2 zero channels in front and the rest
+//               after (no parameters)
+//   projection: a Sequential (1x1 convolution + BatchNorm), named
+//               "<name>.shortcut.0", "<name>.shortcut.1" as in PyTorch
+// The main path's children are named directly under the block
+// ("layer1.0.conv1"). Parameters are the main path's, then the shortcut's.
+// Backward: g = dy * (y > 0); the shortcut's backward runs first, then the
+// main path's, so gradients are announced in the reverse of parameters();
+// dx = dmain + dshortcut.
+#pragma once
+
+#include <memory>
+
+#include "nn/layers/sequential.h"
+
+namespace lockstep::nn {
+
+enum class ShortcutKind { kIdentity, kPad, kProjection };
+
+class ResidualBlock final : public Layer {
+ public:
+  // kPad: out_channels and stride give the shortcut's output; kProjection:
+  // projection is the shortcut (not null); kIdentity: neither.
+  ResidualBlock(std::unique_ptr<Sequential> main, ShortcutKind kind,
+                std::unique_ptr<Sequential> projection, int64_t out_channels, int64_t stride,
+                bool relu, std::string what);
+
+  void set_name(std::string name) override;
+  std::string describe() const override { return what_; }
+  Shape output_shape(const Shape& input) const override;
+  void forward(Backend& backend, const Tensor& x, Tensor& y, const ForwardContext& ctx) override;
+  void backward(Backend& backend, const Tensor& x, const Tensor& y, const Tensor& dy,
+                Tensor* dx) override;
+  void backward_announcing(Backend& backend, const Tensor& x, const Tensor& y, const Tensor& dy,
+                           Tensor* dx, const GradReady& ready) override;
+  std::vector<Parameter*> parameters() override;
+  std::vector<Buffer*> buffers() override;
+  void reset_parameters(uint64_t seed, Device device) override;
+  void summarize(const Shape& input, int depth, std::vector<SummaryRow>& rows) override;
+
+ private:
+  ChannelPadGeometry pad_geometry(const Shape& input) const;
+  Shape shortcut_shape(const Shape& input) const;
+
+  std::unique_ptr<Sequential> main_, projection_;
+  ShortcutKind kind_;
+  int64_t out_channels_, stride_;
+  bool relu_;
+  std::string what_;
+  Tensor main_out_, short_out_;  // outputs of the two branches
+  Tensor grad_, short_dx_;       // gradient at the sum; the shortcut's dx
+};
+
+}  // namespace lockstep::nn

@@ -1,0 +1,106 @@
+#include "nn/layers/sequential.h"
+
+#include "nn/error.h"
+
+namespace lockstep::nn {
+
+void Sequential::add(std::string local_name, std::unique_ptr<Layer> layer) {
+  for (const Child& c : children_) {
+    if (c.local_name == local_name) fail_input("duplicate layer name ", name(), ".", local_name);
+  }
+  children_.push_back({std::move(local_name), std::move(layer)});
+  set_name(name());
+}
+
+void Sequential::set_name(std::string name) {
+  for (Child& c : children_)
+    c.layer->set_name(name.empty() ? c.local_name : name + "." + c.local_name);
+  Layer::set_name(std::move(name));
+}
+
+Shape Sequential::output_shape(const Shape& input) const {
+  Shape shape = input;
+  for (const Child& c : children_) shape = c.layer->output_shape(shape);
+  return shape;
+}
+
+void Sequential::forward(Backend& backend, const Tensor& x, Tensor& y, const ForwardContext& ctx) {
+  LOCKSTEP_CHECK(!children_.empty(), "forward of an empty sequential ", name());
+  activations_.resize(children_.size() - 1);
+  const Tensor* in = &x;
+  for (size_t i = 0; i < children_.size(); ++i) {
+    Tensor& out = i + 1 == children_.size() ? y : activations_[i];
+    if (&out != &y) {
+      if (out.device() != x.device()) out = Tensor({0}, x.device());
+      out.resize(children_[i].layer->output_shape(in->shape()));
+    }
+    children_[i].layer->forward(backend, *in, out, ctx);
+    in = &out;
+  }
+}
+
+void Sequential::backward(Backend& backend, const Tensor& x, const Tensor& y, const Tensor& dy,
+                          Tensor* dx) {
+  backward_announcing(backend, x, y, dy, dx, {});
+}
+
+void Sequential::backward_announcing(Backend& backend, const Tensor& x, const Tensor& y,
+                                     const Tensor& dy, Tensor* dx, const GradReady& ready) {
+  if (grad_a_.device() != x.device()) grad_a_ = Tensor({0}, x.device());
+  if (grad_b_.device() != x.device()) grad_b_ = Tensor({0}, x.device());
+  const Tensor* g = &dy;
+  Tensor* spare[2] = {&grad_a_, &grad_b_};
+  int next = 0;
+  for (size_t i = children_.size(); i-- > 0;) {
+    const Tensor& in = i == 0 ? x : activations_[i - 1];
+    const Tensor& out = i + 1 == children_.size() ? y : activations_[i];
+    Tensor* d = nullptr;
+    if (i > 0) {
+      d = spare[next];
+      next ^= 1;
+      d->resize(in.shape());
+    } else {
+      d = dx;
+    }
+    children_[i].layer->backward_announcing(backend, in, out, *g, d, ready);
+    g = d;
+  }
+}
+
+std::vector<Parameter*> Sequential::parameters() {
+  std::vector<Parameter*> out;
+  for (Child& c : children_) {
+    for (Parameter* p : c.layer->parameters()) out.push_back(p);
+  }
+  return out;
+}
+
+std::vector<Buffer*> Sequential::buffers() {
+  std::vector<Buffer*> out;
+  for (Child& c : children_) {
+    for (Buffer* b : c.layer->buffers()) out.push_back(b);
+  }
+  return out;
+}
+
+void Sequential::reset_parameters(uint64_t seed, Device device) {
+  for (Child& c : children_) c.layer->reset_parameters(seed, device);
+  for (Tensor& a : activations_) a = Tensor({0}, device);
+  grad_a_ = Tensor({0}, device);
+  grad_b_ = Tensor({0}, device);
+}
+
+void Sequential::summarize(const Shape& input, int depth, std::vector<SummaryRow>& rows) {
+  Layer::summarize(input, depth, rows);
+  summarize_children(input, depth + 1, rows);
+}
+
+void Sequential::summarize_children(const Shape& input, int depth, std::vector<SummaryRow>& rows) {
+  Shape shape = input;
+  for (Child& c : children_) {
+    c.layer->summarize(shape, depth, rows);
+    shape = c.layer->output_shape(shape);
+  }
+}
+
+}  // namespace lockstep::nn

@@ -1,0 +1,47 @@
+// Sequential: a composite node that runs its children in order, as
+// PyTorch's nn.Sequential. Children are named "<name>.<local name>"
+// ("layer1.0" + "conv1" -> "layer1.0.conv1"); with an empty name, just the
+// local name. Backward runs the children last first and announces each
+// child's gradients as soon as that child is done.
+//   x: the first child's input; y: the last child's output.
+#pragma once
+
+#include <memory>
+
+#include "nn/layer.h"
+
+namespace lockstep::nn {
+
+class Sequential final : public Layer {
+ public:
+  // Appends a child; local names must be unique (InputError otherwise).
+  void add(std::string local_name, std::unique_ptr<Layer> layer);
+  bool empty() const { return children_.empty(); }
+  size_t size() const { return children_.size(); }
+
+  void set_name(std::string name) override;
+  std::string describe() const override { return "sequential"; }
+  Shape output_shape(const Shape& input) const override;
+  void forward(Backend& backend, const Tensor& x, Tensor& y, const ForwardContext& ctx) override;
+  void backward(Backend& backend, const Tensor& x, const Tensor& y, const Tensor& dy,
+                Tensor* dx) override;
+  void backward_announcing(Backend& backend, const Tensor& x, const Tensor& y, const Tensor& dy,
+                           Tensor* dx, const GradReady& ready) override;
+  std::vector<Parameter*> parameters() override;
+  std::vector<Buffer*> buffers() override;
+  void reset_parameters(uint64_t seed, Device device) override;
+  void summarize(const Shape& input, int depth, std::vector<SummaryRow>& rows) override;
+  // The children's rows only, at `depth`.
+  void summarize_children(const Shape& input, int depth, std::vector<SummaryRow>& rows);
+
+ private:
+  struct Child {
+    std::string local_name;
+    std::unique_ptr<Layer> layer;
+  };
+  std::vector<Child> children_;
+  std::vector<Tensor> activations_;  // output of every child but the last
+  Tensor grad_a_, grad_b_;           // ping-pong gradients between children
+};
+
+}  // namespace lockstep::nn

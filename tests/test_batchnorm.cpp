@@ -1,0 +1,200 @@
+// BatchNorm2d against PyTorch's formulas, written out here, and against
+// central differences; average pooling and global average pooling too.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "nn/batch_stats_reducer.h"
+#include "nn/layers/avg_pool2d.h"
+#include "nn/layers/batch_norm2d.h"
+#include "support/gradient_check.h"
+
+namespace lockstep::nn {
+namespace {
+
+using testing::check_layer_gradients;
+using testing::fill_random;
+using testing::GradCheckOptions;
+
+BatchNorm2d make_bn(int64_t channels, bool relu = false) {
+  BatchNorm2d bn(channels, relu);
+  bn.set_name("bn");
+  bn.reset_parameters(1, Device::kCpu);
+  return bn;
+}
+
+// Sets weight to 1 + 0.1 c and bias to 0.2 c, so neither is trivial.
+void set_affine(BatchNorm2d& bn) {
+  auto params = bn.parameters();
+  for (int64_t c = 0; c < params[0]->value.numel(); ++c) {
+    params[0]->value.data()[c] = 1.0f + 0.1f * static_cast<float>(c);
+    params[1]->value.data()[c] = 0.2f * static_cast<float>(c);
+  }
+}
+
+TEST(BatchNorm2d, TrainingForwardMatchesPyTorchFormulas) {
+  const int64_t N = 3, C = 2, H = 2, W = 3, M = N * H * W;
+  BatchNorm2d bn = make_bn(C);
+  set_affine(bn);
+  Tensor x({N, C, H, W}), y({N, C, H, W});
+  fill_random(x, 5, -2.0f, 3.0f);
+  auto backend = make_cpu_backend(1);
+  bn.forward(*backend, x, y, {.training = true});
+  const auto buffers = bn.buffers();
+  ASSERT_EQ(buffers.size(), 3u);
+  EXPECT_EQ(buffers[0]->name, "bn.running_mean");
+  EXPECT_EQ(buffers[1]->name, "bn.running_var");
+  EXPECT_EQ(buffers[2]->name, "bn.num_batches_tracked");
+  for (int64_t c = 0; c < C; ++c) {
+    double sum = 0, sq = 0;
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t s = 0; s < H * W; ++s) sum += x.data()[(n * C + c) * H * W + s];
+    }
+    const double mean = sum / M;
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t s = 0; s < H * W; ++s) {
+        const double d = x.data()[(n * C + c) * H * W + s] - mean;
+        sq += d * d;
+      }
+    }
+    const double var = sq / M;  // biased, for normalising
+    for (int64_t n = 0; n < N; ++n) {
+      for (int64_t s = 0; s < H * W; ++s) {
+        const int64_t i = (n * C + c) * H * W + s;
+        const double want =
+            (x.data()[i] - mean) / std::sqrt(var + 1e-5) * (1.0 + 0.1 * c) + 0.2 * c;
+        EXPECT_NEAR(y.data()[i], want, 1e-5);
+      }
+    }
+    // momentum 0.1, unbiased variance for the running estimate
+    EXPECT_NEAR(buffers[0]->value.data()[c], 0.1 * mean, 1e-6);
+    EXPECT_NEAR(buffers[1]->value.data()[c], 0.9 + 0.1 * var * M / (M - 1), 1e-6);
+  }
+  EXPECT_EQ(buffers[2]->value.data()[0], 1.0f);
+  bn.forward(*backend, x, y, {.training = true});
+  EXPECT_EQ(buffers[2]->value.data()[0], 2.0f);
+}
+
+TEST(BatchNorm2d, EvaluationUsesRunningStatisticsAndFusedRelu) {
+  const int64_t C = 2;
+  BatchNorm2d bn = make_bn(C, /*relu=*/true);
+  set_affine(bn);
+  auto buffers = bn.buffers();
+  buffers[0]->value.data()[0] = 0.5f, buffers[0]->value.data()[1] = -1.0f;
+  buffers[1]->value.data()[0] = 4.0f, buffers[1]->value.data()[1] = 0.25f;
+  Tensor x({1, C, 1, 2}), y({1, C, 1, 2});
+  const float xs[] = {2.5f, -3.0f, 0.0f, -2.0f};
+  std::copy(xs, xs + 4, x.data());
+  auto backend = make_cpu_backend(1);
+  bn.forward(*backend, x, y, {.training = false});
+  auto expect = [](double v) { return std::max(0.0, v); };
+  EXPECT_NEAR(y.data()[0], expect((2.5 - 0.5) / std::sqrt(4.0 + 1e-5)), 1e-6);
+  EXPECT_NEAR(y.data()[1], expect((-3.0 - 0.5) / std::sqrt(4.0 + 1e-5)), 1e-6);
+  EXPECT_NEAR(y.data()[2], expect((0.0 + 1.0) / std::sqrt(0.25 + 1e-5) * 1.1 + 0.2), 1e-5);
+  EXPECT_NEAR(y.data()[3], expect((-2.0 + 1.0) / std::sqrt(0.25 + 1e-5) * 1.1 + 0.2), 1e-5);
+  EXPECT_EQ(buffers[2]->value.data()[0], 0.0f) << "evaluation must not count batches";
+  EXPECT_EQ(buffers[0]->value.data()[0], 0.5f) << "evaluation must not move running stats";
+}
+
+TEST(BatchNorm2d, TrainingGradientsMatchCentralDifferences) {
+  for (bool relu : {false, true}) {
+    BatchNorm2d bn = make_bn(3, relu);
+    set_affine(bn);
+    Tensor x({4, 3, 3, 2});
+    fill_random(x, 11, -1.5f, 1.5f);
+    check_layer_gradients(bn, x, {.training = true}, {.step = 1e-3f, .tolerance = 2e-2});
+  }
+}
+
+TEST(BatchNorm2d, EvaluationGradientsMatchCentralDifferences) {
+  BatchNorm2d bn = make_bn(2);
+  set_affine(bn);
+  bn.buffers()[0]->value.data()[1] = 0.3f;
+  bn.buffers()[1]->value.data()[1] = 2.0f;
+  Tensor x({2, 2, 2, 2});
+  fill_random(x, 12);
+  check_layer_gradients(bn, x, {.training = false});
+}
+
+// A reducer that doubles every sum: as if a second rank held the same batch.
+class TwinRanks final : public BatchStatsReducer {
+ public:
+  void sum(std::span<double> values, std::string_view) override {
+    for (double& v : values) v *= 2.0;
+    ++calls;
+  }
+  int calls = 0;
+};
+
+TEST(BatchNorm2d, ReducedStatisticsOfTwoIdenticalHalvesMatchTheWholeBatch) {
+  // Two ranks holding the same x are one rank with x twice: same y, same dx,
+  // half the parameter gradient (each rank's own sum).
+  const int64_t N = 2, C = 2, H = 2, W = 2;
+  BatchNorm2d half = make_bn(C), whole = make_bn(C);
+  set_affine(half);
+  set_affine(whole);
+  Tensor x({N, C, H, W}), x2({2 * N, C, H, W}), dy({N, C, H, W}), dy2({2 * N, C, H, W});
+  fill_random(x, 3);
+  fill_random(dy, 4);
+  for (int r = 0; r < 2; ++r) {
+    std::copy(x.data(), x.data() + x.numel(), x2.data() + r * x.numel());
+    std::copy(dy.data(), dy.data() + dy.numel(), dy2.data() + r * dy.numel());
+  }
+  auto backend = make_cpu_backend(1);
+  TwinRanks twins;
+  Tensor y(x.shape()), y2(x2.shape()), dx(x.shape()), dx2(x2.shape());
+  half.forward(*backend, x, y, {.training = true, .batch_stats = &twins});
+  whole.forward(*backend, x2, y2, {.training = true});
+  half.backward(*backend, x, y, dy, &dx);
+  whole.backward(*backend, x2, y2, dy2, &dx2);
+  EXPECT_EQ(twins.calls, 2) << "one reduction in forward, one in backward";
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    EXPECT_NEAR(y.data()[i], y2.data()[i], 1e-5);
+    EXPECT_NEAR(dx.data()[i], dx2.data()[i], 1e-5);
+  }
+  for (size_t p = 0; p < 2; ++p) {
+    for (int64_t c = 0; c < C; ++c) {
+      EXPECT_NEAR(2 * half.parameters()[p]->grad.data()[c], whole.parameters()[p]->grad.data()[c],
+                  1e-5);
+    }
+  }
+  for (size_t b = 0; b < 2; ++b) {
+    for (int64_t c = 0; c < C; ++c) {
+      EXPECT_NEAR(half.buffers()[b]->value.data()[c], whole.buffers()[b]->value.data()[c], 1e-6);
+    }
+  }
+}
+
+TEST(AvgPool2d, ForwardAndGradients) {
+  AvgPool2d pool(2);
+  pool.set_name("pool");
+  Tensor x({1, 1, 2, 4}), y({1, 1, 1, 2});
+  const float xs[] = {1, 2, 3, 4, 5, 6, 7, 8};
+  std::copy(xs, xs + 8, x.data());
+  auto backend = make_cpu_backend(1);
+  pool.forward(*backend, x, y, {});
+  EXPECT_FLOAT_EQ(y.data()[0], (1 + 2 + 5 + 6) / 4.0f);
+  EXPECT_FLOAT_EQ(y.data()[1], (3 + 4 + 7 + 8) / 4.0f);
+  AvgPool2d overlapping(3, 2);
+  overlapping.set_name("pool");
+  Tensor big({2, 2, 7, 5});
+  fill_random(big, 9);
+  check_layer_gradients(overlapping, big, {});
+}
+
+TEST(GlobalAvgPool2d, ForwardShapeAndGradients) {
+  GlobalAvgPool2d pool;
+  pool.set_name("avgpool");
+  EXPECT_EQ(pool.output_shape({4, 16, 8, 8}), (Shape{4, 16}));
+  Tensor x({2, 3, 2, 2}), y({2, 3});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] = static_cast<float>(i);
+  auto backend = make_cpu_backend(1);
+  pool.forward(*backend, x, y, {});
+  for (int64_t r = 0; r < 6; ++r) EXPECT_FLOAT_EQ(y.data()[r], 4.0f * r + 1.5f);
+  fill_random(x, 2);
+  check_layer_gradients(pool, x, {});
+}
+
+}  // namespace
+}  // namespace lockstep::nn

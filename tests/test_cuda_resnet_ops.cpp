@@ -1,0 +1,126 @@
+// The CUDA ops of residual networks against the CPU backend, as
+// test_cuda_backend.cpp does for the others: batch normalisation (sums in
+// double, rel 1e-9; apply and backward rel 1e-5), average pooling, row means,
+// the padding shortcut and the residual add (exact or 1e-6).
+//
+// Without a visible GPU every test skips and says why; a build without CUDA
+// compiles one test that skips.
+#include <gtest/gtest.h>
+
+#include "nn/backend.h"
+
+#if LOCKSTEP_HAVE_CUDA
+
+#include <cmath>
+#include <vector>
+
+#include "cuda_test_util.h"
+
+namespace lockstep::nn {
+namespace {
+
+using cuda_test::CudaBackendTest;
+using cuda_test::expect_close;
+using cuda_test::kExact;
+using cuda_test::random_tensor;
+using cuda_test::to_device;
+using cuda_test::Tolerance;
+
+constexpr Tolerance kSmall{1e-6, 1e-5, 0.0};
+
+void expect_sums_close(const std::vector<double>& cpu, const std::vector<double>& gpu,
+                       const char* what) {
+  ASSERT_EQ(cpu.size(), gpu.size());
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    EXPECT_NEAR(gpu[i], cpu[i], 1e-9 * (1.0 + std::fabs(cpu[i]))) << what << "[" << i << "]";
+  }
+}
+
+TEST_F(CudaBackendTest, BatchNormMatchesCpu) {
+  const BatchNormGeometry g{5, 3, 7 * 9};
+  const Shape shape{5, 3, 7, 9};
+  const Tensor x = random_tensor(shape, 31), dy = random_tensor(shape, 32);
+  const Tensor xd = to_device(x), dyd = to_device(dy);
+  std::vector<double> s(3), q(3), sd(3), qd(3);
+  cpu().batchnorm_stats(g, x.data(), s.data(), q.data());
+  gpu().batchnorm_stats(g, xd.data(), sd.data(), qd.data());
+  expect_sums_close(s, sd, "sum");
+  expect_sums_close(q, qd, "sum of squares");
+
+  Tensor coef = random_tensor({5, 3}, 33);
+  for (int64_t c = 0; c < 3; ++c) coef.data()[3 + c] = 0.5f + std::fabs(coef.data()[3 + c]);
+  const Tensor coefd = to_device(coef);
+  for (const bool relu : {false, true}) {
+    Tensor y(shape), yd(shape, Device::kCuda);
+    cpu().batchnorm_apply(g, x.data(), coef.data(), relu, y.data());
+    gpu().batchnorm_apply(g, xd.data(), coefd.data(), relu, yd.data());
+    expect_close(y, yd, kSmall, relu ? "apply + relu" : "apply");
+    const float* mask = relu ? y.data() : nullptr;
+    const float* maskd = relu ? yd.data() : nullptr;
+    cpu().batchnorm_backward_sums(g, x.data(), mask, dy.data(), coef.data(), s.data(), q.data());
+    gpu().batchnorm_backward_sums(g, xd.data(), maskd, dyd.data(), coefd.data(), sd.data(),
+                                  qd.data());
+    for (size_t c = 0; c < 3; ++c) {
+      EXPECT_NEAR(sd[c], s[c], 1e-5 * (1.0 + std::fabs(s[c])));
+      EXPECT_NEAR(qd[c], q[c], 1e-5 * (1.0 + std::fabs(q[c])));
+    }
+    Tensor dx(shape), dxd(shape, Device::kCuda);
+    cpu().batchnorm_backward_apply(g, x.data(), mask, dy.data(), coef.data(), dx.data());
+    gpu().batchnorm_backward_apply(g, xd.data(), maskd, dyd.data(), coefd.data(), dxd.data());
+    expect_close(dx, dxd, kSmall, "backward apply");
+  }
+}
+
+TEST_F(CudaBackendTest, PoolingPaddingAndAddMatchCpu) {
+  const Tensor x = random_tensor({3, 4, 9, 7}, 41);
+  const Tensor xd = to_device(x);
+  Pool2dGeometry p;
+  p.batch = 3, p.channels = 4, p.in_h = 9, p.in_w = 7, p.kernel = 3, p.stride = 2;
+  const Shape out{3, 4, p.out_h(), p.out_w()};
+  Tensor y(out), yd(out, Device::kCuda);
+  cpu().avgpool2d_forward(p, x.data(), y.data());
+  gpu().avgpool2d_forward(p, xd.data(), yd.data());
+  expect_close(y, yd, kSmall, "avgpool forward");
+  const Tensor dy = random_tensor(out, 42), dyd = to_device(dy);
+  Tensor dx(x.shape()), dxd(x.shape(), Device::kCuda);
+  cpu().avgpool2d_backward(p, dy.data(), dx.data());
+  gpu().avgpool2d_backward(p, dyd.data(), dxd.data());
+  expect_close(dx, dxd, kSmall, "avgpool backward");
+
+  Tensor m({12}), md({12}, Device::kCuda);
+  cpu().row_mean_forward(12, 63, x.data(), m.data());
+  gpu().row_mean_forward(12, 63, xd.data(), md.data());
+  expect_close(m, md, kSmall, "row mean");
+  cpu().row_mean_backward(12, 63, m.data(), dx.data());
+  gpu().row_mean_backward(12, 63, md.data(), dxd.data());
+  expect_close(dx, dxd, kSmall, "row mean backward");
+
+  const ChannelPadGeometry c{3, 4, 9, 7, 8, 2, 2};
+  const Shape padded{3, 8, c.out_h(), c.out_w()};
+  Tensor s(padded), sd(padded, Device::kCuda);
+  cpu().channel_pad_forward(c, x.data(), s.data());
+  gpu().channel_pad_forward(c, xd.data(), sd.data());
+  expect_close(s, sd, kExact, "channel pad");
+  cpu().channel_pad_backward(c, s.data(), dx.data());
+  gpu().channel_pad_backward(c, sd.data(), dxd.data());
+  expect_close(dx, dxd, kExact, "channel pad backward");
+
+  for (const bool relu : {false, true}) {
+    Tensor sum(x.shape()), sumd(x.shape(), Device::kCuda);
+    cpu().add_forward(x.numel(), x.data(), dx.data(), relu, sum.data());
+    gpu().add_forward(x.numel(), xd.data(), dxd.data(), relu, sumd.data());
+    expect_close(sum, sumd, kExact, relu ? "add + relu" : "add");
+  }
+}
+
+}  // namespace
+}  // namespace lockstep::nn
+
+#else  // !LOCKSTEP_HAVE_CUDA
+
+TEST(CudaResnetOps, NotBuilt) {
+  GTEST_SKIP() << "this build has no CUDA backend (LOCKSTEP_HAVE_CUDA=0: toolkit, cuDNN or NCCL "
+                  "not found, or LOCKSTEP_CUDA=OFF)";
+}
+
+#endif
