@@ -48,7 +48,8 @@ using Conversion = std::function<bool(nn::Layer&, GraphBuilder&)>;
 // conversions call it for their children.
 void convert(nn::Layer& layer, GraphBuilder& g);
 
-// The list convert() tries (onnx_layers.cpp).
+// The lists convert() tries: onnx_layers.cpp and onnx_residual_layers.cpp.
 const std::vector<Conversion>& basic_conversions();
+const std::vector<Conversion>& residual_conversions();
 
 }  // namespace lockstep::app::onnx_export

@@ -79,10 +79,12 @@ void real(onnx::NodeProto* n, const char* name, float value) {
 
 void convert(nn::Layer& layer, GraphBuilder& g) {
   const nn::Shape in = g.shape;
-  for (const Conversion& c : basic_conversions()) {
-    if (!c(layer, g)) continue;
-    g.shape = layer.output_shape(in);
-    return;
+  for (const auto* list : {&basic_conversions(), &residual_conversions()}) {
+    for (const Conversion& c : *list) {
+      if (!c(layer, g)) continue;
+      g.shape = layer.output_shape(in);
+      return;
+    }
   }
   fail_input("ONNX export: layer ", layer.name(), " (", layer.describe(),
              ") has no ONNX conversion yet");

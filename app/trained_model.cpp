@@ -25,6 +25,7 @@ T meta_value(const nlohmann::json& meta, const char* key, const std::string& pat
 std::vector<NamedTensor> model_state(nn::Model& model) {
   std::vector<NamedTensor> out;
   for (nn::Parameter* p : model.parameters()) out.emplace_back(p->name, &p->value);
+  for (nn::Buffer* b : model.buffers()) out.emplace_back(b->name, &b->value);
   return out;
 }
 

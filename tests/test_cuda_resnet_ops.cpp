@@ -14,7 +14,7 @@
 #include <cmath>
 #include <vector>
 
-#include "cuda_test_util.h"
+#include "support/cuda_test_util.h"
 
 namespace lockstep::nn {
 namespace {

@@ -372,6 +372,32 @@ class BindRecordingBackend final : public nn::Backend {
   void sgd_update(int64_t, const nn::SgdParams&, float*, const float*, float*) override {
     unused();
   }
+  void avgpool2d_forward(const nn::Pool2dGeometry&, const float*, float*) override { unused(); }
+  void avgpool2d_backward(const nn::Pool2dGeometry&, const float*, float*) override { unused(); }
+  void row_mean_forward(int64_t, int64_t, const float*, float*) override { unused(); }
+  void row_mean_backward(int64_t, int64_t, const float*, float*) override { unused(); }
+  void channel_pad_forward(const nn::ChannelPadGeometry&, const float*, float*) override {
+    unused();
+  }
+  void channel_pad_backward(const nn::ChannelPadGeometry&, const float*, float*) override {
+    unused();
+  }
+  void batchnorm_stats(const nn::BatchNormGeometry&, const float*, double*, double*) override {
+    unused();
+  }
+  void batchnorm_apply(const nn::BatchNormGeometry&, const float*, const float*, bool,
+                       float*) override {
+    unused();
+  }
+  void batchnorm_backward_sums(const nn::BatchNormGeometry&, const float*, const float*,
+                               const float*, const float*, double*, double*) override {
+    unused();
+  }
+  void batchnorm_backward_apply(const nn::BatchNormGeometry&, const float*, const float*,
+                                const float*, const float*, float*) override {
+    unused();
+  }
+  void add_forward(int64_t, const float*, const float*, bool, float*) override { unused(); }
   void adam_update(int64_t, const nn::AdamParams&, float*, const float*, float*, float*) override {
     unused();
   }

@@ -36,6 +36,7 @@ struct Case {
 
 const Case kMnist{"mnist_net", "mnist", {1, 28, 28}};
 const Case kAlexnet{"alexnet_cifar", "cifar10", {3, 32, 32}};
+const Case kResnet20{"resnet20", "cifar10", {3, 32, 32}};
 constexpr int64_t kImages = 6;
 
 // Writes the data set, returns its test images.
@@ -167,6 +168,14 @@ TEST(Interop, MnistNetWeightsSavedByPyTorchGivePyTorchsOutputsInLockstep) {
 
 TEST(Interop, AlexnetCifarWeightsSavedByPyTorchGivePyTorchsOutputsInLockstep) {
   pytorch_to_lockstep(kAlexnet);
+}
+
+TEST(Interop, Resnet20SafetensorsAndOnnxFromLockstepMatchPyTorchAndOnnxruntime) {
+  lockstep_to_pytorch(kResnet20);
+}
+
+TEST(Interop, Resnet20WeightsSavedByPyTorchGivePyTorchsOutputsInLockstep) {
+  pytorch_to_lockstep(kResnet20);
 }
 
 }  // namespace

@@ -7,7 +7,7 @@
 #include <limits>
 
 #include "app/loss_scaling.h"
-#include "dopt_test_util.h"
+#include "support/dopt_test_util.h"
 
 namespace lockstep::app {
 namespace {

@@ -1,7 +1,7 @@
 // The element-wise add of a residual block, with its ReLU fused.
 #include "nn/cpu/kernels.h"
 
-namespace lockstep::nn::cpu {
+namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA {
 namespace {
 
 constexpr int64_t kElementGrain = int64_t{1} << 15;
@@ -27,4 +27,4 @@ void add_forward(ThreadPool& pool, int64_t n, const float* a, const float* b, bo
   });
 }
 
-}  // namespace lockstep::nn::cpu
+}  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA

@@ -5,7 +5,7 @@
 
 #include "nn/cpu/kernels.h"
 
-namespace lockstep::nn::cpu {
+namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA {
 namespace {
 
 int64_t plane_grain(int64_t plane) {
@@ -113,4 +113,4 @@ void channel_pad_backward(ThreadPool& pool, const ChannelPadGeometry& g, const f
   });
 }
 
-}  // namespace lockstep::nn::cpu
+}  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA

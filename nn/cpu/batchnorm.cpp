@@ -9,7 +9,7 @@
 #include "nn/cpu/kernels.h"
 #include "nn/cpu/simd.h"
 
-namespace lockstep::nn::cpu {
+namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA {
 namespace {
 
 constexpr int kAcc = 8;  // float accumulators per plane
@@ -162,4 +162,4 @@ void batchnorm_backward_apply(ThreadPool& pool, const BatchNormGeometry& g, cons
                     });
 }
 
-}  // namespace lockstep::nn::cpu
+}  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA

@@ -61,11 +61,11 @@ class CpuBackend final : public Backend {
   }
 
   void avgpool2d_forward(const Pool2dGeometry& g, const float* x, float* y) override {
-    check_geometry(g);
+    g.validate();
     cpu::avgpool2d_forward(pool_, g, x, y);
   }
   void avgpool2d_backward(const Pool2dGeometry& g, const float* dy, float* dx) override {
-    check_geometry(g);
+    g.validate();
     cpu::avgpool2d_backward(pool_, g, dy, dx);
   }
   void row_mean_forward(int64_t rows, int64_t cols, const float* x, float* y) override {

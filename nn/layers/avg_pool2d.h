@@ -21,6 +21,9 @@ class AvgPool2d final : public Layer {
   void backward(Backend& backend, const Tensor& x, const Tensor& y, const Tensor& dy,
                 Tensor* dx) override;
 
+  int64_t kernel() const { return kernel_; }
+  int64_t stride() const { return stride_; }
+
  private:
   Pool2dGeometry geometry(const Shape& input) const;
   int64_t kernel_, stride_;

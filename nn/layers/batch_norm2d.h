@@ -39,6 +39,9 @@ class BatchNorm2d final : public Layer {
   }
   void reset_parameters(uint64_t seed, Device device) override;
 
+  float eps() const { return eps_; }
+  bool fused_relu() const { return relu_; }
+
  private:
   BatchNormGeometry geometry(const Shape& input) const;
   // Batch mean and invstd from the sums (host, C each); updates the running

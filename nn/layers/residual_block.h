@@ -42,6 +42,13 @@ class ResidualBlock final : public Layer {
   void reset_parameters(uint64_t seed, Device device) override;
   void summarize(const Shape& input, int depth, std::vector<SummaryRow>& rows) override;
 
+  Sequential& main_path() const { return *main_; }
+  Sequential* projection() const { return projection_.get(); }  // kProjection only
+  ShortcutKind shortcut_kind() const { return kind_; }
+  int64_t out_channels() const { return out_channels_; }
+  int64_t stride() const { return stride_; }
+  bool fused_relu() const { return relu_; }
+
  private:
   ChannelPadGeometry pad_geometry(const Shape& input) const;
   Shape shortcut_shape(const Shape& input) const;

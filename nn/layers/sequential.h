@@ -34,6 +34,13 @@ class Sequential final : public Layer {
   // The children's rows only, at `depth`.
   void summarize_children(const Shape& input, int depth, std::vector<SummaryRow>& rows);
 
+  // The children, in order.
+  std::vector<Layer*> children() const {
+    std::vector<Layer*> out;
+    for (const Child& c : children_) out.push_back(c.layer.get());
+    return out;
+  }
+
  private:
   struct Child {
     std::string local_name;
