@@ -63,9 +63,17 @@ std::vector<std::string> zoo_model_names() {
 }
 
 std::vector<std::string> zoo_layer_specs(const std::string& name, int64_t num_classes) {
-  if (name == "mnist_net") return kMnistNet;
-  if (name == "alexnet_cifar") return kAlexnetCifar;
   if (is_resnet_model(name)) return resnet_layer_specs(name, num_classes);
+  if (name == "mnist_net" || name == "alexnet_cifar") {
+    std::vector<std::string> specs = name == "mnist_net" ? kMnistNet : kAlexnetCifar;
+    // The last layer is sized to the dataset's classes (10 in the references).
+    std::string& last_linear = *std::find_if(specs.rbegin(), specs.rend(), [](const auto& s) {
+      return s.find("linear out=") != std::string::npos;
+    });
+    last_linear =
+        last_linear.substr(0, last_linear.find("out=")) + "out=" + std::to_string(num_classes);
+    return specs;
+  }
   std::string known;
   for (const std::string& n : zoo_model_names()) known += n + ", ";
   fail_input("unknown model \"", name, "\" (known: ", known, "custom)");

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "nn/backend.h"
+#include "nn/cpu_isa.h"
 #include "nn/tensor.h"
 #include "support/backend_checks.h"
 #include "support/cpu_backend.h"
@@ -78,9 +79,10 @@ TEST(CpuElementwise, RowBiasAndColumnSums) {
   }
 }
 
-TEST(CpuBackend, NameSaysCpuAndThreadCount) {
-  EXPECT_EQ(testing::test_cpu_backend(2)->name(), "cpu (2 threads)");
-  EXPECT_EQ(testing::test_cpu_backend(1)->name(), "cpu (1 thread)");
+TEST(CpuBackend, NameSaysCpuThreadCountAndInstructionSet) {
+  EXPECT_EQ(make_cpu_backend(CpuBackendOptions{.threads = 2, .isa_cap = CpuIsa::kAvx2})->name(),
+            "cpu (2 threads, avx2)");
+  EXPECT_EQ(make_cpu_backend(1)->name(), "cpu (1 thread, " + to_string(detect_cpu_isa()) + ")");
   EXPECT_EQ(testing::test_cpu_backend(1)->device(), Device::kCpu);
   EXPECT_EQ(testing::test_cpu_backend(0)->name().rfind("cpu (", 0), 0u);
 }

@@ -123,7 +123,7 @@ TEST(Placement, StartUpLineTakesThreadsFromTheAffinityMask) {
     EXPECT_NE(r.output.find("1 thread per rank (1 CPU in affinity mask)"), std::string::npos)
         << r.output;
   }
-  r = testing::run_command(LOCKSTEP_BINARY + train + " --threads 3");
+  r = testing::run_command(LOCKSTEP_BINARY + train + " --threads 3 --overwrite");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("3 threads per rank (threads key)"), std::string::npos) << r.output;
 }

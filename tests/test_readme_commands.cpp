@@ -58,6 +58,12 @@ std::string skip_reason(const std::string& command) {
   if (command.rfind("LAUNCHER=", 0) == 0) return "runs inside a batch allocation";
   if (command.rfind("scripts/train.sh", 0) == 0 || command.rfind("scripts/test.sh", 0) == 0)
     return "sets up and builds everything again";
+  if (command.rfind("cmake ", 0) == 0)
+    return "builds and installs lockstep again (tests/test_install.cpp installs a build into a "
+           "prefix and trains with it)";
+  if (command.rfind("tensorboard ", 0) == 0)
+    return "starts TensorBoard's server (test_tensorboard.cpp reads the event files with its "
+           "reader)";
   return "";
 }
 
