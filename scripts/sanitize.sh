@@ -28,6 +28,8 @@ esac
 cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOCKSTEP_CUDA=OFF \
   -DLOCKSTEP_SANITIZE="$lane" "${extra[@]}" >/dev/null
 cmake --build "$dir" -j "$(nproc)" --target "${targets[@]}"
+# The interoperability tests' Python (scripts/setup_test_deps.sh made it for build/).
+[ -d build/pyenv ] && ln -sfn "$PWD/build/pyenv" "$dir/pyenv"
 # MPICH is not built with the sanitizers: what it allocates once and keeps
 # (tests/lsan.supp) and its own synchronisation (tests/tsan.supp) are known.
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:strict_string_checks=1"
