@@ -17,6 +17,9 @@ template <typename... F>
 struct Overloaded : F... {
   using F::operator()...;
 };
+// Spelled out for clang before 17, which does not deduce aggregates' arguments.
+template <typename... F>
+Overloaded(F...) -> Overloaded<F...>;
 
 // Short text for v: 16777216, 0.01, 1e-08, 1e+12.
 std::string format_number(double v) {
