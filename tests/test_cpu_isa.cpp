@@ -132,7 +132,8 @@ TEST(CpuIsaGemm, EveryTransposeSmallAndLargeAgree) {
         SCOPED_TRACE(::testing::Message() << m << "x" << n << "x" << k << " ta " << ta << " tb "
                                           << tb << " alpha " << alpha << " beta " << beta);
         expect_isas_agree(
-            [&](Backend& be) {
+            // Copies of the bindings: clang 14 cannot capture structured bindings.
+            [&, m = m, n = n, k = k, alpha = alpha, beta = beta](Backend& be) {
               Tensor c = c0.clone();
               be.gemm(ta, tb, m, n, k, alpha, a.data(), b.data(), beta, c.data());
               std::vector<Tensor> out;
