@@ -1,5 +1,7 @@
 #include "data/jpeg_check.h"
 
+#include <algorithm>
+
 #include "nn/error.h"
 
 namespace lockstep::data {
@@ -11,20 +13,23 @@ bool is_standalone(uint8_t marker) {  // markers without a length field
   return marker == 0x01 || (marker >= 0xD0 && marker <= 0xD8);
 }
 
-// The tables of one DHT segment: bytes [begin, end).
+// The tables of one DHT segment: bytes [begin, end). stb_image reads a
+// table's 16 counts even where they run past the segment (or the file, as
+// zeros), so they are checked the same way.
 void check_dht(std::span<const uint8_t> b, size_t begin, size_t end, const std::string& path) {
   for (size_t at = begin; at < end;) {
-    if (at + 17 > end) return;  // cut short: the decoder reports it
     int codes = 0;
-    for (size_t i = 1; i <= 16; ++i) codes += b[at + i];
+    for (size_t i = at + 1; i <= at + 16 && i < b.size(); ++i) codes += b[i];
     if (codes > 256) {
       fail_input(path, ": damaged JPEG: a Huffman table declares ", codes, " codes (at most 256)");
     }
-    if (at + 17 + static_cast<size_t>(codes) > end) {
+    const size_t table_end = at + 17 + static_cast<size_t>(codes);
+    if (table_end > end && end == b.size()) return;  // the file is cut short: the decoder says so
+    if (table_end > end) {
       fail_input(path, ": damaged JPEG: a Huffman table declares ", codes,
-                 " codes but its segment holds ", end - at - 17);
+                 " codes but its segment holds ", end > at + 17 ? end - at - 17 : 0);
     }
-    at += 17 + static_cast<size_t>(codes);
+    at = table_end;
   }
 }
 
@@ -56,8 +61,9 @@ void check_jpeg_structure(std::span<const uint8_t> bytes, const std::string& pat
     }
     const size_t length = static_cast<size_t>(bytes[at + 2]) << 8 | bytes[at + 3];
     const size_t end = at + 2 + length;
-    if (length < 2 || end > bytes.size()) return;
-    if (marker == kDht) check_dht(bytes, at + 4, end, path);
+    if (length < 2) return;
+    if (marker == kDht) check_dht(bytes, at + 4, std::min(end, bytes.size()), path);
+    if (end > bytes.size()) return;
     at = marker == kSos ? skip_scan_data(bytes, end) : end;
   }
 }
