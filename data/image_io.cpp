@@ -85,9 +85,12 @@ std::string truncation(std::span<const uint8_t> b) {
     const int64_t width = static_cast<int32_t>(le32(b, 18));
     const int64_t height = std::abs(static_cast<int64_t>(static_cast<int32_t>(le32(b, 22))));
     const int64_t bits = static_cast<int64_t>(b[28]) | static_cast<int64_t>(b[29]) << 8;
-    const int64_t row = (width * bits + 31) / 32 * 4;
-    const int64_t need = static_cast<int64_t>(le32(b, 10)) + row * height;
-    if (width > 0 && need > static_cast<int64_t>(b.size())) {
+    if (width <= 0) return "";                         // stb refuses it
+    const int64_t row = (width * bits + 31) / 32 * 4;  // < 2^47: no overflow
+    // In double: row * height can pass 2^63 in a damaged header.
+    const double need =
+        static_cast<double>(le32(b, 10)) + static_cast<double>(row) * static_cast<double>(height);
+    if (need > static_cast<double>(b.size())) {
       return detail::concat("truncated BMP (", b.size(), " bytes, the header needs ", need, ")");
     }
   }

@@ -48,7 +48,10 @@ size_t skip_scan_data(std::span<const uint8_t> b, size_t at) {
 
 void check_jpeg_structure(std::span<const uint8_t> bytes, const std::string& path) {
   for (size_t at = 2; at + 4 <= bytes.size();) {
-    if (bytes[at] != 0xFF) return;  // not a marker: left to the decoder
+    if (bytes[at] != 0xFF) {  // padding between segments: stb_image scans on for a marker
+      ++at;
+      continue;
+    }
     const uint8_t marker = bytes[at + 1];
     if (marker == 0xFF) {  // fill byte
       ++at;
