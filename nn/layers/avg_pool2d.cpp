@@ -1,6 +1,7 @@
 #include "nn/layers/avg_pool2d.h"
 
 #include "nn/error.h"
+#include "nn/layers/pool_geometry.h"
 
 namespace lockstep::nn {
 
@@ -16,18 +17,7 @@ std::string AvgPool2d::describe() const {
 }
 
 Pool2dGeometry AvgPool2d::geometry(const Shape& input) const {
-  if (input.size() != 4 || input[2] < kernel_ || input[3] < kernel_) {
-    fail_input(name(), " ", describe(), ": expects input (N, C, H, W) with H, W >= ", kernel_,
-               ", got ", shape_string(input));
-  }
-  Pool2dGeometry g;
-  g.batch = input[0];
-  g.channels = input[1];
-  g.in_h = input[2];
-  g.in_w = input[3];
-  g.kernel = kernel_;
-  g.stride = stride_;
-  return g;
+  return pool_geometry(*this, kernel_, stride_, input);
 }
 
 Shape AvgPool2d::output_shape(const Shape& input) const {
