@@ -42,6 +42,26 @@ Dataset Dataset::head(int64_t n) && {
   return std::move(*this);
 }
 
+Dataset Dataset::select(const std::vector<int64_t>& ids) const {
+  Dataset out;
+  out.name = name;
+  out.source = source;
+  out.channels = channels;
+  out.height = height;
+  out.width = width;
+  out.num_classes = num_classes;
+  out.class_names = class_names;
+  const auto bytes = static_cast<size_t>(image_bytes());
+  out.images.resize(ids.size() * bytes);
+  out.labels.reserve(ids.size());
+  for (size_t k = 0; k < ids.size(); ++k) {
+    LOCKSTEP_CHECK(ids[k] >= 0 && ids[k] < size(), "sample ", ids[k], " of ", size());
+    std::memcpy(out.images.data() + k * bytes, image(ids[k]), bytes);
+    out.labels.push_back(labels[static_cast<size_t>(ids[k])]);
+  }
+  return out;
+}
+
 namespace {
 
 // Hashes bytes 8 at a time, in order, with the counter RNG's mixer.

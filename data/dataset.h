@@ -27,6 +27,9 @@ struct Dataset {
   Dataset head(int64_t n) const&;
   // The same, reusing this dataset's storage (no copy of the pixels).
   Dataset head(int64_t n) &&;
+  // The samples ids (each in [0, size())), in that order, under the same
+  // name, source and classes.
+  Dataset select(const std::vector<int64_t>& ids) const;
   // A hash of shape, classes, labels and pixels (not of name or source), so
   // ranks can check at start-up that they read the same data.
   uint64_t fingerprint() const;

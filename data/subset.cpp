@@ -1,7 +1,6 @@
 #include "data/subset.h"
 
 #include <algorithm>
-#include <cstring>
 #include <vector>
 
 namespace lockstep::data {
@@ -36,21 +35,7 @@ Dataset stratified_subset(const Dataset& dataset, int64_t n) {
     }
   }
   std::sort(chosen.begin(), chosen.end());
-  Dataset out;
-  out.name = dataset.name;
-  out.source = dataset.source;
-  out.channels = dataset.channels;
-  out.height = dataset.height;
-  out.width = dataset.width;
-  out.num_classes = dataset.num_classes;
-  out.class_names = dataset.class_names;
-  out.images.resize(chosen.size() * static_cast<size_t>(dataset.image_bytes()));
-  const auto bytes = static_cast<size_t>(dataset.image_bytes());
-  for (size_t k = 0; k < chosen.size(); ++k) {
-    out.labels.push_back(dataset.labels[static_cast<size_t>(chosen[k])]);
-    std::memcpy(out.images.data() + k * bytes, dataset.image(chosen[k]), bytes);
-  }
-  return out;
+  return dataset.select(chosen);
 }
 
 }  // namespace lockstep::data

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
 #include "nn/counter_rng.h"
 #include "nn/error.h"
@@ -36,31 +35,11 @@ Split stratified_split(const std::vector<int32_t>& labels, int64_t classes, doub
   return s;
 }
 
-Dataset select(const Dataset& dataset, const std::vector<int64_t>& ids, std::string name) {
-  Dataset out;
-  out.name = std::move(name);
-  out.source = dataset.source;
-  out.channels = dataset.channels;
-  out.height = dataset.height;
-  out.width = dataset.width;
-  out.num_classes = dataset.num_classes;
-  out.class_names = dataset.class_names;
-  const auto bytes = static_cast<size_t>(dataset.image_bytes());
-  out.images.resize(ids.size() * bytes);
-  out.labels.reserve(ids.size());
-  for (size_t k = 0; k < ids.size(); ++k) {
-    LOCKSTEP_CHECK(ids[k] >= 0 && ids[k] < dataset.size(), "sample ", ids[k], " of ",
-                   dataset.size());
-    std::memcpy(out.images.data() + k * bytes, dataset.image(ids[k]), bytes);
-    out.labels.push_back(dataset.labels[static_cast<size_t>(ids[k])]);
-  }
-  return out;
-}
-
 Dataset split_off_validation(Dataset& train, double fraction, uint64_t seed) {
   const Split s = stratified_split(train.labels, train.num_classes, fraction, seed);
-  Dataset validation = select(train, s.validation, train.name + "/validation");
-  train = select(train, s.train, train.name);
+  Dataset validation = train.select(s.validation);
+  validation.name += "/validation";
+  train = train.select(s.train);
   return validation;
 }
 

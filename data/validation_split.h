@@ -26,7 +26,4 @@ Split stratified_split(const std::vector<int32_t>& labels, int64_t classes, doub
 // out of train into the returned set (named "<train name>/validation").
 Dataset split_off_validation(Dataset& train, double fraction, uint64_t seed);
 
-// The samples ids of dataset (in that order), named name.
-Dataset select(const Dataset& dataset, const std::vector<int64_t>& ids, std::string name);
-
 }  // namespace lockstep::data

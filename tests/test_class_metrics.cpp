@@ -14,18 +14,13 @@
 #include "distributed/communicator.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"
+#include "support/run_files.h"
 
 namespace lockstep {
 namespace {
 
+using testing::read_file;
 using testing::ScratchDir;
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 app::ClassMetrics hand_case() {
   // true labels 1, 1, 0, 1, 2; argmax 1, 0, 2, 0 (tie with 1), 2
@@ -57,12 +52,12 @@ TEST(ClassMetrics, AgreesWithAHandComputedCase) {
 TEST(ClassMetrics, WritesCsvFilesAndAPngWithClassNames) {
   ScratchDir dir;
   app::write_class_reports(dir.path(), hand_case(), {"cat", "dog, big", "emu"});
-  EXPECT_EQ(slurp(dir.file("confusion_matrix.csv")),
+  EXPECT_EQ(read_file(dir.file("confusion_matrix.csv")),
             "true\\predicted,cat,\"dog, big\",emu\n"
             "cat,0,0,1\n"
             "\"dog, big\",2,1,0\n"
             "emu,0,0,1\n");
-  EXPECT_EQ(slurp(dir.file("per_class_accuracy.csv")),
+  EXPECT_EQ(read_file(dir.file("per_class_accuracy.csv")),
             "class,name,samples,correct,accuracy\n"
             "0,cat,1,0,0.000000\n"
             "1,\"dog, big\",3,1,0.333333\n"
@@ -75,33 +70,25 @@ TEST(ClassMetrics, WritesCsvFilesAndAPngWithClassNames) {
 TEST(ClassMetrics, TrainingAndEvaluateLeaveTheReports) {
   ScratchDir dir;
   testing::write_mnist_dir(dir.file("data"), 64, 40);
-  auto r = testing::run_lockstep("train --dataset mnist --data-dir " + dir.file("data") +
-                                 " --epochs 1 --batch-size 16 --threads 1 --progress none "
-                                 "--top-k 3 --run-dir " +
-                                 dir.file("run"));
+  auto r = testing::run_lockstep(testing::mnist_train_args(
+      dir.file("data"), dir.file("run"), "--epochs 1 --batch-size 16 --progress none --top-k 3"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::string per_class = slurp(dir.file("run/per_class_accuracy.csv"));
+  const std::string per_class = read_file(dir.file("run/per_class_accuracy.csv"));
   EXPECT_EQ(per_class.substr(0, 36), "class,name,samples,correct,accuracy\n");
-  const std::string metrics = slurp(dir.file("run/metrics.csv"));
+  const std::string metrics = read_file(dir.file("run/metrics.csv"));
   EXPECT_NE(metrics.find("test_top_k_accuracy"), std::string::npos);
-  const std::string ckpt = app::CheckpointStore(dir.file("run/checkpoints"), 0).latest();
-  r = testing::run_lockstep("evaluate --threads 1 --checkpoint " + ckpt + " --report-dir " +
+  r = testing::run_lockstep("evaluate --threads 1 --checkpoint " +
+                            testing::newest_checkpoint(dir.file("run")) + " --report-dir " +
                             dir.file("eval"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("top-3 acc "), std::string::npos) << r.output;
-  EXPECT_EQ(slurp(dir.file("eval/per_class_accuracy.csv")), per_class);
-  EXPECT_EQ(slurp(dir.file("eval/confusion_matrix.csv")),
-            slurp(dir.file("run/confusion_matrix.csv")));
+  EXPECT_EQ(read_file(dir.file("eval/per_class_accuracy.csv")), per_class);
+  EXPECT_EQ(read_file(dir.file("eval/confusion_matrix.csv")),
+            read_file(dir.file("run/confusion_matrix.csv")));
   // 40 test samples, each counted once.
   int64_t total = 0;
-  std::stringstream rows(per_class);
-  std::string line;
-  std::getline(rows, line);
-  while (std::getline(rows, line)) {
-    std::stringstream f(line);
-    std::string field;
-    for (int i = 0; i < 3; ++i) std::getline(f, field, ',');
-    total += std::stoll(field);
+  for (const auto& row : testing::read_csv(dir.file("run/per_class_accuracy.csv"))) {
+    total += std::stoll(row.at("samples"));
   }
   EXPECT_EQ(total, 40);
 }

@@ -16,12 +16,14 @@
 #include "nn/error.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"
+#include "support/run_files.h"
 
 namespace lockstep {
 namespace {
 
 using app::TrainConfig;
 using testing::run_command;
+using testing::read_file;
 using testing::run_lockstep;
 using testing::ScratchDir;
 
@@ -282,13 +284,6 @@ TEST(ConfigHelp, EachSubcommandListsOnlyItsKeys) {
     EXPECT_NE(train.output.find("--" + std::string(key.name)), std::string::npos) << key.name;
   }
   EXPECT_NE(train.output.find("--overlap BOOL=true"), std::string::npos) << train.output;
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 TEST(ConfigDocs, ReadmeIsCurrent) {

@@ -8,6 +8,7 @@
 #include "app/checkpoint.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"
+#include "support/run_files.h"
 
 namespace lockstep {
 namespace {
@@ -18,11 +19,10 @@ using testing::ScratchDir;
 TEST(Evaluate, NeedsNoTrainingSet) {
   ScratchDir dir;
   testing::write_mnist_dir(dir.file("mnist"), 96, 40);
-  auto r = run_lockstep("train --dataset mnist --data-dir " + dir.file("mnist") +
-                        " --epochs 1 --batch-size 32 --threads 1 --progress none --run-dir " +
-                        dir.file("run"));
+  auto r = run_lockstep(testing::mnist_train_args(dir.file("mnist"), dir.file("run"),
+                                                  "--epochs 1 --batch-size 32 --progress none"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::string checkpoint = app::CheckpointStore(dir.file("run/checkpoints"), 0).latest();
+  const std::string checkpoint = testing::newest_checkpoint(dir.file("run"));
   ASSERT_FALSE(checkpoint.empty()) << r.output;
   for (const char* f : {"train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"}) {
     ASSERT_TRUE(std::filesystem::remove(dir.file("mnist/") + f)) << f;

@@ -19,20 +19,15 @@
 
 #include "support/dataset_files.h"
 #include "support/run_command.h"
+#include "support/run_files.h"
 
 namespace lockstep {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::read_file;
 using testing::run_command;
 using testing::ScratchDir;
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // Serves GET /<path> from root over HTTP/1.0 on 127.0.0.1 (a port the kernel
 // picks), one connection at a time, on its own thread. Stops when destroyed,

@@ -11,30 +11,20 @@
 
 #include "support/dataset_files.h"
 #include "support/run_command.h"
+#include "support/run_files.h"
 
 namespace lockstep {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::have_fashion_mnist;
+using testing::lines_of;
+using testing::read_file;
 using testing::run_command;
 using testing::run_lockstep;
 using testing::ScratchDir;
 
 const std::string kSource = LOCKSTEP_SOURCE_DIR;
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-std::vector<std::string> lines_of(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
-  return lines;
-}
 
 std::vector<std::string> files_in(const std::string& dir, const std::string& extension) {
   std::vector<std::string> files;
@@ -49,15 +39,6 @@ std::vector<std::string> files_in(const std::string& dir, const std::string& ext
 testing::CommandResult run_script(const std::string& script_and_args) {
   return run_command("cd " + kSource + " && LOCKSTEP=" LOCKSTEP_BINARY " bash " + script_and_args);
 }
-
-bool have_fashion_mnist() {
-  return fs::exists(std::string(LOCKSTEP_FASHION_MNIST_DIR) + "/train-images-idx3-ubyte.gz");
-}
-
-#define REQUIRE_FASHION_MNIST()                                                   \
-  if (!have_fashion_mnist())                                                      \
-  GTEST_SKIP() << "Fashion-MNIST is not installed in " LOCKSTEP_FASHION_MNIST_DIR \
-                  " (scripts/setup.sh installs the Debian package dataset-fashion-mnist)"
 
 std::vector<std::string> shell_scripts() {
   auto scripts = files_in(kSource + "/jobs", ".sh");

@@ -11,6 +11,7 @@
 #include "app/onnx_export.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"
+#include "support/run_files.h"
 
 namespace lockstep {
 namespace {
@@ -18,12 +19,10 @@ namespace {
 TEST(OnnxExport, WritesTheGraphOrSaysWhatToInstall) {
   testing::ScratchDir dir;
   testing::write_mnist_dir(dir.file("data"), 32, 16);
-  auto r = testing::run_lockstep("train --dataset mnist --data-dir " + dir.file("data") +
-                                 " --epochs 1 --batch-size 16 --threads 1 --progress none "
-                                 "--run-dir " +
-                                 dir.file("run"));
+  auto r = testing::run_lockstep(testing::mnist_train_args(
+      dir.file("data"), dir.file("run"), "--epochs 1 --batch-size 16 --progress none"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::string ckpt = app::CheckpointStore(dir.file("run/checkpoints"), 0).latest();
+  const std::string ckpt = testing::newest_checkpoint(dir.file("run"));
   r = testing::run_lockstep("export --checkpoint " + ckpt + " --format onnx --out " +
                             dir.file("m.onnx"));
   if (!app::onnx_export_available()) {
@@ -33,8 +32,7 @@ TEST(OnnxExport, WritesTheGraphOrSaysWhatToInstall) {
     GTEST_SKIP() << "built without libonnx-dev: only the error was checked";
   }
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  std::ifstream in(dir.file("m.onnx"), std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string bytes = testing::read_file(dir.file("m.onnx"));
   // Every weight is an initializer: the file holds at least the 21,840 floats.
   EXPECT_GT(bytes.size(), 21840u * 4u);
   for (const char* text : {"lockstep", "conv1.weight", "fc2.bias", "normalize_mean", "Conv",

@@ -11,6 +11,7 @@
 #include "app/checkpoint.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"
+#include "support/run_files.h"
 
 namespace lockstep {
 namespace {
@@ -20,15 +21,6 @@ using testing::run_command;
 using testing::run_lockstep;
 using testing::ScratchDir;
 
-bool have_fashion_mnist() {
-  return fs::exists(std::string(LOCKSTEP_FASHION_MNIST_DIR) + "/train-images-idx3-ubyte.gz");
-}
-
-#define REQUIRE_FASHION_MNIST()                                                   \
-  if (!have_fashion_mnist())                                                      \
-  GTEST_SKIP() << "Fashion-MNIST is not installed in " LOCKSTEP_FASHION_MNIST_DIR \
-                  " (scripts/setup.sh installs the Debian package dataset-fashion-mnist)"
-
 std::string small_run(const std::string& dir, int epochs, int train_subset = 256) {
   return "train --dataset fashion-mnist --train-subset " + std::to_string(train_subset) +
          " --test-subset 128 --epochs " + std::to_string(epochs) +
@@ -36,16 +28,12 @@ std::string small_run(const std::string& dir, int epochs, int train_subset = 256
 }
 
 size_t lines_in(const std::string& path) {
-  std::ifstream in(path);
-  size_t n = 0;
-  for (std::string line; std::getline(in, line);) ++n;
-  return n;
+  return testing::lines_of(testing::read_file(path)).size();
 }
 
 size_t count_lines_with(const std::string& output, const std::string& part) {
   size_t n = 0;
-  std::istringstream in(output);
-  for (std::string line; std::getline(in, line);) n += line.find(part) != std::string::npos;
+  for (const std::string& line : testing::lines_of(output)) n += line.find(part) != std::string::npos;
   return n;
 }
 
@@ -131,8 +119,8 @@ TEST(RunRecovery, ResumePrintsChangedSettingsAndRefusesModelOrDataChanges) {
   EXPECT_TRUE(contains(r.output, "setting changed since the checkpoint: epochs: 1 -> 2"))
       << r.output;
   // Evaluation is no resume of the run: it may take another test subset.
-  const std::string latest = app::CheckpointStore(dir.file("checkpoints"), 0).latest();
-  r = run_lockstep("evaluate --checkpoint " + latest + " --test-subset 64");
+  r = run_lockstep("evaluate --checkpoint " + testing::newest_checkpoint(dir.path()) +
+                   " --test-subset 64");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "(64 samples of fashion-mnist)")) << r.output;
 }
@@ -153,9 +141,7 @@ TEST(RunRecovery, NonFiniteLossStopsTrainingWithoutACheckpoint) {
 TEST(RunRecovery, OneProcessErrorIsOneLine) {
   const auto r = run_lockstep("train --batch-size 0");
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  std::istringstream in(r.output);
-  std::vector<std::string> lines;
-  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  const std::vector<std::string> lines = testing::lines_of(r.output);
   ASSERT_EQ(lines.size(), 1u) << r.output;
   EXPECT_TRUE(contains(lines[0], "lockstep: rank 0: config key batch_size must be > 0"))
       << r.output;

@@ -18,19 +18,13 @@
 #include "interop_util.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"
+#include "support/run_files.h"
 
 namespace lockstep {
 namespace {
 
 using testing::run_lockstep;
 using testing::ScratchDir;
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 TEST(TfRecord, Crc32cAndFramingMatchTheReferenceValues) {
   EXPECT_EQ(app::crc32c("123456789"), 0xe3069283u);            // the CRC-32C check value
@@ -68,24 +62,6 @@ TEST(TensorBoardEvents, ScalarEventsDecodeBack) {
   EXPECT_EQ(s[0].value, 0.25f);
 }
 
-std::vector<std::map<std::string, std::string>> read_metrics(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  std::vector<std::string> header;
-  std::stringstream hs(line);
-  for (std::string f; std::getline(hs, f, ',');) header.push_back(f);
-  std::vector<std::map<std::string, std::string>> rows;
-  while (std::getline(in, line)) {
-    std::stringstream ls(line);
-    std::map<std::string, std::string> row;
-    size_t i = 0;
-    for (std::string f; std::getline(ls, f, ',') && i < header.size();) row[header[i++]] = f;
-    rows.push_back(row);
-  }
-  return rows;
-}
-
 const std::map<std::string, std::string> kPairs = {{"epoch/train_loss", "train_loss"},
                                                    {"epoch/train_accuracy", "train_accuracy"},
                                                    {"epoch/test_loss", "test_loss"},
@@ -96,7 +72,7 @@ const std::map<std::string, std::string> kPairs = {{"epoch/train_loss", "train_l
 // steps_per_epoch / log_every step records per epoch and no repeated step.
 void expect_log_matches_metrics(const std::string& run, int64_t epochs, int64_t step_records) {
   const auto events =
-      app::read_scalar_events(slurp(run + "/tensorboard/events.out.tfevents.lockstep"));
+      app::read_scalar_events(testing::read_file(run + "/tensorboard/events.out.tfevents.lockstep"));
   std::map<std::string, std::map<int64_t, int>> seen;
   std::map<std::string, std::map<int64_t, float>> value;
   for (const auto& e : events) {
@@ -106,7 +82,7 @@ void expect_log_matches_metrics(const std::string& run, int64_t epochs, int64_t 
   for (const auto& [tag, steps] : seen)
     for (const auto& [step, n] : steps) EXPECT_EQ(n, 1) << tag << " step " << step << " repeated";
   std::map<int64_t, std::map<std::string, std::string>> by_epoch;
-  for (auto& row : read_metrics(run + "/metrics.csv")) by_epoch[std::stoll(row["epoch"])] = row;
+  for (auto& row : testing::read_csv(run + "/metrics.csv")) by_epoch[std::stoll(row["epoch"])] = row;
   ASSERT_EQ(static_cast<int64_t>(by_epoch.size()), epochs);
   for (const auto& [tag, column] : kPairs) {
     ASSERT_EQ(static_cast<int64_t>(value[tag].size()), epochs) << tag;
@@ -125,11 +101,10 @@ struct TrainedRun {
   std::string train(int64_t epochs, const std::string& extra = "") {
     if (!std::filesystem::exists(dir.file("data")))
       testing::write_mnist_dir(dir.file("data"), 64, 32);
-    const auto r = run_lockstep("train --dataset mnist --data-dir " + dir.file("data") +
-                                " --epochs " + std::to_string(epochs) +
-                                " --batch-size 16 --log-every 2 --keep-checkpoints 0 --threads 1 "
-                                "--progress none --run-dir " +
-                                dir.file("run") + " " + extra);
+    const auto r = run_lockstep(testing::mnist_train_args(
+        dir.file("data"), dir.file("run"),
+        "--epochs " + std::to_string(epochs) +
+            " --batch-size 16 --log-every 2 --keep-checkpoints 0 --progress none " + extra));
     EXPECT_EQ(r.exit_code, 0) << r.output;
     return r.output;
   }

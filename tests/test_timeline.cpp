@@ -14,6 +14,7 @@
 
 #include "distributed/timeline.h"
 #include "nn/error.h"
+#include "support/run_files.h"
 
 namespace lockstep::distributed {
 namespace {
@@ -31,13 +32,6 @@ class TimelineTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
-
-  static std::string slurp(const std::string& file) {
-    std::ifstream in(file);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  }
 
   fs::path dir_;
 };
@@ -72,7 +66,7 @@ TEST_F(TimelineTest, SpansFromTwoThreadsAreStrictJsonAfterClose) {
     t.close();                                     // idempotent
     TimelineSpan after(&t, "ignored", "ignored");  // dropped after close
   }
-  const nlohmann::json events = nlohmann::json::parse(slurp(file));  // strict
+  const nlohmann::json events = nlohmann::json::parse(lockstep::testing::read_file(file));  // strict
   ASSERT_TRUE(events.is_array());
   EXPECT_EQ(events.size(), 4u + 2u + 300u + 3u);
   const auto process = events_named(events, "process_name");
@@ -117,7 +111,7 @@ TEST_F(TimelineTest, FileOfAKilledProcessIsReadable) {
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFSIGNALED(status));
 
-  std::string text = slurp(file);
+  std::string text = lockstep::testing::read_file(file);
   ASSERT_EQ(text.substr(0, 2), "[\n");
   ASSERT_EQ(text.substr(text.size() - 2), ",\n");  // cut off: no "]"
   EXPECT_TRUE(nlohmann::json::parse(text, nullptr, false).is_discarded());
@@ -154,7 +148,7 @@ TEST_F(TimelineTest, RankPathsAndMergeGiveOneTrackPerRank) {
   const std::string missing = timeline_rank_path(main_file, 2);
   auto skipped = merge_timelines({main_file, timeline_rank_path(main_file, 1), missing}, main_file);
   EXPECT_EQ(skipped, (std::vector<std::string>{missing}));
-  const nlohmann::json merged = nlohmann::json::parse(slurp(main_file));  // strict
+  const nlohmann::json merged = nlohmann::json::parse(lockstep::testing::read_file(main_file));  // strict
   std::set<int> pids, forward_pids;
   for (const auto& e : merged) {
     pids.insert(e["pid"].get<int>());
@@ -171,7 +165,7 @@ TEST_F(TimelineTest, FinishWithOneRankLeavesAStrictFile) {
   auto t = make_timeline(path("solo.json"), *comm);
   { TimelineSpan s(t.get(), "evaluation", "evaluation"); }
   EXPECT_TRUE(finish_timeline(*t, *comm).empty());
-  const nlohmann::json events = nlohmann::json::parse(slurp(path("solo.json")));
+  const nlohmann::json events = nlohmann::json::parse(lockstep::testing::read_file(path("solo.json")));
   EXPECT_EQ(events_named(events, "evaluation").size(), 1u);
 }
 

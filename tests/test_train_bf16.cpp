@@ -10,7 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "support/dataset_files.h"
 #include "support/run_command.h"
+#include "support/run_files.h"
 
 namespace lockstep {
 namespace {
@@ -21,17 +23,11 @@ struct Epoch {
   double train_loss = 0.0, test_accuracy = 0.0;
 };
 
-// Per epoch: columns train_loss (2) and test_accuracy (6) of metrics.csv.
+// Per epoch: columns train_loss and test_accuracy of metrics.csv.
 std::vector<Epoch> read_metrics(const std::string& dir) {
-  std::ifstream in(dir + "/metrics.csv");
   std::vector<Epoch> out;
-  std::string line;
-  std::getline(in, line);  // header
-  while (std::getline(in, line)) {
-    std::vector<std::string> f;
-    std::stringstream ss(line);
-    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
-    if (f.size() > 6) out.push_back({std::stod(f[2]), std::stod(f[6])});
+  for (const auto& row : testing::read_csv(dir + "/metrics.csv")) {
+    out.push_back({std::stod(row.at("train_loss")), std::stod(row.at("test_accuracy"))});
   }
   return out;
 }
@@ -43,10 +39,7 @@ std::string run_args(const std::string& dir, const std::string& precision) {
 }
 
 TEST(TrainBf16, LossTracksFp32) {
-  if (!std::filesystem::exists(std::string(LOCKSTEP_FASHION_MNIST_DIR) +
-                               "/train-images-idx3-ubyte.gz")) {
-    GTEST_SKIP() << "Fashion-MNIST is not installed in " LOCKSTEP_FASHION_MNIST_DIR;
-  }
+  REQUIRE_FASHION_MNIST();
   const std::string base = ::testing::TempDir() + "/lockstep_train_bf16";
   std::filesystem::remove_all(base);
   std::vector<Epoch> runs[2];

@@ -10,39 +10,21 @@
 #include "app/checkpoint.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"
+#include "support/run_files.h"
 
 namespace lockstep {
 namespace {
 
+using testing::final_checkpoint;
+using testing::last_metrics;
 using testing::run_lockstep;
 using testing::ScratchDir;
-
-bool have_fashion_mnist() {
-  return std::filesystem::exists(std::string(LOCKSTEP_FASHION_MNIST_DIR) +
-                                 "/train-images-idx3-ubyte.gz");
-}
-
-#define REQUIRE_FASHION_MNIST()                                                   \
-  if (!have_fashion_mnist())                                                      \
-  GTEST_SKIP() << "Fashion-MNIST is not installed in " LOCKSTEP_FASHION_MNIST_DIR \
-                  " (scripts/setup.sh installs the Debian package dataset-fashion-mnist)"
 
 // Common flags: a small subset, quiet output, a run directory.
 std::string small_run(const std::string& dir, int epochs, int64_t train = 1000) {
   return "train --dataset fashion-mnist --train-subset " + std::to_string(train) +
          " --test-subset 500 --epochs " + std::to_string(epochs) +
          " --progress plain --threads 2 --run-dir " + dir;
-}
-
-// The last column values of the last line of metrics.csv.
-std::vector<std::string> last_metrics(const std::string& dir) {
-  std::ifstream in(dir + "/metrics.csv");
-  std::string line, last;
-  while (std::getline(in, line)) last = line;
-  std::vector<std::string> fields;
-  std::stringstream ss(last);
-  while (std::getline(ss, line, ',')) fields.push_back(line);
-  return fields;
 }
 
 TEST(TrainE2E, MnistNetLearnsOnAFashionMnistSubset) {
@@ -63,11 +45,6 @@ TEST(TrainE2E, MnistNetLearnsOnAFashionMnistSubset) {
     EXPECT_LT(std::stod(m[2]), 2.4);
     EXPECT_NE(r.output.find("epoch   4/4"), std::string::npos) << r.output;
   }
-}
-
-app::Checkpoint final_checkpoint(const std::string& dir) {
-  app::CheckpointStore store(dir + "/checkpoints", 0);
-  return app::load_checkpoint(store.latest());
 }
 
 // backward_passes_per_step = 3 over 16 batches (1000 samples at 64): five
@@ -106,16 +83,9 @@ TEST(TrainE2E, ResumeIsBitIdentical) {
   const auto b = final_checkpoint(split.path());
   EXPECT_EQ(a.meta["epoch"], 4);
   EXPECT_EQ(a.meta["step"], b.meta["step"]);
-  ASSERT_EQ(a.entries.size(), b.entries.size());
-  for (size_t i = 0; i < a.entries.size(); ++i) {
-    EXPECT_EQ(a.entries[i].name, b.entries[i].name);
-    EXPECT_TRUE(a.entries[i].values == b.entries[i].values) << a.entries[i].name << " differs";
-  }
+  testing::expect_same_tensors(a, b);
   // metrics.csv continues: a header and four epochs.
-  std::ifstream in(split.path() + "/metrics.csv");
-  int lines = 0;
-  for (std::string line; std::getline(in, line);) ++lines;
-  EXPECT_EQ(lines, 5);
+  EXPECT_EQ(testing::lines_of(testing::read_file(split.path() + "/metrics.csv")).size(), 5u);
 }
 
 TEST(TrainE2E, EvaluateReproducesTheLastTestAccuracy) {
@@ -124,8 +94,7 @@ TEST(TrainE2E, EvaluateReproducesTheLastTestAccuracy) {
   auto r = run_lockstep(small_run(dir.path(), 1));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto m = last_metrics(dir.path());
-  app::CheckpointStore store(dir.path() + "/checkpoints", 0);
-  r = run_lockstep("evaluate --checkpoint " + store.latest());
+  r = run_lockstep("evaluate --checkpoint " + testing::newest_checkpoint(dir.path()));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::smatch match;
   ASSERT_TRUE(std::regex_search(r.output, match, std::regex("acc ([0-9.]+)% \\(500 samples")))
@@ -138,8 +107,7 @@ TEST(TrainE2E, RefusesBadCheckpoints) {
   ScratchDir dir;
   auto r = run_lockstep(small_run(dir.path(), 1));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  app::CheckpointStore store(dir.path() + "/checkpoints", 0);
-  const std::string good = store.latest();
+  const std::string good = testing::newest_checkpoint(dir.path());
 
   // Truncated: half of the file.
   const std::string truncated = dir.file("truncated.lsck");
@@ -155,8 +123,7 @@ TEST(TrainE2E, RefusesBadCheckpoints) {
                    " --model custom --layers flatten --layers 'linear out=10'"
                    " --layers log_softmax");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  app::CheckpointStore other_store(other.path() + "/checkpoints", 0);
-  r = run_lockstep(small_run(dir.path(), 2) + " --resume " + other_store.latest());
+  r = run_lockstep(small_run(dir.path(), 2) + " --resume " + testing::newest_checkpoint(other.path()));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("trained with model custom"), std::string::npos) << r.output;
   // A missing file named as such.
@@ -165,41 +132,31 @@ TEST(TrainE2E, RefusesBadCheckpoints) {
   EXPECT_NE(r.output.find("nope.lsck"), std::string::npos) << r.output;
 }
 
+// Training with a config file holding text fails with a message holding
+// each of messages.
+void expect_config_refused(const ScratchDir& dir, const std::string& file, const std::string& text,
+                           const std::vector<std::string>& messages) {
+  std::ofstream(dir.file(file)) << text;
+  const auto r = run_lockstep("train --config " + dir.file(file));
+  EXPECT_NE(r.exit_code, 0) << file;
+  for (const std::string& message : messages) {
+    EXPECT_NE(r.output.find(message), std::string::npos) << r.output;
+  }
+}
+
 TEST(TrainE2E, ConfigErrorsNameTheKey) {
   ScratchDir dir;
-  std::ofstream(dir.file("typo.toml")) << "batch_sise = 32\n";
-  auto r = run_lockstep("train --config " + dir.file("typo.toml"));
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("unknown key batch_sise (did you mean batch_size?)"), std::string::npos)
-      << r.output;
-  EXPECT_NE(r.output.find("typo.toml"), std::string::npos) << r.output;
-
-  std::ofstream(dir.file("type.toml")) << "epochs = \"ten\"\n";
-  r = run_lockstep("train --config " + dir.file("type.toml"));
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("key epochs has value \"ten\" of the wrong type"), std::string::npos)
-      << r.output;
-
-  std::ofstream(dir.file("range.toml")) << "batch_size = 0\n";
-  r = run_lockstep("train --config " + dir.file("range.toml"));
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("batch_size must be > 0"), std::string::npos) << r.output;
-
-  std::ofstream(dir.file("engine.toml")) << "gradient_engine = \"nccl\"\ndevice = \"cpu\"\n";
-  r = run_lockstep("train --config " + dir.file("engine.toml"));
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("gradient_engine = \"nccl\" needs device = \"cuda\""), std::string::npos)
-      << r.output;
-
-  // The CPU has fp32 and bf16 kernels; fp16 only on CUDA.
-  std::ofstream(dir.file("precision.toml")) << "precision = \"fp16\"\n";  // device cpu
-  r = run_lockstep("train --config " + dir.file("precision.toml"));
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("config key precision = \"fp16\": the CPU backend has no fp16 kernels"),
-            std::string::npos)
-      << r.output;
-
-  r = run_lockstep("train --config " + dir.file("missing.toml"));
+  expect_config_refused(dir, "typo.toml", "batch_sise = 32\n",
+                        {"unknown key batch_sise (did you mean batch_size?)", "typo.toml"});
+  expect_config_refused(dir, "type.toml", "epochs = \"ten\"\n",
+                        {"key epochs has value \"ten\" of the wrong type"});
+  expect_config_refused(dir, "range.toml", "batch_size = 0\n", {"batch_size must be > 0"});
+  expect_config_refused(dir, "engine.toml", "gradient_engine = \"nccl\"\ndevice = \"cpu\"\n",
+                        {"gradient_engine = \"nccl\" needs device = \"cuda\""});
+  // The CPU has fp32 and bf16 kernels; fp16 only on CUDA (device cpu).
+  expect_config_refused(dir, "precision.toml", "precision = \"fp16\"\n",
+                        {"config key precision = \"fp16\": the CPU backend has no fp16 kernels"});
+  const auto r = run_lockstep("train --config " + dir.file("missing.toml"));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("missing.toml: cannot be read"), std::string::npos) << r.output;
 }

@@ -12,39 +12,20 @@
 #include "app/checkpoint.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"
+#include "support/run_files.h"
 
 namespace lockstep {
 namespace {
 
+using testing::expect_same_tensors;
+using testing::final_checkpoint;
 using testing::run_lockstep;
 using testing::ScratchDir;
-
-bool have_fashion_mnist() {
-  return std::filesystem::exists(std::string(LOCKSTEP_FASHION_MNIST_DIR) +
-                                 "/train-images-idx3-ubyte.gz");
-}
-
-#define REQUIRE_FASHION_MNIST()                                                   \
-  if (!have_fashion_mnist())                                                      \
-  GTEST_SKIP() << "Fashion-MNIST is not installed in " LOCKSTEP_FASHION_MNIST_DIR \
-                  " (scripts/setup.sh installs the Debian package dataset-fashion-mnist)"
 
 // 1000 samples at batch 64: 16 steps an epoch.
 std::string small_run(const std::string& dir, int epochs) {
   return "train --dataset fashion-mnist --train-subset 1000 --test-subset 200 --epochs " +
          std::to_string(epochs) + " --progress plain --threads 1 --run-dir " + dir;
-}
-
-app::Checkpoint final_checkpoint(const std::string& dir) {
-  return app::load_checkpoint(app::CheckpointStore(dir + "/checkpoints", 0).latest());
-}
-
-void expect_same_tensors(const app::Checkpoint& a, const app::Checkpoint& b) {
-  ASSERT_EQ(a.entries.size(), b.entries.size());
-  for (size_t i = 0; i < a.entries.size(); ++i) {
-    EXPECT_EQ(a.entries[i].name, b.entries[i].name);
-    EXPECT_TRUE(a.entries[i].values == b.entries[i].values) << a.entries[i].name << " differs";
-  }
 }
 
 // 32 steps with growth every 10: the scale doubles three times, no step is

@@ -16,6 +16,7 @@
 #include "data/validation_split.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"
+#include "support/run_files.h"
 
 namespace lockstep {
 namespace {
@@ -76,24 +77,6 @@ TEST(ValidationSplit, SplitOffMovesThePixelsWithTheirLabels) {
   }
 }
 
-std::vector<std::map<std::string, std::string>> metrics(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  std::vector<std::string> header;
-  std::stringstream hs(line);
-  for (std::string f; std::getline(hs, f, ',');) header.push_back(f);
-  std::vector<std::map<std::string, std::string>> rows;
-  while (std::getline(in, line)) {
-    std::stringstream ls(line);
-    std::map<std::string, std::string> row;
-    size_t i = 0;
-    for (std::string f; std::getline(ls, f, ',') && i < header.size();) row[header[i++]] = f;
-    rows.push_back(row);
-  }
-  return rows;
-}
-
 TEST(ValidationSplit, KeepBestAndPatienceFollowTheValidationAccuracy) {
   ScratchDir dir;
   const auto written = testing::write_mnist_dir(dir.file("data"), 200, 40);
@@ -101,16 +84,16 @@ TEST(ValidationSplit, KeepBestAndPatienceFollowTheValidationAccuracy) {
   const auto val =
       static_cast<int64_t>(data::stratified_split(labels, 10, 0.25, 42).validation.size());
   // lr so small that accuracy soon stops improving: patience ends the run.
-  const auto r = run_lockstep("train --dataset mnist --data-dir " + dir.file("data") +
-                              " --epochs 30 --batch-size 20 --threads 1 --progress plain "
-                              "--val-fraction 0.25 --keep-best --patience 2 --lr 0.0001 "
-                              "--keep-checkpoints 1 --run-dir " +
-                              dir.file("run"));
+  const std::string train = testing::mnist_train_args(
+      dir.file("data"), dir.file("run"),
+      "--epochs 30 --batch-size 20 --progress plain --val-fraction 0.25 --keep-best --patience 2 "
+      "--lr 0.0001 --keep-checkpoints 1");
+  const auto r = run_lockstep(train);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("validation " + std::to_string(val) + " samples held out of training"),
             std::string::npos)
       << r.output;
-  const auto rows = metrics(dir.file("run/metrics.csv"));
+  const auto rows = testing::read_csv(dir.file("run/metrics.csv"));
   ASSERT_GE(rows.size(), 3u);
   ASSERT_LT(rows.size(), 30u) << "patience 2 stops the run early\n" << r.output;
   EXPECT_EQ(std::stoll(rows[0].at("train_samples")), 200 - val);
@@ -133,13 +116,9 @@ TEST(ValidationSplit, KeepBestAndPatienceFollowTheValidationAccuracy) {
   EXPECT_EQ(app::load_checkpoint(newest[0]).meta.at("epoch").get<int64_t>(),
             static_cast<int64_t>(rows.size()));
   // Resuming knows the best: it stops at once instead of training on.
-  const auto again = run_lockstep("train --dataset mnist --data-dir " + dir.file("data") +
-                                  " --epochs 30 --batch-size 20 --threads 1 --progress plain "
-                                  "--val-fraction 0.25 --keep-best --patience 2 --lr 0.0001 "
-                                  "--keep-checkpoints 1 --resume auto --run-dir " +
-                                  dir.file("run"));
+  const auto again = run_lockstep(train + " --resume auto");
   ASSERT_EQ(again.exit_code, 0) << again.output;
-  EXPECT_EQ(metrics(dir.file("run/metrics.csv")).size(), rows.size()) << again.output;
+  EXPECT_EQ(testing::read_csv(dir.file("run/metrics.csv")).size(), rows.size()) << again.output;
   EXPECT_NE(again.output.find("early stop after epoch " + std::to_string(rows.size())),
             std::string::npos)
       << again.output;

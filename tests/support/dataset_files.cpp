@@ -178,4 +178,9 @@ void expect_splits(const data::Dataset& train, const data::Dataset& test,
   EXPECT_EQ(test.labels, as_int(written.test.labels));
 }
 
+bool have_fashion_mnist() {
+  return std::filesystem::exists(std::string(LOCKSTEP_FASHION_MNIST_DIR) +
+                                 "/train-images-idx3-ubyte.gz");
+}
+
 }  // namespace lockstep::testing

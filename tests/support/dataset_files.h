@@ -82,4 +82,14 @@ void expect_splits(const data::Dataset& train, const data::Dataset& test,
 ::testing::AssertionResult throws_input_error(const std::function<void()>& fn,
                                               const std::vector<std::string>& substrings);
 
+// True when the real Fashion-MNIST (the Debian package dataset-fashion-mnist)
+// is installed in LOCKSTEP_FASHION_MNIST_DIR.
+bool have_fashion_mnist();
+
 }  // namespace lockstep::testing
+
+// Skips the test, saying how to install it, without the real Fashion-MNIST.
+#define REQUIRE_FASHION_MNIST()                                                   \
+  if (!::lockstep::testing::have_fashion_mnist())                                 \
+  GTEST_SKIP() << "Fashion-MNIST is not installed in " LOCKSTEP_FASHION_MNIST_DIR \
+                  " (scripts/setup.sh installs the Debian package dataset-fashion-mnist)"
