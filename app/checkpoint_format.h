@@ -1,22 +1,19 @@
 // Internals shared by the checkpoint reader, writer and run directory
 // (checkpoint_read.cpp, checkpoint_write.cpp, checkpoint_store.cpp): the
-// constants of the file layout documented in checkpoint.h, CRC-32, little-
-// endian loads and stores, an owned file descriptor, and the header checks.
-// Not for use outside app/checkpoint*.cpp.
+// constants of the file layout documented in checkpoint.h, CRC-32, an owned
+// file descriptor, and the header checks. Not for use outside
+// app/checkpoint*.cpp.
 #pragma once
 
-#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <string_view>
 
-namespace lockstep::app::checkpoint_detail {
+#include "app/little_endian.h"
 
-static_assert(std::endian::native == std::endian::little,
-              "the checkpoint format is little-endian and this code writes host order; a "
-              "big-endian host needs byte swapping here");
+namespace lockstep::app::checkpoint_detail {
 
 inline constexpr char kMagic[8] = {'L', 'O', 'C', 'K', 'S', 'T', 'E', 'P'};
 inline constexpr char kEndMagic[8] = {'L', 'S', 'C', 'K', '-', 'E', 'N', 'D'};
@@ -32,20 +29,6 @@ std::string errno_text(int err);
 
 // zlib's CRC-32 of size bytes, continuing from crc, fed in kIoChunk pieces.
 uint32_t crc32_update(uint32_t crc, const void* data, size_t size);
-
-template <typename T>
-T load_le(const char* p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  return v;
-}
-
-template <typename T>
-void append_le(std::string& out, T v) {
-  char bytes[sizeof(T)];
-  std::memcpy(bytes, &v, sizeof(T));
-  out.append(bytes, sizeof(T));
-}
 
 // Owns a POSIX file descriptor.
 class Fd {

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/little_endian.h"
 #include "data/image_io.h"
 #include "nn/error.h"
 
@@ -23,13 +24,6 @@ size_t dtype_size(const std::string& dtype) {
   if (dtype == "F16" || dtype == "BF16") return 2;
   if (dtype == "U8") return 1;
   return 0;
-}
-
-template <typename T>
-T load_le(const uint8_t* p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  return v;
 }
 
 // One element of dtype at p as float.

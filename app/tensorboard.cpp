@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "app/little_endian.h"
 #include "app/report.h"
 #include "app/tfrecord.h"
 #include "data/image_io.h"
@@ -32,9 +33,7 @@ void bytes_field(std::string& out, uint32_t field, const std::string& bytes) {
 template <typename T>
 void fixed_field(std::string& out, uint32_t field, T v) {
   varint(out, (field << 3) | (sizeof(T) == 8 ? 1 : 5));
-  char b[sizeof(T)];
-  std::memcpy(b, &v, sizeof(T));
-  out.append(b, sizeof(T));
+  append_le(out, v);
 }
 
 std::string file_version_event(double wall_time) {
@@ -114,20 +113,26 @@ void event_scalars(std::string_view event, std::vector<ScalarEvent>& out) {
   }
 }
 
-}  // namespace
-
-std::string scalar_event(const std::string& tag, int64_t step, float value, double wall_time) {
-  std::string v;
-  bytes_field(v, 1, tag);
-  fixed_field(v, 2, value);
+// An Event (wall_time = 1, step = 2, summary = 5) holding a Summary with the
+// one Summary.Value `value`.
+std::string summary_event(const std::string& value, int64_t step, double wall_time) {
   std::string summary;
-  bytes_field(summary, 1, v);
+  bytes_field(summary, 1, value);
   std::string e;
   fixed_field(e, 1, wall_time);
   varint(e, 2 << 3);
   varint(e, static_cast<uint64_t>(step));
   bytes_field(e, 5, summary);
   return e;
+}
+
+}  // namespace
+
+std::string scalar_event(const std::string& tag, int64_t step, float value, double wall_time) {
+  std::string v;
+  bytes_field(v, 1, tag);
+  fixed_field(v, 2, value);
+  return summary_event(v, step, wall_time);
 }
 
 std::string histogram_event(const std::string& tag, int64_t step, const std::vector<float>& values,
@@ -148,8 +153,8 @@ std::string histogram_event(const std::string& tag, int64_t step, const std::vec
   std::string limits, bucket_counts;
   for (int b = 0; b < buckets; ++b) {
     const double limit = b + 1 == buckets ? hi : lo + width * (b + 1);
-    limits.append(reinterpret_cast<const char*>(&limit), 8);
-    bucket_counts.append(reinterpret_cast<const char*>(&counts[static_cast<size_t>(b)]), 8);
+    append_le(limits, limit);
+    append_le(bucket_counts, counts[static_cast<size_t>(b)]);
   }
   std::string h;
   fixed_field(h, 1, lo);
@@ -162,14 +167,7 @@ std::string histogram_event(const std::string& tag, int64_t step, const std::vec
   std::string v;
   bytes_field(v, 1, tag);
   bytes_field(v, 5, h);
-  std::string summary;
-  bytes_field(summary, 1, v);
-  std::string e;
-  fixed_field(e, 1, wall_time);
-  varint(e, 2 << 3);
-  varint(e, static_cast<uint64_t>(step));
-  bytes_field(e, 5, summary);
-  return e;
+  return summary_event(v, step, wall_time);
 }
 
 std::vector<ScalarEvent> read_scalar_events(const std::string& bytes) {

@@ -3,6 +3,8 @@
 #include <array>
 #include <cstring>
 
+#include "app/little_endian.h"
+
 namespace lockstep::app {
 namespace {
 
@@ -14,20 +16,6 @@ std::array<uint32_t, 256> make_table() {
     table[i] = c;
   }
   return table;
-}
-
-template <typename T>
-void append_le(std::string& out, T v) {
-  char b[sizeof(T)];
-  std::memcpy(b, &v, sizeof(T));
-  out.append(b, sizeof(T));
-}
-
-template <typename T>
-T load_le(const char* p) {
-  T v;
-  std::memcpy(&v, p, sizeof(T));
-  return v;
 }
 
 }  // namespace
