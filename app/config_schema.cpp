@@ -12,347 +12,243 @@ constexpr double kMaxBatch = 1 << 24;  // per rank; x ranks x passes stays far f
 constexpr double kMaxSamples = 1e12;
 constexpr double kMaxMiB = 1 << 20;
 
+// key(name, field, help), then what applies of .range (of numbers, with
+// their unit), .allowed (enumerations), .commands (default: train only) and
+// .ranks_may_differ() (not part of the start-up fingerprint).
+class KeyBuilder {
+ public:
+  KeyBuilder(const char* name, Field field, const char* help)
+      : key_{.name = name, .field = field, .help = help} {}
+  KeyBuilder& range(Range range, const char* unit = "") {
+    key_.range = range;
+    key_.unit = unit;
+    return *this;
+  }
+  KeyBuilder& allowed(std::vector<std::string> values) {
+    key_.allowed = std::move(values);
+    return *this;
+  }
+  KeyBuilder& commands(unsigned bits) {
+    key_.commands = bits;
+    return *this;
+  }
+  KeyBuilder& ranks_may_differ() {
+    key_.fingerprint = false;
+    return *this;
+  }
+  operator Key() const { return key_; }
+
+ private:
+  Key key_;
+};
+
+KeyBuilder key(const char* name, Field field, const char* help) {
+  return {name, field, help};
+}
+
 std::vector<Key> make_schema() {
   return {
       // --- experiment
-      {.name = "run_dir", .field = &C::run_dir, .help = "folder for metrics, checkpoints and logs"},
-      {.name = "seed",
-       .field = &C::seed,
-       .help = "seed of initial weights, shuffling, dropout and augmentation",
-       .commands = kShow},
-      {.name = "epochs",
-       .field = &C::epochs,
-       .help = "epochs to train, counting resumed ones",
-       .unit = "epochs",
-       .range = positive(kMaxEpochs)},
+      key("run_dir", &C::run_dir, "folder for metrics, checkpoints and logs"),
+      key("seed", &C::seed, "seed of initial weights, shuffling, dropout and augmentation")
+          .commands(kShow),
+      key("epochs", &C::epochs, "epochs to train, counting resumed ones")
+          .range(positive(kMaxEpochs), "epochs"),
       // --- data
-      {.name = "dataset",
-       .field = &C::dataset,
-       .help = "fashion-mnist | mnist | cifar10 | folder (data_dir/train/<class>/*.png, test/...)",
-       .commands = kShow},
-      {.name = "data_dir",
-       .field = &C::data_dir,
-       .help = "folder of the dataset files (empty: the dataset's default)",
-       .commands = kAll},
-      {.name = "image_channels",
-       .field = &C::image_channels,
-       .help = "folder: decode images to 1 (gray) or 3 (RGB) channels (0: as the first image)",
-       .allowed = {"0", "1", "3"},
-       .commands = kShow},
-      {.name = "image_size",
-       .field = &C::image_size,
-       .help = "folder: resize every image to S x S pixels (0: keep; all images must share one "
-               "size)",
-       .unit = "pixels",
-       .range = between(0, 65536),
-       .commands = kShow},
-      {.name = "skip_bad_images",
-       .field = &C::skip_bad_images,
-       .help = "folder: skip empty, damaged or truncated images instead of failing (noted)",
-       .commands = kShow},
-      {.name = "train_subset",
-       .field = &C::train_subset,
-       .help = "train on N samples only (0: all): the first N of a built-in set, N stratified by "
-               "class of an image folder",
-       .unit = "samples",
-       .range = between(0, kMaxSamples)},
-      {.name = "test_subset",
-       .field = &C::test_subset,
-       .help = "evaluate on N test samples only (0: all), chosen as for train_subset",
-       .unit = "samples",
-       .range = between(0, kMaxSamples),
-       .commands = kTrain | kEvaluate},
-      {.name = "normalize_mean",
-       .field = &C::normalize_mean,
-       .help = "per-channel mean of pixels in [0, 1] (empty: dataset default)",
-       .commands = kShow},
-      {.name = "normalize_std",
-       .field = &C::normalize_std,
-       .help = "per-channel std of pixels in [0, 1] (empty: dataset default)",
-       .range = positive(),
-       .commands = kShow},
-      {.name = "augment",
-       .field = &C::augment,
-       .help = "random crop (4 px) and flip of training images (auto: the dataset's default)",
-       .allowed = {"auto", "on", "off"},
-       .commands = kShow},
-      {.name = "drop_last",
-       .field = &C::drop_last,
-       .help = "sampler drops the tail instead of padding shards"},
+      key("dataset", &C::dataset,
+          "fashion-mnist | mnist | cifar10 | folder (data_dir/train/<class>/*.png, test/...)")
+          .commands(kShow),
+      key("data_dir", &C::data_dir, "folder of the dataset files (empty: the dataset's default)")
+          .commands(kAll),
+      key("image_channels", &C::image_channels,
+          "folder: decode images to 1 (gray) or 3 (RGB) channels (0: as the first image)")
+          .allowed({"0", "1", "3"})
+          .commands(kShow),
+      key("image_size", &C::image_size,
+          "folder: resize every image to S x S pixels (0: keep; all images must share one size)")
+          .range(between(0, 65536), "pixels")
+          .commands(kShow),
+      key("skip_bad_images", &C::skip_bad_images,
+          "folder: skip empty, damaged or truncated images instead of failing (noted)")
+          .commands(kShow),
+      key("train_subset", &C::train_subset,
+          "train on N samples only (0: all): the first N of a built-in set, N stratified by class "
+          "of an image folder")
+          .range(between(0, kMaxSamples), "samples"),
+      key("test_subset", &C::test_subset,
+          "evaluate on N test samples only (0: all), chosen as for train_subset")
+          .range(between(0, kMaxSamples), "samples")
+          .commands(kTrain | kEvaluate),
+      key("normalize_mean", &C::normalize_mean,
+          "per-channel mean of pixels in [0, 1] (empty: dataset default)")
+          .commands(kShow),
+      key("normalize_std", &C::normalize_std,
+          "per-channel std of pixels in [0, 1] (empty: dataset default)")
+          .range(positive())
+          .commands(kShow),
+      key("augment", &C::augment,
+          "random crop (4 px) and flip of training images (auto: the dataset's default)")
+          .allowed({"auto", "on", "off"})
+          .commands(kShow),
+      key("drop_last", &C::drop_last, "sampler drops the tail instead of padding shards"),
       // --- model
-      {.name = "model",
-       .field = &C::model,
-       .help =
-           "mnist_net | alexnet_cifar | resnet20 | resnet32 | resnet44 | resnet56 | resnet110 | "
-           "resnet18_cifar | custom"},
-      {.name = "layers",
-       .field = &C::layers,
-       .help = "custom model: list of layers, e.g. \"conv2d out=10 kernel=5\""},
-      {.name = "loss",
-       .field = &C::loss,
-       .help = "loss of the model's output",
-       .allowed = {"auto", "nll", "cross_entropy"}},
+      key("model", &C::model,
+          "mnist_net | alexnet_cifar | resnet20 | resnet32 | resnet44 | resnet56 | resnet110 | "
+          "resnet18_cifar | custom"),
+      key("layers", &C::layers, "custom model: list of layers, e.g. \"conv2d out=10 kernel=5\""),
+      key("loss", &C::loss, "loss of the model's output").allowed({"auto", "nll", "cross_entropy"}),
       // --- optimisation
-      {.name = "batch_size",
-       .field = &C::batch_size,
-       .help = "samples per rank per step",
-       .unit = "samples",
-       .range = positive(kMaxBatch)},
-      {.name = "test_batch_size",
-       .field = &C::test_batch_size,
-       .help = "samples per rank per evaluation batch",
-       .unit = "samples",
-       .range = positive(kMaxBatch)},
-      {.name = "optimizer",
-       .field = &C::optimizer,
-       .help = "update rule (adamw: decoupled weight decay)",
-       .allowed = {"sgd", "adam", "adamw"}},
-      {.name = "lr",
-       .field = &C::lr,
-       .help = "single-worker learning rate (scaled by lr_scaling)",
-       .range = positive()},
-      {.name = "momentum", .field = &C::momentum, .help = "sgd momentum", .range = at_least(0)},
-      {.name = "dampening", .field = &C::dampening, .help = "sgd dampening", .range = at_least(0)},
-      {.name = "nesterov", .field = &C::nesterov, .help = "sgd Nesterov momentum"},
-      {.name = "weight_decay",
-       .field = &C::weight_decay,
-       .help = "L2 penalty added to the gradient",
-       .range = at_least(0)},
-      {.name = "adam_beta1",
-       .field = &C::adam_beta1,
-       .help = "adam first-moment decay",
-       .range = between(0, 1)},
-      {.name = "adam_beta2",
-       .field = &C::adam_beta2,
-       .help = "adam second-moment decay",
-       .range = between(0, 1)},
-      {.name = "adam_eps",
-       .field = &C::adam_eps,
-       .help = "adam denominator epsilon",
-       .range = at_least(0)},
-      {.name = "lr_schedule",
-       .field = &C::lr_schedule,
-       .help = "learning-rate schedule",
-       .allowed = {"constant", "step", "cosine"}},
-      {.name = "lr_milestones",
-       .field = &C::lr_milestones,
-       .help = "step schedule: epochs where lr is multiplied by lr_gamma",
-       .unit = "epochs",
-       .range = between(0, kMaxEpochs)},
-      {.name = "lr_gamma",
-       .field = &C::lr_gamma,
-       .help = "step schedule: decay factor",
-       .range = at_least(0)},
-      {.name = "lr_min",
-       .field = &C::lr_min,
-       .help = "cosine schedule: final single-worker lr",
-       .range = at_least(0)},
-      {.name = "lr_scaling",
-       .field = &C::lr_scaling,
-       .help = "lr factor for N workers",
-       .allowed = {"linear", "sqrt", "none"}},
-      {.name = "warmup_epochs",
-       .field = &C::warmup_epochs,
-       .help = "gradual warmup to the scaled lr (0: off)",
-       .unit = "epochs",
-       .range = between(0, kMaxEpochs)},
-      {.name = "momentum_correction",
-       .field = &C::momentum_correction,
-       .help = "rescale momentum when the lr changes"},
+      key("batch_size", &C::batch_size, "samples per rank per step")
+          .range(positive(kMaxBatch), "samples"),
+      key("test_batch_size", &C::test_batch_size, "samples per rank per evaluation batch")
+          .range(positive(kMaxBatch), "samples"),
+      key("optimizer", &C::optimizer, "update rule (adamw: decoupled weight decay)")
+          .allowed({"sgd", "adam", "adamw"}),
+      key("lr", &C::lr, "single-worker learning rate (scaled by lr_scaling)").range(positive()),
+      key("momentum", &C::momentum, "sgd momentum").range(at_least(0)),
+      key("dampening", &C::dampening, "sgd dampening").range(at_least(0)),
+      key("nesterov", &C::nesterov, "sgd Nesterov momentum"),
+      key("weight_decay", &C::weight_decay, "L2 penalty added to the gradient").range(at_least(0)),
+      key("adam_beta1", &C::adam_beta1, "adam first-moment decay").range(between(0, 1)),
+      key("adam_beta2", &C::adam_beta2, "adam second-moment decay").range(between(0, 1)),
+      key("adam_eps", &C::adam_eps, "adam denominator epsilon").range(at_least(0)),
+      key("lr_schedule", &C::lr_schedule, "learning-rate schedule")
+          .allowed({"constant", "step", "cosine"}),
+      key("lr_milestones", &C::lr_milestones,
+          "step schedule: epochs where lr is multiplied by lr_gamma")
+          .range(between(0, kMaxEpochs), "epochs"),
+      key("lr_gamma", &C::lr_gamma, "step schedule: decay factor").range(at_least(0)),
+      key("lr_min", &C::lr_min, "cosine schedule: final single-worker lr").range(at_least(0)),
+      key("lr_scaling", &C::lr_scaling, "lr factor for N workers")
+          .allowed({"linear", "sqrt", "none"}),
+      key("warmup_epochs", &C::warmup_epochs, "gradual warmup to the scaled lr (0: off)")
+          .range(between(0, kMaxEpochs), "epochs"),
+      key("momentum_correction", &C::momentum_correction, "rescale momentum when the lr changes"),
       // --- data parallelism
-      {.name = "reduce_op",
-       .field = &C::reduce_op,
-       .help = "gradients across ranks",
-       .allowed = {"average", "sum"}},
-      {.name = "gradient_predivide_factor",
-       .field = &C::gradient_predivide_factor,
-       .help = "divide gradients by f before the sum and by size/f after",
-       .range = positive()},
-      {.name = "bucket_cap_mb",
-       .field = &C::bucket_cap_mb,
-       .help = "fusion bucket cap (0: one allreduce per tensor)",
-       .unit = "MiB",
-       .range = between(0, kMaxMiB)},
-      {.name = "first_bucket_mb",
-       .field = &C::first_bucket_mb,
-       .help = "cap of the first (last-layer) bucket",
-       .unit = "MiB",
-       .range = between(0, kMaxMiB)},
-      {.name = "allreduce_chunk_mb",
-       .field = &C::allreduce_chunk_mb,
-       .help = "each bucket's MPI allreduce is issued in pieces of this size (0: whole buckets)",
-       .unit = "MiB",
-       .range = between(0, kMaxMiB)},
-      {.name = "overlap",
-       .field = &C::overlap,
-       .help = "reduce gradient buckets while backward runs"},
-      {.name = "compression",
-       .field = &C::compression,
-       .help = "gradients on the wire",
-       .allowed = {"none", "fp16", "bf16"}},
-      {.name = "gradient_engine",
-       .field = &C::gradient_engine,
-       .help = "what reduces gradient buckets: NCCL on the GPUs (auto: when every rank trains on "
-               "a GPU) or MPI through host copies",
-       .allowed = {"auto", "nccl", "mpi"}},
-      {.name = "backward_passes_per_step",
-       .field = &C::backward_passes_per_step,
-       .help = "gradient accumulation: backward passes per optimizer step (an epoch's last step "
-               "takes the batches left)",
-       .range = positive(65536)},
-      {.name = "stall_warning_s",
-       .field = &C::stall_warning_s,
-       .help = "warn when a collective waits longer than this",
-       .unit = "s",
-       .range = at_least(0)},
-      {.name = "stall_abort_s",
-       .field = &C::stall_abort_s,
-       .help = "end the job when a collective waits longer than this (0: never); start-up, the "
-               "first training step and the first evaluation are not counted",
-       .unit = "s",
-       .range = at_least(0)},
+      key("reduce_op", &C::reduce_op, "gradients across ranks").allowed({"average", "sum"}),
+      key("gradient_predivide_factor", &C::gradient_predivide_factor,
+          "divide gradients by f before the sum and by size/f after")
+          .range(positive()),
+      key("bucket_cap_mb", &C::bucket_cap_mb, "fusion bucket cap (0: one allreduce per tensor)")
+          .range(between(0, kMaxMiB), "MiB"),
+      key("first_bucket_mb", &C::first_bucket_mb, "cap of the first (last-layer) bucket")
+          .range(between(0, kMaxMiB), "MiB"),
+      key("allreduce_chunk_mb", &C::allreduce_chunk_mb,
+          "each bucket's MPI allreduce is issued in pieces of this size (0: whole buckets)")
+          .range(between(0, kMaxMiB), "MiB"),
+      key("overlap", &C::overlap, "reduce gradient buckets while backward runs"),
+      key("compression", &C::compression, "gradients on the wire")
+          .allowed({"none", "fp16", "bf16"}),
+      key("gradient_engine", &C::gradient_engine,
+          "what reduces gradient buckets: NCCL on the GPUs (auto: when every rank trains on a GPU) "
+          "or MPI through host copies")
+          .allowed({"auto", "nccl", "mpi"}),
+      key("backward_passes_per_step", &C::backward_passes_per_step,
+          "gradient accumulation: backward passes per optimizer step (an epoch's last step takes "
+          "the batches left)")
+          .range(positive(65536)),
+      key("stall_warning_s", &C::stall_warning_s, "warn when a collective waits longer than this")
+          .range(at_least(0), "s"),
+      key("stall_abort_s", &C::stall_abort_s,
+          "end the job when a collective waits longer than this (0: never); start-up, the first "
+          "training step and the first evaluation are not counted")
+          .range(at_least(0), "s"),
       // --- execution
-      {.name = "device",
-       .field = &C::device,
-       .help = "where to compute (auto: cuda when every rank on the node has a GPU of its "
-               "own, else cpu)",
-       .allowed = {"cpu", "cuda", "auto"}},
-      {.name = "deterministic",
-       .field = &C::deterministic,
-       .help = "cuda: only deterministic cuDNN convolution algorithms"},
+      key("device", &C::device,
+          "where to compute (auto: cuda when every rank on the node has a GPU of its own, else "
+          "cpu)")
+          .allowed({"cpu", "cuda", "auto"}),
+      key("deterministic", &C::deterministic,
+          "cuda: only deterministic cuDNN convolution algorithms"),
       // precision: 16-bit convolutions and GEMMs: CUDA (nn/cuda/precision.h), and bf16 on
       // the CPU (nn/precision.h: vdpbf16ps where the CPU has AVX512_BF16, else emulated)
-      {.name = "precision",
-       .field = &C::precision,
-       .help = "convolution and GEMM inputs rounded to 16 bits, float32 accumulation, float32 "
-               "weights (bf16: cpu or cuda; fp16: cuda only, with loss scaling)",
-       .allowed = {"fp32", "bf16", "fp16"}},
+      key("precision", &C::precision,
+          "convolution and GEMM inputs rounded to 16 bits, float32 accumulation, float32 weights "
+          "(bf16: cpu or cuda; fp16: cuda only, with loss scaling)")
+          .allowed({"fp32", "bf16", "fp16"}),
       // loss scaling: PyTorch GradScaler's dynamic scale (nn/grad_scaler.h)
-      {.name = "loss_scaling",
-       .field = &C::loss_scaling,
-       .help = "dynamic loss scaling: loss times a scale that halves on a step with inf/NaN "
-               "gradients (the step is skipped) and doubles after loss_scale_growth_interval "
-               "clean steps (auto: on for precision fp16)",
-       .allowed = {"auto", "on", "off"}},
-      {.name = "loss_scale_init",
-       .field = &C::loss_scale_init,
-       .help = "initial loss scale (PyTorch GradScaler's 65536)",
-       .range = between(1.0 / 16777216, 1.7014118346046923e38)},
-      {.name = "loss_scale_growth_interval",
-       .field = &C::loss_scale_growth_interval,
-       .help = "consecutive clean steps after which the loss scale doubles",
-       .unit = "steps",
-       .range = positive(1e12)},
-      {.name = "threads",
-       .field = &C::threads,
-       .help = "compute threads per rank (0: the CPUs in the rank's affinity mask; a mask of "
-               "the whole machine is divided among the ranks on the node)",
-       .unit = "threads",
-       .range = between(0, kMaxThreads),
-       .commands = kAll,
-       .fingerprint = false},
+      key("loss_scaling", &C::loss_scaling,
+          "dynamic loss scaling: loss times a scale that halves on a step with inf/NaN gradients "
+          "(the step is skipped) and doubles after loss_scale_growth_interval clean steps (auto: "
+          "on for precision fp16)")
+          .allowed({"auto", "on", "off"}),
+      key("loss_scale_init", &C::loss_scale_init, "initial loss scale (PyTorch GradScaler's 65536)")
+          .range(between(1.0 / 16777216, 1.7014118346046923e38)),
+      key("loss_scale_growth_interval", &C::loss_scale_growth_interval,
+          "consecutive clean steps after which the loss scale doubles")
+          .range(positive(1e12), "steps"),
+      key("threads", &C::threads,
+          "compute threads per rank (0: the CPUs in the rank's affinity mask; a mask of the whole "
+          "machine is divided among the ranks on the node)")
+          .range(between(0, kMaxThreads), "threads")
+          .commands(kAll)
+          .ranks_may_differ(),
       // GPU placement (app/placement.h).
-      {.name = "gpu_share",
-       .field = &C::gpu_share,
-       .help = "cuda: when a rank sees more than one but fewer GPUs than ranks on its node, "
-               "share them (local rank % GPUs) instead of stopping",
-       .commands = kAll},
-      {.name = "eval_every",
-       .field = &C::eval_every,
-       .help = "evaluate every N epochs (0: never)",
-       .unit = "epochs",
-       .range = between(0, kMaxEpochs)},
+      key("gpu_share", &C::gpu_share,
+          "cuda: when a rank sees more than one but fewer GPUs than ranks on its node, share them "
+          "(local rank % GPUs) instead of stopping")
+          .commands(kAll),
+      key("eval_every", &C::eval_every, "evaluate every N epochs (0: never)")
+          .range(between(0, kMaxEpochs), "epochs"),
       // --- output
-      {.name = "checkpoint_every",
-       .field = &C::checkpoint_every,
-       .help = "write a checkpoint every N epochs (0: never)",
-       .unit = "epochs",
-       .range = between(0, kMaxEpochs)},
-      {.name = "keep_checkpoints",
-       .field = &C::keep_checkpoints,
-       .help = "keep the newest N checkpoints (0: all)",
-       .range = between(0, kMaxEpochs)},
-      {.name = "resume",
-       .field = &C::resume,
-       .help = "\"\" | auto (newest in run_dir) | checkpoint path"},
+      key("checkpoint_every", &C::checkpoint_every, "write a checkpoint every N epochs (0: never)")
+          .range(between(0, kMaxEpochs), "epochs"),
+      key("keep_checkpoints", &C::keep_checkpoints, "keep the newest N checkpoints (0: all)")
+          .range(between(0, kMaxEpochs)),
+      key("resume", &C::resume, "\"\" | auto (newest in run_dir) | checkpoint path"),
       // Issue 12 (robust resume): a fresh run may replace another run's checkpoints.
-      {.name = "overwrite",
-       .field = &C::overwrite,
-       .help = "fresh run into a run_dir holding checkpoints: delete them and metrics.csv (else "
-               "refused)"},
-      {.name = "timeline",
-       .field = &C::timeline,
-       .help = "write a Chrome-trace JSON timeline to this file",
-       .fingerprint = false},
-      {.name = "progress",
-       .field = &C::progress,
-       .help = "auto (live line on a terminal) | plain | none",
-       .allowed = {"auto", "plain", "none"},
-       .fingerprint = false},
+      key("overwrite", &C::overwrite,
+          "fresh run into a run_dir holding checkpoints: delete them and metrics.csv (else "
+          "refused)"),
+      key("timeline", &C::timeline, "write a Chrome-trace JSON timeline to this file")
+          .ranks_may_differ(),
+      key("progress", &C::progress, "auto (live line on a terminal) | plain | none")
+          .allowed({"auto", "plain", "none"})
+          .ranks_may_differ(),
       // --- modern CNN recipe (issue 14): BatchNorm across ranks, loss, clipping, decay
-      {.name = "sync_batchnorm",
-       .field = &C::sync_batchnorm,
-       .help = "BatchNorm statistics over the global batch (one allreduce per layer in forward "
-               "and in backward); off: per-rank statistics, running statistics averaged over "
-               "ranks before evaluation and checkpoints"},
-      {.name = "label_smoothing",
-       .field = &C::label_smoothing,
-       .help = "cross_entropy label smoothing e: target (1 - e) onehot + e / classes",
-       .range = between(0, 0.999)},
-      {.name = "grad_clip_norm",
-       .field = &C::grad_clip_norm,
-       .help = "clip the averaged gradients to this global L2 norm, identically on every rank "
-               "(0: off)",
-       .range = at_least(0)},
-      {.name = "weight_decay_bn_bias",
-       .field = &C::weight_decay_bn_bias,
-       .help = "apply weight_decay to BatchNorm weights and biases too (false: only to weights "
-               "of 2 or more dimensions)"},
+      key("sync_batchnorm", &C::sync_batchnorm,
+          "BatchNorm statistics over the global batch (one allreduce per layer in forward and in "
+          "backward); off: per-rank statistics, running statistics averaged over ranks before "
+          "evaluation and checkpoints"),
+      key("label_smoothing", &C::label_smoothing,
+          "cross_entropy label smoothing e: target (1 - e) onehot + e / classes")
+          .range(between(0, 0.999)),
+      key("grad_clip_norm", &C::grad_clip_norm,
+          "clip the averaged gradients to this global L2 norm, identically on every rank (0: off)")
+          .range(at_least(0)),
+      key("weight_decay_bn_bias", &C::weight_decay_bn_bias,
+          "apply weight_decay to BatchNorm weights and biases too (false: only to weights of 2 or "
+          "more dimensions)"),
       // --- results that leave lockstep: weights, TensorBoard, evaluation
-      {.name = "write_safetensors",
-       .field = &C::write_safetensors,
-       .help = "write run_dir/model.safetensors (PyTorch state_dict names) at the end of training",
-       .fingerprint = false},
-      {.name = "init_from",
-       .field = &C::init_from,
-       .help = "start from the weights of this safetensors file (lockstep's or PyTorch's "
-               "save_file)"},
-      {.name = "init_skip",
-       .field = &C::init_skip,
-       .help = "init_from: leave out tensors matching these wildcards (e.g. \"fc2.*\" for a new "
-               "head)"},
-      {.name = "tensorboard",
-       .field = &C::tensorboard,
-       .help = "rank 0 writes TensorBoard event files under run_dir/tensorboard",
-       .fingerprint = false},
-      {.name = "log_every",
-       .field = &C::log_every,
-       .help = "tensorboard: rank 0's train loss every N optimizer steps (0: per epoch only)",
-       .unit = "steps",
-       .range = at_least(0),
-       .fingerprint = false},
-      {.name = "tensorboard_histograms",
-       .field = &C::tensorboard_histograms,
-       .help = "tensorboard: a histogram of every parameter at the end of each epoch",
-       .fingerprint = false},
-      {.name = "top_k",
-       .field = &C::top_k,
-       .help = "evaluation: also count a sample correct when its class is among the k largest "
-               "outputs",
-       .range = between(1, 1000000),
-       .commands = kTrain | kEvaluate},
-      {.name = "val_fraction",
-       .field = &C::val_fraction,
-       .help = "hold out this fraction of each class of the training set for validation (0: none)",
-       .range = {0, 1, false}},
-      {.name = "keep_best",
-       .field = &C::keep_best,
-       .help = "keep the checkpoint of the best validation accuracy as run_dir/best.lsck"},
-      {.name = "patience",
-       .field = &C::patience,
-       .help = "stop when validation accuracy has not improved for N epochs (0: never)",
-       .unit = "epochs",
-       .range = between(0, kMaxEpochs)},
+      key("write_safetensors", &C::write_safetensors,
+          "write run_dir/model.safetensors (PyTorch state_dict names) at the end of training")
+          .ranks_may_differ(),
+      key("init_from", &C::init_from,
+          "start from the weights of this safetensors file (lockstep's or PyTorch's save_file)"),
+      key("init_skip", &C::init_skip,
+          "init_from: leave out tensors matching these wildcards (e.g. \"fc2.*\" for a new head)"),
+      key("tensorboard", &C::tensorboard,
+          "rank 0 writes TensorBoard event files under run_dir/tensorboard")
+          .ranks_may_differ(),
+      key("log_every", &C::log_every,
+          "tensorboard: rank 0's train loss every N optimizer steps (0: per epoch only)")
+          .range(at_least(0), "steps")
+          .ranks_may_differ(),
+      key("tensorboard_histograms", &C::tensorboard_histograms,
+          "tensorboard: a histogram of every parameter at the end of each epoch")
+          .ranks_may_differ(),
+      key("top_k", &C::top_k,
+          "evaluation: also count a sample correct when its class is among the k largest outputs")
+          .range(between(1, 1000000))
+          .commands(kTrain | kEvaluate),
+      key("val_fraction", &C::val_fraction,
+          "hold out this fraction of each class of the training set for validation (0: none)")
+          .range(between(0, 1)),
+      key("keep_best", &C::keep_best,
+          "keep the checkpoint of the best validation accuracy as run_dir/best.lsck"),
+      key("patience", &C::patience,
+          "stop when validation accuracy has not improved for N epochs (0: never)")
+          .range(between(0, kMaxEpochs), "epochs"),
   };
 }
 

@@ -5,15 +5,15 @@
 // To add a key: add the field, with its default, to TrainConfig, and one
 // entry to the table in app/config_schema.cpp, e.g.
 //
-//   {.name = "label_smoothing", .field = &TrainConfig::label_smoothing,
-//    .help = "mix this much of a uniform target into the labels",
-//    .range = between(0, 1)},
+//   key("label_smoothing", &C::label_smoothing,
+//       "mix this much of a uniform target into the labels")
+//       .range(between(0, 1)),
 //
-// .unit, .range (numbers), .allowed (enumerations), .commands (default:
-// train only) and .fingerprint (default: every rank must agree) are
-// optional; designators go in the order of Key's members. Supported field
-// types are those of Field below. Then run scripts/gen_config_docs.sh (a
-// test fails while configs/README.md is out of date).
+// .range (numbers, with their unit: "MiB", "s", ...), .allowed
+// (enumerations), .commands (default: train only) and .ranks_may_differ()
+// (default: every rank must agree) are optional. Supported field types are
+// those of Field below. Then run scripts/gen_config_docs.sh (a test fails
+// while configs/README.md is out of date).
 #pragma once
 
 #include <limits>
