@@ -1,19 +1,13 @@
 #include "app/trainer.h"
 
 #include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <filesystem>
-#include <sstream>
 
-#include "app/checkpoint.h"
 #include "app/data_setup.h"
 #include "app/device.h"
 #include "app/loss_scaling.h"
-#include "app/placement.h"
-#include "app/resume_policy.h"
-#include "app/run_dir.h"
 #include "app/model_buffers.h"
+#include "app/run_dir.h"
 #include "app/tensorboard.h"
 #include "app/train_settings.h"
 #include "app/training_guard.h"
@@ -23,7 +17,6 @@
 #include "data/sampler.h"
 #include "data/validation_split.h"
 #include "distributed/batch_stats_reducer.h"
-#include "distributed/fingerprint.h"
 #include "nn/clock.h"
 #include "nn/error.h"
 #include "nn/model_zoo.h"
@@ -109,52 +102,6 @@ void Trainer::arm_stall_abort(bool armed) {
   comm_.set_stall_policy(stall);
   if (gradient_comm_) gradient_comm_->set_stall_policy(stall);
   stall_abort_armed_ = armed;
-}
-
-void Trainer::check_fingerprint() {
-  auto items = fingerprint_items(config_);
-  for (const nn::Parameter* p : model_->parameters()) {
-    items.emplace_back("model." + p->name, nn::shape_string(p->value.shape()));
-  }
-  items.emplace_back("dataset.train.size", std::to_string(train_.size()));
-  items.emplace_back("dataset.test.size", std::to_string(test_.size()));
-  items.emplace_back("dataset.validation.size", std::to_string(val_.size()));
-  items.emplace_back("dataset.train.hash", std::to_string(train_.fingerprint()));
-  items.emplace_back("dataset.test.hash", std::to_string(test_.fingerprint()));
-  items.emplace_back("dataset.image",
-                     nn::shape_string({train_.channels, train_.height, train_.width}));
-  comm_.set_stall_label("start-up fingerprint check");
-  distributed::check_same_fingerprint(comm_, items);
-}
-
-void Trainer::banner() {
-  std::ostringstream out;
-  out << "lockstep: " << comm_.describe() << ", " << threads_ << " thread"
-      << (threads_ == 1 ? "" : "s") << " per rank ("
-      << (config_.threads > 0 ? "threads key"
-                              : threads_reason(static_cast<int>(affinity_cpus().size()),
-                                               online_cpus(), comm_.local_size()))
-      << ") on " << backend_->name() << "\n";
-  if (gradient_comm_) out << "gradients: " << gradient_comm_->describe() << "\n";
-  out << "data: " << train_.name << " " << train_.size() << " samples, " << test_.name << " "
-      << test_.size() << " samples";
-  if (val_.size() > 0) out << ", validation " << val_.size() << " samples held out of training";
-  out << " from " << train_.source << "\n"
-      << model_->summary() << "\n"
-      << "optimizer: " << optimizer_->describe() << ", lr " << config_.lr << " x "
-      << schedule_->scale_factor() << " (" << config_.lr_scaling << " scaling for " << comm_.size()
-      << " rank" << (comm_.size() == 1 ? "" : "s") << ")";
-  if (config_.warmup_epochs > 0) out << ", warmup " << config_.warmup_epochs << " epochs";
-  out << ", batch " << config_.batch_size << " per rank (" << config_.batch_size * comm_.size()
-      << " global)";
-  if (config_.backward_passes_per_step > 1) {
-    out << " x " << config_.backward_passes_per_step << " backward passes per step ("
-        << config_.batch_size * comm_.size() * config_.backward_passes_per_step
-        << " samples per step)";
-  }
-  if (scaler_) out << "\n" << describe(*scaler_);
-  if (epochs_done_ > 0) out << "\nresumed after epoch " << epochs_done_;
-  report_->line(out.str());
 }
 
 void Trainer::run() {
@@ -297,147 +244,6 @@ void Trainer::train_step(data::BatchLoader& loader, data::Batch& batch, int64_t 
   }
   ++global_step_;
   if (!stall_abort_armed_) arm_stall_abort(true);  // the first step of this launch is done
-}
-
-void Trainer::finish_epoch(EpochResult& r) {
-  if (config_.eval_every > 0 && (r.epoch % config_.eval_every == 0 || r.epoch == config_.epochs)) {
-    const auto eval_start = Clock::now();
-    distributed::TimelineSpan span(timeline_.get(), "evaluation", "evaluation");
-    const EvalResult e = evaluate();
-    r.evaluated = true;
-    r.test_loss = e.loss;
-    r.test_accuracy = e.accuracy;
-    r.test_samples = e.samples;
-    r.test_top_k_accuracy = e.top_k_accuracy;
-    r.eval_seconds = seconds_since(eval_start);
-  }
-  const bool improved = !val_.labels.empty() && r.evaluated && validate_epoch(r);
-  epochs_done_ = r.epoch;
-  const bool numbered =
-      config_.checkpoint_every > 0 && (r.epoch % config_.checkpoint_every == 0 ||
-                                       r.epoch == config_.epochs || best_.should_stop(r.epoch));
-  if (numbered || (improved && config_.keep_best)) {
-    const auto checkpoint_start = Clock::now();
-    distributed::TimelineSpan span(timeline_.get(), "checkpoint", "checkpoint");
-    save_checkpoint(numbered, improved && config_.keep_best);
-    r.checkpoint_seconds = seconds_since(checkpoint_start);
-  }
-}
-
-bool Trainer::validate_epoch(EpochResult& r) {
-  const EvalResult v = evaluate(true);
-  r.validated = true;
-  r.val_loss = v.loss;
-  r.val_accuracy = v.accuracy;
-  return best_.update(r.epoch, v.accuracy);
-}
-
-EvalResult Trainer::evaluate(bool validation) {
-  const bool first = !evaluated_once_;
-  if (first) arm_stall_abort(false);  // the first evaluation may autotune: not counted
-  EvalResult e = evaluate_model(*model_, *backend_, *stager_, validation ? val_ : test_,
-                                normalization_, config_.test_batch_size, comm_, config_.top_k);
-  if (first) {
-    evaluated_once_ = true;
-    arm_stall_abort(true);
-  }
-  if (!validation) last_classes_ = e.classes;
-  return e;
-}
-
-void Trainer::write_results() {
-  if (comm_.rank() != 0 || config_.run_dir.empty()) return;
-  if (last_classes_) write_class_reports(config_.run_dir, *last_classes_, train_.class_names);
-  if (config_.write_safetensors) {
-    save_model_weights(config_.run_dir + "/model.safetensors", *model_,
-                       model_card(config_, train_, epochs_done_));
-  }
-}
-
-std::vector<std::pair<std::string, nn::Tensor*>> Trainer::state_tensors() {
-  std::vector<std::pair<std::string, nn::Tensor*>> out;
-  for (nn::Parameter* p : model_->parameters()) out.emplace_back(p->name, &p->value);
-  for (nn::Buffer* b : model_->buffers()) out.emplace_back(b->name, &b->value);
-  for (const nn::StateTensor& s : optimizer_->state()) out.emplace_back(s.name, s.tensor);
-  return out;
-}
-
-void Trainer::save_checkpoint(bool numbered, bool best) {
-  if (comm_.rank() != 0 || config_.run_dir.empty()) return;
-  nlohmann::json meta;
-  meta["lockstep_version"] = LOCKSTEP_VERSION;
-  meta["epoch"] = epochs_done_;
-  meta["step"] = global_step_;
-  meta["world_size"] = comm_.size();
-  meta["model"] = config_.model;
-  meta["dataset"] = config_.dataset;
-  meta["class_names"] = train_.class_names;
-  meta["input_shape"] = {train_.channels, train_.height, train_.width};
-  meta["optimizer"] = {{"steps", optimizer_->steps()}, {"last_lr", optimizer_->last_lr()}};
-  // All randomness is counter-based: (seed, epoch, sample id) is the state.
-  meta["rng"] = {{"seed", config_.seed}, {"next_epoch", epochs_done_}};
-  meta["sampler"] = {{"epoch", epochs_done_}, {"batch", 0}};
-  meta["config"] = to_json(config_);
-  meta["best"] = best_.to_json();
-  if (scaler_) meta["loss_scale"] = scaler_state_json(*scaler_);
-  const Checkpoint checkpoint = make_checkpoint(meta, state_tensors());
-  check_finite_state(checkpoint, epochs_done_);
-  // The best one lives apart, so pruning the newest never removes it.
-  if (best) app::save_checkpoint(config_.run_dir + "/best.lsck", checkpoint);
-  if (!numbered) return;
-  CheckpointStore store(config_.run_dir + "/checkpoints",
-                        static_cast<int>(config_.keep_checkpoints));
-  store.save(epochs_done_, global_step_, checkpoint);
-}
-
-void Trainer::resume() {
-  if (config_.resume.empty()) return;
-  std::string meta_text;
-  if (comm_.rank() == 0) {
-    const ResumeSource source = find_resume_checkpoint(config_.resume, config_.run_dir);
-    for (const std::string& skipped : source.skipped) {
-      report_->line("resume auto: skipping a bad checkpoint: " + skipped);
-    }
-    if (!source.found) {
-      report_->line("resume auto: no readable checkpoint in " + config_.run_dir +
-                    "/checkpoints, starting from scratch");
-    } else {
-      const std::string& path = source.path;
-      const auto& m = source.checkpoint.meta;
-      const auto stored = train_config_from_json(m.value("config", nlohmann::json::object()), path);
-      // Training continues the run; evaluation (no run_dir) may pick its data.
-      if (!config_.run_dir.empty()) refuse_model_or_data_changes(stored, config_, path);
-      for (const std::string& change : changed_settings(stored, config_)) {
-        report_->line("resume: setting changed since the checkpoint: " + change);
-      }
-      restore_tensors(source.checkpoint, path, state_tensors());
-      nlohmann::json position;
-      try {
-        optimizer_->set_steps(m.at("optimizer").at("steps").get<int64_t>());
-        optimizer_->set_last_lr(m.at("optimizer").at("last_lr").get<float>());
-        position = {{"epoch", m.at("epoch").get<int64_t>()},
-                    {"step", m.at("step").get<int64_t>()},
-                    {"best", m.value("best", nlohmann::json())},
-                    {"path", path},
-                    {"loss_scale", m.value("loss_scale", nlohmann::json())}};
-      } catch (const nlohmann::json::exception& e) {
-        fail_input(path, ": checkpoint metadata lacks training position: ", e.what());
-      }
-      meta_text = position.dump();
-    }
-  }
-  comm_.set_stall_label("resume: broadcast of the checkpoint position");
-  comm_.broadcast_string(meta_text, 0);
-  if (meta_text.empty()) return;
-  const auto position = nlohmann::json::parse(meta_text);
-  epochs_done_ = position.at("epoch").get<int64_t>();
-  global_step_ = position.at("step").get<int64_t>();
-  best_.restore(position.at("best"));
-  if (scaler_ && !position.at("loss_scale").is_null()) {
-    restore_scaler_state(*scaler_, position.at("loss_scale"),
-                         position.at("path").get<std::string>());
-  }
-  report_->line("resuming from " + position.at("path").get<std::string>());
 }
 
 }  // namespace lockstep::app

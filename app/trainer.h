@@ -3,6 +3,11 @@
 // averages gradients (DistributedOptimizer) before each step; rank 0 alone
 // prints, writes metrics and checkpoints. With the size-1 communicator it is
 // plain single-process training.
+//
+// Sources: trainer.cpp (construction, the epoch loop, one step),
+// trainer_evaluation.cpp (the end of an epoch: evaluation, validation, the
+// checkpoints due, final results), trainer_checkpoint.cpp (save, resume),
+// trainer_startup.cpp (fingerprint check, banner).
 #pragma once
 
 #include <memory>

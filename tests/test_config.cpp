@@ -22,8 +22,8 @@ namespace lockstep {
 namespace {
 
 using app::TrainConfig;
-using testing::run_command;
 using testing::read_file;
+using testing::run_command;
 using testing::run_lockstep;
 using testing::ScratchDir;
 

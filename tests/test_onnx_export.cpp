@@ -35,8 +35,8 @@ TEST(OnnxExport, WritesTheGraphOrSaysWhatToInstall) {
   const std::string bytes = testing::read_file(dir.file("m.onnx"));
   // Every weight is an initializer: the file holds at least the 21,840 floats.
   EXPECT_GT(bytes.size(), 21840u * 4u);
-  for (const char* text : {"lockstep", "conv1.weight", "fc2.bias", "normalize_mean", "Conv",
-                           "Gemm", "MaxPool", "LogSoftmax"})
+  for (const char* text : {"lockstep", "conv1.weight", "fc2.bias", "normalize_mean", "Conv", "Gemm",
+                           "MaxPool", "LogSoftmax"})
     EXPECT_NE(bytes.find(text), std::string::npos) << text;
   EXPECT_EQ(bytes.find("Dropout"), std::string::npos) << "inference graph: dropout left out";
 }

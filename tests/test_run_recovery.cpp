@@ -33,7 +33,8 @@ size_t lines_in(const std::string& path) {
 
 size_t count_lines_with(const std::string& output, const std::string& part) {
   size_t n = 0;
-  for (const std::string& line : testing::lines_of(output)) n += line.find(part) != std::string::npos;
+  for (const std::string& line : testing::lines_of(output))
+    n += line.find(part) != std::string::npos;
   return n;
 }
 

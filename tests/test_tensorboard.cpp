@@ -71,8 +71,8 @@ const std::map<std::string, std::string> kPairs = {{"epoch/train_loss", "train_l
 // The event file against metrics.csv (last row per epoch wins), with
 // steps_per_epoch / log_every step records per epoch and no repeated step.
 void expect_log_matches_metrics(const std::string& run, int64_t epochs, int64_t step_records) {
-  const auto events =
-      app::read_scalar_events(testing::read_file(run + "/tensorboard/events.out.tfevents.lockstep"));
+  const auto events = app::read_scalar_events(
+      testing::read_file(run + "/tensorboard/events.out.tfevents.lockstep"));
   std::map<std::string, std::map<int64_t, int>> seen;
   std::map<std::string, std::map<int64_t, float>> value;
   for (const auto& e : events) {
@@ -82,7 +82,8 @@ void expect_log_matches_metrics(const std::string& run, int64_t epochs, int64_t 
   for (const auto& [tag, steps] : seen)
     for (const auto& [step, n] : steps) EXPECT_EQ(n, 1) << tag << " step " << step << " repeated";
   std::map<int64_t, std::map<std::string, std::string>> by_epoch;
-  for (auto& row : testing::read_csv(run + "/metrics.csv")) by_epoch[std::stoll(row["epoch"])] = row;
+  for (auto& row : testing::read_csv(run + "/metrics.csv"))
+    by_epoch[std::stoll(row["epoch"])] = row;
   ASSERT_EQ(static_cast<int64_t>(by_epoch.size()), epochs);
   for (const auto& [tag, column] : kPairs) {
     ASSERT_EQ(static_cast<int64_t>(value[tag].size()), epochs) << tag;

@@ -66,7 +66,8 @@ TEST_F(TimelineTest, SpansFromTwoThreadsAreStrictJsonAfterClose) {
     t.close();                                     // idempotent
     TimelineSpan after(&t, "ignored", "ignored");  // dropped after close
   }
-  const nlohmann::json events = nlohmann::json::parse(lockstep::testing::read_file(file));  // strict
+  const nlohmann::json events =
+      nlohmann::json::parse(lockstep::testing::read_file(file));  // strict
   ASSERT_TRUE(events.is_array());
   EXPECT_EQ(events.size(), 4u + 2u + 300u + 3u);
   const auto process = events_named(events, "process_name");
@@ -148,7 +149,8 @@ TEST_F(TimelineTest, RankPathsAndMergeGiveOneTrackPerRank) {
   const std::string missing = timeline_rank_path(main_file, 2);
   auto skipped = merge_timelines({main_file, timeline_rank_path(main_file, 1), missing}, main_file);
   EXPECT_EQ(skipped, (std::vector<std::string>{missing}));
-  const nlohmann::json merged = nlohmann::json::parse(lockstep::testing::read_file(main_file));  // strict
+  const nlohmann::json merged =
+      nlohmann::json::parse(lockstep::testing::read_file(main_file));  // strict
   std::set<int> pids, forward_pids;
   for (const auto& e : merged) {
     pids.insert(e["pid"].get<int>());
@@ -165,7 +167,8 @@ TEST_F(TimelineTest, FinishWithOneRankLeavesAStrictFile) {
   auto t = make_timeline(path("solo.json"), *comm);
   { TimelineSpan s(t.get(), "evaluation", "evaluation"); }
   EXPECT_TRUE(finish_timeline(*t, *comm).empty());
-  const nlohmann::json events = nlohmann::json::parse(lockstep::testing::read_file(path("solo.json")));
+  const nlohmann::json events =
+      nlohmann::json::parse(lockstep::testing::read_file(path("solo.json")));
   EXPECT_EQ(events_named(events, "evaluation").size(), 1u);
 }
 

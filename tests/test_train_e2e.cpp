@@ -56,7 +56,7 @@ TEST(TrainE2E, AccumulationUsesEverySampleWhenItDoesNotDivideTheBatches) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto m = last_metrics(dir.path());
   ASSERT_EQ(m.size(), 18u) << r.output;  // the columns of metrics.csv
-  EXPECT_EQ(m[4], "1000");  // train_samples
+  EXPECT_EQ(m[4], "1000");               // train_samples
   EXPECT_EQ(r.output.find("not used"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("batch 64 per rank (64 global) x 3 backward passes per step (192 "
                           "samples per step)"),
@@ -123,7 +123,8 @@ TEST(TrainE2E, RefusesBadCheckpoints) {
                    " --model custom --layers flatten --layers 'linear out=10'"
                    " --layers log_softmax");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  r = run_lockstep(small_run(dir.path(), 2) + " --resume " + testing::newest_checkpoint(other.path()));
+  r = run_lockstep(small_run(dir.path(), 2) + " --resume " +
+                   testing::newest_checkpoint(other.path()));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("trained with model custom"), std::string::npos) << r.output;
   // A missing file named as such.

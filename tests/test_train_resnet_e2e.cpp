@@ -68,8 +68,8 @@ TEST(TrainResNetE2E, SyncBatchNormOnTwoRanksShowsItsCollectivesOnTheTimeline) {
   ScratchDir dir;
   const std::string trace = dir.file("trace.json");
   const auto r = run_command(std::string(LOCKSTEP_MPIEXEC) + " -n 2 " LOCKSTEP_BINARY " " +
-                             small_resnet_run(dir.path(), 1) +
-                             " --sync-batchnorm --timeline " + trace + " 2>&1");
+                             small_resnet_run(dir.path(), 1) + " --sync-batchnorm --timeline " +
+                             trace + " 2>&1");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("2 ranks"), std::string::npos) << r.output;
   const std::string text = testing::read_file(trace);

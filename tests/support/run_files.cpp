@@ -69,8 +69,8 @@ void expect_same_tensors(const app::Checkpoint& a, const app::Checkpoint& b) {
 
 std::string mnist_train_args(const std::string& data_dir, const std::string& run_dir,
                              const std::string& flags) {
-  return "train --dataset mnist --data-dir " + data_dir + " --threads 1 " + flags +
-         " --run-dir " + run_dir;
+  return "train --dataset mnist --data-dir " + data_dir + " --threads 1 " + flags + " --run-dir " +
+         run_dir;
 }
 
 }  // namespace lockstep::testing
