@@ -17,58 +17,19 @@
 #include <string>
 #include <vector>
 
-#include "distributed/cuda/nccl_communicator.h"
 #include "mpi/mpi_test_util.h"
 #include "nn/cuda/cuda_backend.h"
 #include "nn/error.h"
 #include "nn/tensor.h"
+#include "support/nccl_test_util.h"
 
 namespace lockstep::distributed {
 namespace {
 
+using testing::device_copy;
+using testing::host_copy;
 using testing::make_test_comm;
-
-// Empty when every rank has a device of its own; the same answer on every
-// rank (so that all skip together).
-std::string missing_devices(Communicator& mpi) {
-  const int devices = nn::cuda_device_count();
-  int64_t enough = devices >= mpi.local_size() ? 1 : 0;
-  mpi.allreduce(std::span<int64_t>(&enough, 1), ReduceOp::kMin);
-  if (enough) return "";
-  if (devices == 0) return "here " + nn::cuda_devices_description();
-  return "a node has fewer GPUs than ranks (here " + std::to_string(devices) + " for " +
-         std::to_string(mpi.local_size()) + " ranks)";
-}
-
-#define SKIP_WITHOUT_DEVICES(mpi)                                     \
-  if (const std::string why = missing_devices(mpi); !why.empty()) {   \
-    GTEST_SKIP() << "no CUDA device visible for every rank: " << why; \
-  }
-
-// One GPU per rank (the local rank's), with make_test_comm's watchdog, so
-// that ranks thrown out of step by a failed ASSERT end the job, not hang it.
-std::unique_ptr<Communicator> make_test_nccl(Communicator& mpi) {
-  auto nccl = make_nccl_communicator(mpi, mpi.local_rank());
-  StallPolicy stall;
-  stall.warning_seconds = 20.0;
-  stall.abort_seconds = 120.0;
-  nccl->set_stall_policy(stall);
-  return nccl;
-}
-
-nn::Tensor device_copy(const std::vector<float>& values) {
-  nn::Tensor host({static_cast<int64_t>(values.size())});
-  std::memcpy(host.data(), values.data(), values.size() * sizeof(float));
-  nn::Tensor device(host.shape(), nn::Device::kCuda);
-  device.copy_from(host);
-  return device;
-}
-
-std::vector<float> host_copy(const nn::Tensor& device) {
-  nn::Tensor host(device.shape());
-  host.copy_from(device);
-  return {host.data(), host.data() + host.numel()};
-}
+using testing::make_test_nccl;
 
 TEST(Nccl, AllreduceEveryOpOnDeviceMemory) {
   auto mpi = make_test_comm();

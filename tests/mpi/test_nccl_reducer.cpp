@@ -18,49 +18,23 @@
 #include <string>
 #include <vector>
 
-#include "distributed/cuda/nccl_communicator.h"
 #include "distributed/device_reducer.h"
 #include "distributed/distributed_optimizer.h"
 #include "mpi/mpi_test_util.h"
 #include "nn/cuda/cuda_backend.h"
 #include "nn/model_zoo.h"
+#include "support/nccl_test_util.h"
 
 namespace lockstep::distributed {
 namespace {
 
+using testing::host_copy;
 using testing::make_test_comm;
-
-// Skips (on every rank together) unless every rank has a device.
-#define SKIP_WITHOUT_GPUS(mpi)                                                      \
-  do {                                                                              \
-    int64_t enough = nn::cuda_device_count() >= (mpi).local_size() ? 1 : 0;         \
-    (mpi).allreduce(std::span<int64_t>(&enough, 1), ReduceOp::kMin);                \
-    if (!enough) {                                                                  \
-      GTEST_SKIP() << "no CUDA device visible for every rank (here "                \
-                   << nn::cuda_devices_description() << "): NCCL paths not tested"; \
-    }                                                                               \
-  } while (0)
-
-// One GPU per rank (the local rank's), with a watchdog, so that ranks thrown
-// out of step by a failed ASSERT end the job instead of hanging it.
-std::unique_ptr<Communicator> make_test_nccl(Communicator& mpi) {
-  auto nccl = make_nccl_communicator(mpi, mpi.local_rank());
-  StallPolicy stall;
-  stall.warning_seconds = 20.0;
-  stall.abort_seconds = 120.0;
-  nccl->set_stall_policy(stall);
-  return nccl;
-}
-
-std::vector<float> to_host(const nn::Tensor& device) {
-  nn::Tensor host(device.shape());
-  host.copy_from(device);
-  return {host.data(), host.data() + host.numel()};
-}
+using testing::make_test_nccl;
 
 TEST(NcclReducer, SixteenBitAllreduceOnDeviceMemory) {
   auto mpi = make_test_comm();
-  SKIP_WITHOUT_GPUS(*mpi);
+  SKIP_WITHOUT_DEVICES(*mpi);
   auto backend = nn::make_cuda_backend(mpi->local_rank(), true);
   auto nccl = make_test_nccl(*mpi);
   const int size = mpi->size(), rank = mpi->rank();
@@ -113,7 +87,7 @@ void queue_long_work(nn::Backend& backend, nn::Tensor& a, nn::Tensor& b, nn::Ten
 // after finish() with no host synchronisation in between, must see the sum.
 TEST(NcclReducer, ReductionIsOrderedAfterAndBeforeTheBackendsStream) {
   auto mpi = make_test_comm();
-  SKIP_WITHOUT_GPUS(*mpi);
+  SKIP_WITHOUT_DEVICES(*mpi);
   auto backend = nn::make_cuda_backend(mpi->local_rank(), true);
   auto nccl = make_test_nccl(*mpi);
   DeviceReducer* reducer = nccl->device_reducer();
@@ -137,7 +111,7 @@ TEST(NcclReducer, ReductionIsOrderedAfterAndBeforeTheBackendsStream) {
     reducer->enqueue_allreduce(1, b.span(), ReduceOp::kSum);
     reducer->finish(backend->native_stream());
     backend->scale(n, 2.0f, a.data());  // after the reduction, on the backend's stream
-    const std::vector<float> got_a = to_host(a), got_b = to_host(b);
+    const std::vector<float> got_a = host_copy(a), got_b = host_copy(b);
     const float want_a = 2.0f * static_cast<float>(size * round + size * (size - 1) / 2);
     for (int64_t i = 0; i < n; i += 4099) {
       ASSERT_EQ(got_a[i], want_a) << "round " << round << " element " << i;
@@ -186,7 +160,7 @@ std::vector<float> train(nn::Backend& backend, nn::Model& model, DistributedOpti
   }
   std::vector<float> out;
   for (const nn::Parameter* p : model.parameters()) {
-    const std::vector<float> v = to_host(p->value);
+    const std::vector<float> v = host_copy(p->value);
     out.insert(out.end(), v.begin(), v.end());
   }
   return out;
@@ -203,7 +177,7 @@ class NcclEquivalence : public ::testing::TestWithParam<NcclSetting> {};
 TEST_P(NcclEquivalence, DistributedOptimizerOverNcclMatchesTheHostPath) {
   const NcclSetting& s = GetParam();
   auto mpi = make_test_comm();
-  SKIP_WITHOUT_GPUS(*mpi);
+  SKIP_WITHOUT_DEVICES(*mpi);
   auto backend = nn::make_cuda_backend(mpi->local_rank(), true);
   auto nccl = make_test_nccl(*mpi);
   auto host_model = small_model(nn::Device::kCuda), nccl_model = small_model(nn::Device::kCuda);
