@@ -40,12 +40,7 @@
 namespace lockstep::nn {
 namespace {
 
-using cuda_test::CudaBackendTest;
-using cuda_test::expect_close;
-using cuda_test::kExact;
-using cuda_test::random_tensor;
-using cuda_test::to_device;
-using cuda_test::Tolerance;
+using namespace cuda_test;  // support/cuda_test_util.h
 
 constexpr Tolerance kConv{0.0, 1e-4, 1e-4};
 constexpr Tolerance kGemm{0.0, 1e-4, 1e-4};
@@ -138,30 +133,9 @@ class CudaConvTest : public CudaBackendTest,
                      public ::testing::WithParamInterface<Conv2dGeometry> {};
 
 TEST_P(CudaConvTest, ForwardAndBackwardMatchCpu) {
-  const Conv2dGeometry g = GetParam();
-  const Shape xs{g.batch, g.in_channels, g.in_h, g.in_w};
-  const Shape ws{g.out_channels, g.in_channels, g.kernel_h, g.kernel_w};
-  const Shape ys{g.batch, g.out_channels, g.out_h(), g.out_w()};
-  const Tensor x = random_tensor(xs, 1), w = random_tensor(ws, 2), b = random_tensor({ws[0]}, 3);
-  const Tensor dy = random_tensor(ys, 4);
-  const Tensor xd = to_device(x), wd = to_device(w), bd = to_device(b), dyd = to_device(dy);
-
   for (const bool bias : {true, false}) {
-    Tensor y(ys), yd(ys, Device::kCuda);
-    cpu().conv2d_forward(g, x.data(), w.data(), bias ? b.data() : nullptr, y.data());
-    gpu().conv2d_forward(g, xd.data(), wd.data(), bias ? bd.data() : nullptr, yd.data());
-    expect_close(y, yd, kConv, bias ? "y (with bias)" : "y (no bias)");
-
-    Tensor dw(ws), db({ws[0]}), dwd(ws, Device::kCuda), dbd({ws[0]}, Device::kCuda);
-    cpu().conv2d_backward_filter(g, x.data(), dy.data(), dw.data(), bias ? db.data() : nullptr);
-    gpu().conv2d_backward_filter(g, xd.data(), dyd.data(), dwd.data(), bias ? dbd.data() : nullptr);
-    expect_close(dw, dwd, kConv, "dw");
-    if (bias) expect_close(db, dbd, kConv, "db");
+    cuda_test::expect_conv_matches(cpu(), gpu(), GetParam(), bias, kConv, kConv);
   }
-  Tensor dx(xs), dxd(xs, Device::kCuda);
-  cpu().conv2d_backward_data(g, w.data(), dy.data(), dx.data());
-  gpu().conv2d_backward_data(g, wd.data(), dyd.data(), dxd.data());
-  expect_close(dx, dxd, kConv, "dx");
 }
 
 INSTANTIATE_TEST_SUITE_P(

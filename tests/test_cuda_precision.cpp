@@ -35,10 +35,7 @@ namespace lockstep::nn {
 namespace {
 
 using cuda::Precision;
-using cuda_test::expect_close;
-using cuda_test::to_device;
-using cuda_test::Tolerance;
-using testing::random_tensor;
+using namespace cuda_test;  // support/cuda_test_util.h
 
 template <Precision P>
 using At = std::integral_constant<Precision, P>;
@@ -103,31 +100,8 @@ TYPED_TEST(CudaPrecisionTest, ConvolutionsMatchTheFloat32Cpu) {
   for (const Conv2dGeometry& g :
        {conv(4, 3, 32, 64, 3, 2, 1), conv(4, 64, 8, 192, 3, 1, 1), conv(3, 5, 9, 7, 3, 2, 1)}) {
     SCOPED_TRACE(testing::geometry_name(g));
-    const Shape xs{g.batch, g.in_channels, g.in_h, g.in_w};
-    const Shape ws{g.out_channels, g.in_channels, g.kernel_h, g.kernel_w};
-    const Shape ys{g.batch, g.out_channels, g.out_h(), g.out_w()};
-    const Tensor x = random_tensor(xs, 1), w = random_tensor(ws, 2), b = random_tensor({ws[0]}, 3);
-    const Tensor dy = random_tensor(ys, 4);
-    const Tensor xd = to_device(x), wd = to_device(w), bd = to_device(b), dyd = to_device(dy);
-    Backend& cpu = *this->cpu_;
-    Backend& gpu = *this->gpu_;
-    const Tolerance tol = this->tolerance();
-
-    Tensor y(ys), yd(ys, Device::kCuda);
-    cpu.conv2d_forward(g, x.data(), w.data(), b.data(), y.data());
-    gpu.conv2d_forward(g, xd.data(), wd.data(), bd.data(), yd.data());
-    expect_close(y, yd, tol, "y");
-
-    Tensor dw(ws), db({ws[0]}), dwd(ws, Device::kCuda), dbd({ws[0]}, Device::kCuda);
-    cpu.conv2d_backward_filter(g, x.data(), dy.data(), dw.data(), db.data());
-    gpu.conv2d_backward_filter(g, xd.data(), dyd.data(), dwd.data(), dbd.data());
-    expect_close(dw, dwd, tol, "dw");
-    expect_close(db, dbd, {0.0, 1e-4, 1e-4}, "db (float32 at every precision)");
-
-    Tensor dx(xs), dxd(xs, Device::kCuda);
-    cpu.conv2d_backward_data(g, w.data(), dy.data(), dx.data());
-    gpu.conv2d_backward_data(g, wd.data(), dyd.data(), dxd.data());
-    expect_close(dx, dxd, tol, "dx");
+    cuda_test::expect_conv_matches(*this->cpu_, *this->gpu_, g, true, this->tolerance(),
+                                   {0.0, 1e-4, 1e-4});  // db: float32 at every precision
   }
 }
 

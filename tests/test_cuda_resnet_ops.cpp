@@ -19,12 +19,7 @@
 namespace lockstep::nn {
 namespace {
 
-using cuda_test::CudaBackendTest;
-using cuda_test::expect_close;
-using cuda_test::kExact;
-using cuda_test::random_tensor;
-using cuda_test::to_device;
-using cuda_test::Tolerance;
+using namespace cuda_test;  // support/cuda_test_util.h
 
 constexpr Tolerance kSmall{1e-6, 1e-5, 0.0};
 

@@ -23,13 +23,7 @@
 namespace lockstep::nn {
 namespace {
 
-using cuda_test::CudaBackendTest;
-using cuda_test::DeviceLabels;
-using cuda_test::expect_close;
-using cuda_test::random_tensor;
-using cuda_test::to_device;
-using cuda_test::to_host;
-using cuda_test::Tolerance;
+using namespace cuda_test;  // support/cuda_test_util.h
 
 constexpr Tolerance kSoftmax{1e-6, 1e-5, 0.0};
 constexpr Tolerance kUpdate{1e-7, 1e-6, 0.0};

@@ -68,6 +68,36 @@ inline void expect_close(const Tensor& cpu, const Tensor& gpu, Tolerance tol,
   }
 }
 
+// Convolution g forward (with the bias when bias), backward filter (and
+// bias) and backward data on cpu and on gpu from the same random inputs;
+// the results agree within tol (the bias gradient within bias_tol).
+inline void expect_conv_matches(Backend& cpu, Backend& gpu, const Conv2dGeometry& g, bool bias,
+                                Tolerance tol, Tolerance bias_tol) {
+  const Shape xs{g.batch, g.in_channels, g.in_h, g.in_w};
+  const Shape ws{g.out_channels, g.in_channels, g.kernel_h, g.kernel_w};
+  const Shape ys{g.batch, g.out_channels, g.out_h(), g.out_w()};
+  const Tensor x = random_tensor(xs, 1), w = random_tensor(ws, 2), b = random_tensor({ws[0]}, 3);
+  const Tensor dy = random_tensor(ys, 4);
+  const Tensor xd = to_device(x), wd = to_device(w), bd = to_device(b), dyd = to_device(dy);
+  const std::string with = bias ? " (with bias)" : " (no bias)";
+
+  Tensor y(ys), yd(ys, Device::kCuda);
+  cpu.conv2d_forward(g, x.data(), w.data(), bias ? b.data() : nullptr, y.data());
+  gpu.conv2d_forward(g, xd.data(), wd.data(), bias ? bd.data() : nullptr, yd.data());
+  expect_close(y, yd, tol, "y" + with);
+
+  Tensor dw(ws), db({ws[0]}), dwd(ws, Device::kCuda), dbd({ws[0]}, Device::kCuda);
+  cpu.conv2d_backward_filter(g, x.data(), dy.data(), dw.data(), bias ? db.data() : nullptr);
+  gpu.conv2d_backward_filter(g, xd.data(), dyd.data(), dwd.data(), bias ? dbd.data() : nullptr);
+  expect_close(dw, dwd, tol, "dw" + with);
+  if (bias) expect_close(db, dbd, bias_tol, "db");
+
+  Tensor dx(xs), dxd(xs, Device::kCuda);
+  cpu.conv2d_backward_data(g, w.data(), dy.data(), dx.data());
+  gpu.conv2d_backward_data(g, wd.data(), dyd.data(), dxd.data());
+  expect_close(dx, dxd, tol, "dx");
+}
+
 // int32 labels on the device.
 class DeviceLabels {
  public:
