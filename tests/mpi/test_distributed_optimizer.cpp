@@ -19,46 +19,31 @@
 #include "mpi/mpi_test_util.h"
 #include "nn/error.h"
 #include "nn/model_zoo.h"
+#include "support/training_fixtures.h"
 
 namespace lockstep::distributed {
 namespace {
 
 using nn::Device;
 using nn::Tensor;
+using testing::Batch;
+using testing::make_batch;
 using testing::make_test_comm;
 using testing::shared_scratch_dir;
+using testing::values;
 
 constexpr uint64_t kSeed = 7;
 
+// The small CNN with dropout (testing::small_model has none).
 std::unique_ptr<nn::Model> small_model(uint64_t seed, int64_t hidden = 16) {
-  auto m = nn::build_model("custom",
-                           {"conv2d out=4 kernel=3", "relu", "max_pool2d kernel=2", "flatten",
-                            "linear out=" + std::to_string(hidden), "relu", "dropout p=0.25",
-                            "linear out=10", "log_softmax"},
-                           {1, 8, 8}, 10);
-  m->reset_parameters(seed, Device::kCpu);
-  return m;
+  return testing::custom_model({"conv2d out=4 kernel=3", "relu", "max_pool2d kernel=2", "flatten",
+                                "linear out=" + std::to_string(hidden), "relu", "dropout p=0.25",
+                                "linear out=10", "log_softmax"},
+                               {1, 8, 8}, seed);
 }
 
 nn::OptimizerConfig sgd_momentum() {
   return {.kind = "sgd", .momentum = 0.9f, .weight_decay = 1e-4f};
-}
-
-// Synthetic samples: pixels and label are a fixed function of the sample id.
-struct Batch {
-  Tensor x;
-  std::vector<int32_t> labels;
-  std::vector<int64_t> ids;
-};
-Batch make_batch(const std::vector<int64_t>& ids) {
-  Batch b{Tensor({static_cast<int64_t>(ids.size()), 1, 8, 8}), {}, ids};
-  for (size_t n = 0; n < ids.size(); ++n) {
-    for (int64_t i = 0; i < 64; ++i) {
-      b.x.data()[n * 64 + i] = std::sin(0.37f * static_cast<float>(ids[n] * 64 + i));
-    }
-    b.labels.push_back(static_cast<int32_t>((ids[n] * 7) % 10));
-  }
-  return b;
 }
 
 void backward(nn::Model& m, nn::Backend& backend, const Batch& b, float grad_scale,
@@ -67,14 +52,6 @@ void backward(nn::Model& m, nn::Backend& backend, const Batch& b, float grad_sca
   m.forward(backend, b.x, ctx);
   m.loss(backend, b.labels.data(), grad_scale, true);
   m.backward(backend, on_ready);
-}
-
-std::vector<float> values(const nn::Model& m) {
-  std::vector<float> out;
-  for (const nn::Parameter* p : m.parameters()) {
-    out.insert(out.end(), p->value.data(), p->value.data() + p->value.numel());
-  }
-  return out;
 }
 
 struct Setting {

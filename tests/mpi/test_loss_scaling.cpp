@@ -10,6 +10,7 @@
 #include "distributed/distributed_optimizer.h"
 #include "mpi/mpi_test_util.h"
 #include "nn/model_zoo.h"
+#include "support/training_fixtures.h"
 
 namespace lockstep::distributed {
 namespace {
@@ -41,11 +42,9 @@ TEST(LossScalingMpi, OneRanksInfSkipsTheSameStepOnEveryRank) {
   for (Compression compression : {Compression::kNone, Compression::kFp16}) {
     SCOPED_TRACE(to_string(compression));
     auto backend = nn::make_cpu_backend(1);
-    auto model = nn::build_model("custom",
-                                 {"conv2d out=4 kernel=3", "relu", "max_pool2d kernel=2", "flatten",
-                                  "linear out=16", "relu", "linear out=10"},
-                                 {1, 8, 8}, 10);
-    model->reset_parameters(11, nn::Device::kCpu);
+    auto model = testing::custom_model({"conv2d out=4 kernel=3", "relu", "max_pool2d kernel=2",
+                                        "flatten", "linear out=16", "relu", "linear out=10"},
+                                       {1, 8, 8}, 11);
     auto inner = nn::make_optimizer({.kind = "sgd", .momentum = 0.9f}, model->parameters(),
                                     nn::Device::kCpu);
     DistributedOptimizerConfig config;

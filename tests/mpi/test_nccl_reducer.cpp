@@ -24,6 +24,7 @@
 #include "nn/cuda/cuda_backend.h"
 #include "nn/model_zoo.h"
 #include "support/nccl_test_util.h"
+#include "support/training_fixtures.h"
 
 namespace lockstep::distributed {
 namespace {
@@ -121,12 +122,7 @@ TEST(NcclReducer, ReductionIsOrderedAfterAndBeforeTheBackendsStream) {
 }
 
 std::unique_ptr<nn::Model> small_model(nn::Device device) {
-  auto m = nn::build_model("custom",
-                           {"conv2d out=4 kernel=3", "relu", "max_pool2d kernel=2", "flatten",
-                            "linear out=16", "relu", "linear out=10", "log_softmax"},
-                           {1, 8, 8}, 10);
-  m->reset_parameters(5, device);
-  return m;
+  return testing::small_model(5, device);
 }
 
 // One forward and backward pass on batch `batch` of this rank.

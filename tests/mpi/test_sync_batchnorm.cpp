@@ -14,6 +14,7 @@
 #include "distributed/distributed_optimizer.h"
 #include "mpi/mpi_test_util.h"
 #include "nn/model_zoo.h"
+#include "support/training_fixtures.h"
 
 namespace lockstep::distributed {
 namespace {
@@ -24,46 +25,28 @@ using testing::make_test_comm;
 
 // conv, BatchNorm+ReLU, a residual block with a 1x1 conv + BN shortcut.
 std::unique_ptr<nn::Model> bn_model(uint64_t seed) {
-  auto m = nn::build_model("custom",
-                           {"conv1: conv2d out=4 kernel=3 pad=1 bias=false",
-                            "bn1: batchnorm2d relu=true", "layer1.0: basic_block out=6 stride=2",
-                            "avgpool: global_avg_pool2d", "linear: linear out=10"},
-                           {2, 6, 6}, 10);
-  m->reset_parameters(seed, Device::kCpu);
-  return m;
+  return testing::custom_model(
+      {"conv1: conv2d out=4 kernel=3 pad=1 bias=false", "bn1: batchnorm2d relu=true",
+       "layer1.0: basic_block out=6 stride=2", "avgpool: global_avg_pool2d",
+       "linear: linear out=10"},
+      {2, 6, 6}, seed);
 }
 
-struct Batch {
-  Tensor x;
-  std::vector<int32_t> labels;
-};
-Batch make_batch(const std::vector<int64_t>& ids) {
-  Batch b{Tensor({static_cast<int64_t>(ids.size()), 2, 6, 6}), {}};
-  for (size_t n = 0; n < ids.size(); ++n) {
-    for (int64_t i = 0; i < 72; ++i) {
-      b.x.data()[n * 72 + i] = std::sin(0.37f * static_cast<float>(ids[n] * 72 + i)) + 0.5f;
-    }
-    b.labels.push_back(static_cast<int32_t>((ids[n] * 7) % 10));
-  }
-  return b;
-}
-
-void train_pass(nn::Model& m, nn::Backend& backend, const Batch& b, float grad_scale,
+void train_pass(nn::Model& m, nn::Backend& backend, const testing::Batch& b, float grad_scale,
                 nn::BatchStatsReducer* reducer, const std::function<void(size_t)>& ready = {}) {
   m.forward(backend, b.x, {.training = true, .batch_stats = reducer});
   m.loss(backend, b.labels.data(), grad_scale, true);
   m.backward(backend, ready);
 }
 
+// Parameters, then buffers (running statistics).
 std::vector<float> state(const nn::Model& m) {
-  std::vector<float> out;
-  for (const nn::Parameter* p : m.parameters()) {
-    out.insert(out.end(), p->value.data(), p->value.data() + p->value.numel());
-  }
-  for (const nn::Buffer* b : m.buffers()) {
-    out.insert(out.end(), b->value.data(), b->value.data() + b->value.numel());
-  }
-  return out;
+  return testing::values(m, true);
+}
+
+// Samples of 2x6x6 pixels around 0.5.
+testing::Batch make_batch(const std::vector<int64_t>& ids) {
+  return testing::make_batch(ids, {2, 6, 6}, 0.5f);
 }
 
 TEST(SyncBatchNorm, NRanksAtBatchBMatchOneProcessAtBatchNB) {

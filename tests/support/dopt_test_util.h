@@ -1,5 +1,6 @@
 // Helpers of the single-process DistributedOptimizer tests: a fake
-// communicator that plays identical ranks, a small CNN, synthetic batches.
+// communicator that plays identical ranks, a small CNN, one training pass
+// (synthetic batches: support/training_fixtures.h).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -16,6 +17,7 @@
 #include "distributed/distributed_optimizer.h"
 #include "nn/error.h"
 #include "nn/model_zoo.h"
+#include "support/training_fixtures.h"
 
 namespace lockstep::distributed::testing {
 
@@ -92,37 +94,6 @@ class FakeCommunicator final : public IdenticalRanks {
   std::string label_;
 };
 
-// A small CNN on 1x8x8 images with every kind of parameterised layer.
-inline std::unique_ptr<nn::Model> small_model(uint64_t seed) {
-  auto m = nn::build_model("custom",
-                           {"conv2d out=4 kernel=3", "relu", "max_pool2d kernel=2", "flatten",
-                            "linear out=16", "relu", "linear out=10", "log_softmax"},
-                           {1, 8, 8}, 10);
-  m->reset_parameters(seed, Device::kCpu);
-  return m;
-}
-
-// Synthetic sample `id`: pixels and label are a fixed function of id.
-struct Batch {
-  Tensor x;
-  std::vector<int32_t> labels;
-};
-inline Batch make_batch(const std::vector<int64_t>& ids) {
-  Batch b{Tensor({static_cast<int64_t>(ids.size()), 1, 8, 8}), {}};
-  for (size_t n = 0; n < ids.size(); ++n) {
-    for (int64_t i = 0; i < 64; ++i) {
-      b.x.data()[n * 64 + i] = std::sin(0.37f * static_cast<float>(ids[n] * 64 + i));
-    }
-    b.labels.push_back(static_cast<int32_t>((ids[n] * 7) % 10));
-  }
-  return b;
-}
-inline std::vector<int64_t> range_ids(int64_t first, int64_t count) {
-  std::vector<int64_t> ids;
-  for (int64_t i = 0; i < count; ++i) ids.push_back(first + i);
-  return ids;
-}
-
 // One forward/backward; the loss gradient is scaled by grad_scale.
 inline void backward(nn::Model& m, nn::Backend& backend, const Batch& b, float grad_scale,
                      const std::function<void(size_t)>& on_ready = {}) {
@@ -130,22 +101,6 @@ inline void backward(nn::Model& m, nn::Backend& backend, const Batch& b, float g
   m.forward(backend, b.x, ctx);
   m.loss(backend, b.labels.data(), grad_scale, true);
   m.backward(backend, on_ready);
-}
-
-inline std::vector<float> values(const nn::Model& m) {
-  std::vector<float> out;
-  for (const nn::Parameter* p : m.parameters()) {
-    out.insert(out.end(), p->value.data(), p->value.data() + p->value.numel());
-  }
-  return out;
-}
-
-inline std::vector<float> grads(const nn::Model& m) {
-  std::vector<float> out;
-  for (const nn::Parameter* p : m.parameters()) {
-    out.insert(out.end(), p->grad.data(), p->grad.data() + p->grad.numel());
-  }
-  return out;
 }
 
 inline std::string error_of(const std::function<void()>& fn) {
