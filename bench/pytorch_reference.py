@@ -10,116 +10,26 @@ Only for benchmarks: lockstep itself needs no Python.
 import argparse
 import gzip
 import json
+import os
 import resource
 import struct
+import sys
 import time
 
 import numpy as np
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
-
-class MnistNet(nn.Module):
-    """The reference workshop network (pytorch_mnist.py)."""
-
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 10, kernel_size=5)
-        self.conv2 = nn.Conv2d(10, 20, kernel_size=5)
-        self.conv2_drop = nn.Dropout2d()
-        self.fc1 = nn.Linear(320, 50)
-        self.fc2 = nn.Linear(50, 10)
-
-    def forward(self, x):
-        x = F.relu(F.max_pool2d(self.conv1(x), 2))
-        x = F.relu(F.max_pool2d(self.conv2_drop(self.conv2(x)), 2))
-        x = x.view(-1, 320)
-        x = F.relu(self.fc1(x))
-        x = F.dropout(x, training=self.training)
-        x = self.fc2(x)
-        return F.log_softmax(x, dim=1)
-
-
-class AlexnetCifar(nn.Module):
-    """The reference CIFAR-10 network (pytorch_cifar10.py)."""
-
-    def __init__(self):
-        super().__init__()
-        self.features = nn.Sequential(
-            nn.Conv2d(3, 64, kernel_size=3, stride=2, padding=1), nn.ReLU(inplace=True),
-            nn.MaxPool2d(kernel_size=2),
-            nn.Conv2d(64, 192, kernel_size=3, padding=1), nn.ReLU(inplace=True),
-            nn.MaxPool2d(kernel_size=2),
-            nn.Conv2d(192, 384, kernel_size=3, padding=1), nn.ReLU(inplace=True),
-            nn.Conv2d(384, 256, kernel_size=3, padding=1), nn.ReLU(inplace=True),
-            nn.Conv2d(256, 256, kernel_size=3, padding=1), nn.ReLU(inplace=True),
-            nn.MaxPool2d(kernel_size=2))
-        self.classifier = nn.Sequential(
-            nn.Dropout(), nn.Linear(256 * 2 * 2, 4096), nn.ReLU(inplace=True),
-            nn.Dropout(), nn.Linear(4096, 4096), nn.ReLU(inplace=True),
-            nn.Linear(4096, 10))
-
-    def forward(self, x):
-        x = self.features(x)
-        x = x.view(x.size(0), 256 * 2 * 2)
-        return self.classifier(x)
-
-
-class BasicBlock(nn.Module):
-    """The CIFAR ResNet block of He et al. 2016 with the "option A" shortcut
-    (every other pixel, zero-padded channels), as lockstep's basic_block."""
-
-    def __init__(self, in_planes, planes, stride=1):
-        super().__init__()
-        self.conv1 = nn.Conv2d(in_planes, planes, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(planes)
-        self.conv2 = nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(planes)
-        self.pad = planes - in_planes
-        self.stride = stride
-
-    def forward(self, x):
-        out = F.relu(self.bn1(self.conv1(x)))
-        out = self.bn2(self.conv2(out))
-        shortcut = x
-        if self.stride != 1 or self.pad:
-            shortcut = F.pad(x[:, :, ::self.stride, ::self.stride],
-                             (0, 0, 0, 0, self.pad // 2, self.pad - self.pad // 2))
-        return F.relu(out + shortcut)
-
-
-class ResNetCifar(nn.Module):
-    """resnet20/32/44/56/110: 3 stages of (depth - 2) / 6 blocks."""
-
-    def __init__(self, depth, num_classes=10):
-        super().__init__()
-        n = (depth - 2) // 6
-        self.conv1 = nn.Conv2d(3, 16, 3, 1, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(16)
-        layers, in_planes = [], 16
-        for planes, stride in ((16, 1), (32, 2), (64, 2)):
-            blocks = []
-            for b in range(n):
-                blocks.append(BasicBlock(in_planes, planes, stride if b == 0 else 1))
-                in_planes = planes
-            layers.append(nn.Sequential(*blocks))
-        self.layer1, self.layer2, self.layer3 = layers
-        self.linear = nn.Linear(64, num_classes)
-
-    def forward(self, x):
-        out = F.relu(self.bn1(self.conv1(x)))
-        out = self.layer3(self.layer2(self.layer1(out)))
-        out = F.adaptive_avg_pool2d(out, 1).flatten(1)
-        return self.linear(out)
+# The networks, shared with the interoperability checks.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                "interop"))
+import pytorch_models  # noqa: E402
 
 
 def make_model(name):
-    if name == "mnist_net":
-        return MnistNet(), (1, 28, 28), F.nll_loss
-    if name.startswith("resnet"):
-        return ResNetCifar(int(name[6:])), (3, 32, 32), F.cross_entropy
-    return AlexnetCifar(), (3, 32, 32), F.cross_entropy
+    """The model, the shape of one input and the loss lockstep trains it with."""
+    loss = F.nll_loss if name == "mnist_net" else F.cross_entropy
+    return pytorch_models.make_model(name), pytorch_models.input_shape(name), loss
 
 
 def throughput(args):
@@ -177,7 +87,7 @@ def reference_run(args):
     ytr = torch.from_numpy(read_idx(f"{d}/train-labels-idx1-ubyte.gz"))
     xte = normalize(read_idx(f"{d}/t10k-images-idx3-ubyte.gz"))
     yte = torch.from_numpy(read_idx(f"{d}/t10k-labels-idx1-ubyte.gz"))
-    model = MnistNet()
+    model = pytorch_models.MnistNet()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.5)
     start = time.perf_counter()
     for epoch in range(args.epochs):

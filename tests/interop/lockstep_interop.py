@@ -19,95 +19,8 @@ import sys
 import numpy as np
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
-
-class MnistNet(nn.Module):
-    """The reference workshop network (pytorch_mnist.py)."""
-
-    def __init__(self, classes=10):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 10, kernel_size=5)
-        self.conv2 = nn.Conv2d(10, 20, kernel_size=5)
-        self.conv2_drop = nn.Dropout2d()
-        self.fc1 = nn.Linear(320, 50)
-        self.fc2 = nn.Linear(50, 10)
-
-    def forward(self, x):
-        x = F.relu(F.max_pool2d(self.conv1(x), 2))
-        x = F.relu(F.max_pool2d(self.conv2_drop(self.conv2(x)), 2))
-        x = x.view(-1, 320)
-        x = F.relu(self.fc1(x))
-        x = F.dropout(x, training=self.training)
-        return F.log_softmax(self.fc2(x), dim=1)
-
-
-class AlexnetCifar(nn.Module):
-    """The reference CIFAR-10 network (pytorch_cifar10.py)."""
-
-    def __init__(self, classes=10):
-        super().__init__()
-        self.features = nn.Sequential(
-            nn.Conv2d(3, 64, kernel_size=3, stride=2, padding=1), nn.ReLU(inplace=True),
-            nn.MaxPool2d(kernel_size=2),
-            nn.Conv2d(64, 192, kernel_size=3, padding=1), nn.ReLU(inplace=True),
-            nn.MaxPool2d(kernel_size=2),
-            nn.Conv2d(192, 384, kernel_size=3, padding=1), nn.ReLU(inplace=True),
-            nn.Conv2d(384, 256, kernel_size=3, padding=1), nn.ReLU(inplace=True),
-            nn.Conv2d(256, 256, kernel_size=3, padding=1), nn.ReLU(inplace=True),
-            nn.MaxPool2d(kernel_size=2))
-        self.classifier = nn.Sequential(
-            nn.Dropout(), nn.Linear(256 * 2 * 2, 4096), nn.ReLU(inplace=True),
-            nn.Dropout(), nn.Linear(4096, 4096), nn.ReLU(inplace=True),
-            nn.Linear(4096, classes))
-
-    def forward(self, x):
-        return self.classifier(torch.flatten(self.features(x), 1))
-
-
-class BasicBlock(nn.Module):
-    """He et al.'s CIFAR block; option A (strided, zero-padded) shortcut."""
-
-    def __init__(self, in_planes, planes, stride):
-        super().__init__()
-        self.conv1 = nn.Conv2d(in_planes, planes, 3, stride, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(planes)
-        self.conv2 = nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
-        self.bn2 = nn.BatchNorm2d(planes)
-        self.stride, self.extra = stride, planes - in_planes
-
-    def forward(self, x):
-        out = self.bn2(self.conv2(F.relu(self.bn1(self.conv1(x)))))
-        shortcut = x
-        if self.stride != 1 or self.extra:
-            before = self.extra // 2
-            shortcut = F.pad(x[:, :, ::self.stride, ::self.stride],
-                             (0, 0, 0, 0, before, self.extra - before))
-        return F.relu(out + shortcut)
-
-
-class ResNet20(nn.Module):
-    def __init__(self, classes=10):
-        super().__init__()
-        self.conv1 = nn.Conv2d(3, 16, 3, 1, 1, bias=False)
-        self.bn1 = nn.BatchNorm2d(16)
-        stages, planes = [], 16
-        for width, stride in ((16, 1), (32, 2), (64, 2)):
-            blocks = [BasicBlock(planes, width, stride)]
-            blocks += [BasicBlock(width, width, 1) for _ in range(2)]
-            stages.append(nn.Sequential(*blocks))
-            planes = width
-        self.layer1, self.layer2, self.layer3 = stages
-        self.linear = nn.Linear(64, classes)
-
-    def forward(self, x):
-        out = F.relu(self.bn1(self.conv1(x)))
-        out = self.layer3(self.layer2(self.layer1(out)))
-        return self.linear(F.adaptive_avg_pool2d(out, 1).flatten(1))
-
-
-MODELS = {"mnist_net": (MnistNet, (1, 28, 28)), "alexnet_cifar": (AlexnetCifar, (3, 32, 32)),
-          "resnet20": (ResNet20, (3, 32, 32))}
+from pytorch_models import input_shape, make_model
 
 
 def randomize_batchnorm(model):
@@ -130,7 +43,7 @@ def fail(message):
 
 def inputs(model, pixels_path, count, mean, std):
     """uint8 (count, C, H, W) pixels normalised as lockstep does."""
-    shape = (count,) + MODELS[model][1]
+    shape = (count,) + input_shape(model)
     pixels = np.fromfile(pixels_path, dtype=np.uint8)
     if pixels.size != math.prod(shape):
         fail(f"{pixels_path}: {pixels.size} bytes, expected {shape}")
@@ -155,7 +68,7 @@ def compare(name, got, want, rtol):
 def make_weights(a):
     from safetensors.torch import save_file
     torch.manual_seed(a.seed)
-    model = MODELS[a.model][0]()
+    model = make_model(a.model)
     randomize_batchnorm(model)
     model.eval()
     state = {k: v.contiguous() for k, v in model.state_dict().items()}
@@ -182,7 +95,7 @@ def check_export(a):
             fail(f"{a.weights}: __metadata__ lacks {key}: {meta}")
     if meta["model"] != a.model:
         fail(f"{a.weights}: metadata model {meta['model']}, expected {a.model}")
-    model = MODELS[a.model][0](len(json.loads(meta["class_names"])))
+    model = make_model(a.model, len(json.loads(meta["class_names"])))
     model.load_state_dict(load_file(a.weights), strict=True)
     model.eval()
     x = inputs(a.model, a.pixels, a.count, json.loads(meta["normalize_mean"]),
