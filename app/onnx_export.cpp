@@ -24,15 +24,8 @@ void value_info(onnx::ValueInfoProto* v, const std::string& name, const nn::Shap
 }
 
 void metadata(onnx::ModelProto& m, const ModelCard& card) {
-  const std::vector<std::pair<std::string, std::string>> props = {
-      {"model", card.model},
-      {"dataset", card.dataset},
-      {"class_names", nlohmann::json(card.class_names).dump()},
-      {"input_shape", nlohmann::json(card.input_shape).dump()},
-      {"normalize_mean", json_floats(card.normalization.mean).dump()},
-      {"normalize_std", json_floats(card.normalization.stddev).dump()},
-      {"normalization", "input = (pixel / 255 - normalize_mean[c]) / normalize_std[c], NCHW"},
-      {"lockstep_version", LOCKSTEP_VERSION}};
+  std::map<std::string, std::string> props = card_metadata(card);
+  props["normalization"] = "input = (pixel / 255 - normalize_mean[c]) / normalize_std[c], NCHW";
   for (const auto& [k, v] : props) {
     auto* p = m.add_metadata_props();
     p->set_key(k);

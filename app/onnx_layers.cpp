@@ -1,8 +1,10 @@
-// ONNX conversions of the plain layers, and the graph helpers they share.
+// ONNX conversions of the plain layers (pooling included), and the graph
+// helpers they share.
 #include "app/onnx_graph.h"
 
 #include "nn/error.h"
 #include "nn/layers/activations.h"
+#include "nn/layers/avg_pool2d.h"
 #include "nn/layers/conv2d.h"
 #include "nn/layers/dropout.h"
 #include "nn/layers/linear.h"
@@ -108,13 +110,24 @@ bool linear(nn::Layer& layer, GraphBuilder& g) {
   return true;
 }
 
-bool max_pool2d(nn::Layer& layer, GraphBuilder& g) {
-  auto* p = dynamic_cast<nn::MaxPool2d*>(&layer);
+// MaxPool or AveragePool (op) of a square window: Pool has kernel() and
+// stride().
+template <typename Pool>
+bool pool2d(nn::Layer& layer, GraphBuilder& g, const char* op) {
+  auto* p = dynamic_cast<Pool*>(&layer);
   if (!p) return false;
-  onnx::NodeProto* n = g.node("MaxPool", layer);
+  onnx::NodeProto* n = g.node(op, layer);
   ints(n, "kernel_shape", {p->kernel(), p->kernel()});
   ints(n, "strides", {p->stride(), p->stride()});
   return true;
+}
+
+bool max_pool2d(nn::Layer& layer, GraphBuilder& g) {
+  return pool2d<nn::MaxPool2d>(layer, g, "MaxPool");
+}
+
+bool avg_pool2d(nn::Layer& layer, GraphBuilder& g) {
+  return pool2d<nn::AvgPool2d>(layer, g, "AveragePool");
 }
 
 bool relu(nn::Layer& layer, GraphBuilder& g) {
@@ -143,8 +156,8 @@ bool dropout(nn::Layer& layer, GraphBuilder&) {
 }  // namespace
 
 const std::vector<Conversion>& basic_conversions() {
-  static const std::vector<Conversion> all = {conv2d,  linear,      max_pool2d, relu,
-                                              flatten, log_softmax, dropout};
+  static const std::vector<Conversion> all = {conv2d, linear,  max_pool2d,  avg_pool2d,
+                                              relu,   flatten, log_softmax, dropout};
   return all;
 }
 

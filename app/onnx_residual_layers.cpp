@@ -1,6 +1,6 @@
 // ONNX conversions of the layers residual networks add: BatchNorm2d (eval
 // mode: running statistics), Sequential, ResidualBlock (identity, option-A
-// padding and projection shortcuts), average pooling.
+// padding and projection shortcuts), global average pooling.
 #include <limits>
 
 #include "app/onnx_graph.h"
@@ -86,15 +86,6 @@ bool residual_block(nn::Layer& layer, GraphBuilder& g) {
   return true;
 }
 
-bool avg_pool2d(nn::Layer& layer, GraphBuilder& g) {
-  auto* p = dynamic_cast<nn::AvgPool2d*>(&layer);
-  if (!p) return false;
-  onnx::NodeProto* n = g.node("AveragePool", layer);
-  ints(n, "kernel_shape", {p->kernel(), p->kernel()});
-  ints(n, "strides", {p->stride(), p->stride()});
-  return true;
-}
-
 // (N, C, H, W) -> (N, C)
 bool global_avg_pool2d(nn::Layer& layer, GraphBuilder& g) {
   if (!dynamic_cast<nn::GlobalAvgPool2d*>(&layer)) return false;
@@ -108,7 +99,7 @@ bool global_avg_pool2d(nn::Layer& layer, GraphBuilder& g) {
 }  // namespace
 
 const std::vector<Conversion>& residual_conversions() {
-  static const std::vector<Conversion> all = {batch_norm2d, sequential, residual_block, avg_pool2d,
+  static const std::vector<Conversion> all = {batch_norm2d, sequential, residual_block,
                                               global_avg_pool2d};
   return all;
 }

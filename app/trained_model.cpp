@@ -50,6 +50,16 @@ nlohmann::json json_floats(const std::vector<float>& values) {
   return out;
 }
 
+std::map<std::string, std::string> card_metadata(const ModelCard& card) {
+  return {{"model", card.model},
+          {"dataset", card.dataset},
+          {"class_names", nlohmann::json(card.class_names).dump()},
+          {"input_shape", nlohmann::json(card.input_shape).dump()},
+          {"normalize_mean", json_floats(card.normalization.mean).dump()},
+          {"normalize_std", json_floats(card.normalization.stddev).dump()},
+          {"lockstep_version", LOCKSTEP_VERSION}};
+}
+
 TrainedModel load_trained_model(const std::string& path) {
   const Checkpoint ckpt = load_checkpoint(path);
   const TrainConfig config =

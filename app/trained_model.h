@@ -3,6 +3,7 @@
 // weights on the CPU (no optimizer, no data set is read).
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,6 +40,11 @@ struct TrainedModel {
 // Per-channel values as a JSON list of their shortest decimal forms
 // ("[0.1307]", not the float's double expansion).
 nlohmann::json json_floats(const std::vector<float>& values);
+
+// The card as the string metadata exported files carry: model, dataset,
+// class_names, input_shape, normalize_mean, normalize_std (JSON text where
+// not a plain string) and lockstep_version.
+std::map<std::string, std::string> card_metadata(const ModelCard& card);
 
 // Throws InputError naming path when it is not a lockstep checkpoint, lacks
 // the metadata (config, class_names, input_shape) or its weights do not fit.

@@ -33,19 +33,11 @@ void copy_into(nn::Tensor& tensor, const std::vector<float>& values) {
 
 SafetensorsFile model_weights_file(nn::Model& model, const ModelCard& card) {
   SafetensorsFile file;
-  file.metadata = {
-      {"format", "pt"},
-      {"lockstep_version", LOCKSTEP_VERSION},
-      {"model", card.model},
-      {"layers", nlohmann::json(card.layers).dump()},
-      {"loss", card.loss},
-      {"dataset", card.dataset},
-      {"class_names", nlohmann::json(card.class_names).dump()},
-      {"input_shape", nlohmann::json(card.input_shape).dump()},
-      {"normalize_mean", json_floats(card.normalization.mean).dump()},
-      {"normalize_std", json_floats(card.normalization.stddev).dump()},
-      {"epoch", std::to_string(card.epoch)},
-  };
+  file.metadata = card_metadata(card);
+  file.metadata["format"] = "pt";
+  file.metadata["layers"] = nlohmann::json(card.layers).dump();
+  file.metadata["loss"] = card.loss;
+  file.metadata["epoch"] = std::to_string(card.epoch);
   Checkpoint state = make_checkpoint({}, model_state(model));
   file.tensors = std::move(state.entries);
   return file;
