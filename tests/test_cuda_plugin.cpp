@@ -11,12 +11,9 @@
 namespace lockstep::app {
 namespace {
 
+using testing::contains;
 using testing::run_command;
 using testing::run_lockstep;
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 TEST(CudaPlugin, BinaryLinksNoCudaLibrary) {
   const auto r = run_command("ldd " LOCKSTEP_BINARY);
@@ -76,7 +73,8 @@ TEST(CudaPlugin, GpuRunThatCannotStartSaysWhyInOneLine) {
 // the devices.
 std::string gpu_run_with(const std::string& driver_dir, const std::string& plugin) {
   return run_command("LD_LIBRARY_PATH=" + driver_dir + " LOCKSTEP_CUDA_PLUGIN=" + plugin + " " +
-                     LOCKSTEP_BINARY " train --device cuda --epochs 1 --train-subset 64 "
+                     LOCKSTEP_BINARY
+                     " train --device cuda --epochs 1 --train-subset 64 "
                      "--run-dir ''")
       .output;
 }

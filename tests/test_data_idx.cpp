@@ -21,14 +21,21 @@ using testing::write_idx;
 using testing::write_idx_images;
 using testing::write_idx_labels;
 
-// Passes when read_idx of the folder's images and labels files throws an
-// InputError naming every one of parts (throws_input_error).
-::testing::AssertionResult read_idx_fails(const ScratchDir& dir, const std::string& images,
-                                          const std::string& labels,
-                                          const std::vector<std::string>& parts) {
-  return throws_input_error(
-      [&] { read_idx(dir.file(images), dir.file(labels), mnist_class_names()); }, parts);
-}
+// Bad IDX files: each test writes files into dir_; fails() passes when
+// read_idx of two of them throws an InputError naming every one of parts
+// (throws_input_error).
+class IdxErrors : public ::testing::Test {
+ protected:
+  std::string file(const std::string& name) const { return dir_.file(name); }
+  ::testing::AssertionResult fails(const std::string& images, const std::string& labels,
+                                   const std::vector<std::string>& parts) const {
+    return throws_input_error([&] { read_idx(file(images), file(labels), mnist_class_names()); },
+                              parts);
+  }
+
+ private:
+  ScratchDir dir_;
+};
 
 class IdxFormats : public ::testing::TestWithParam<bool> {};
 
@@ -61,97 +68,78 @@ TEST(IdxReader, InfersClassesWhenNoNamesGiven) {
   EXPECT_EQ(ds.class_names.back(), "4");
 }
 
-TEST(IdxErrors, MissingFile) {
-  ScratchDir dir;
-  write_idx_labels(dir.file("lab"), {1});
-  EXPECT_TRUE(
-      read_idx_fails(dir, "nope", "lab", {dir.file("nope"), "cannot open", "No such file"}));
+TEST_F(IdxErrors, MissingFile) {
+  write_idx_labels(file("lab"), {1});
+  EXPECT_TRUE(fails("nope", "lab", {file("nope"), "cannot open", "No such file"}));
 }
 
-TEST(IdxErrors, TruncatedImagesRawAndGzip) {
+TEST_F(IdxErrors, TruncatedImagesRawAndGzip) {
   for (bool gzip : {false, true}) {
-    ScratchDir dir;
     // The header promises 3 images of 2x2 (12 pixels); 10 follow.
-    write_idx_images(dir.file("img"), 3, 2, 2, std::vector<uint8_t>(10, 9), gzip);
-    write_idx_labels(dir.file("lab"), {1, 2, 3}, gzip);
-    EXPECT_TRUE(read_idx_fails(
-        dir, "img", "lab",
-        {dir.file("img"), "truncated", "3 images of 2x2", "28 bytes", "holds 26 bytes"}))
+    write_idx_images(file("img"), 3, 2, 2, std::vector<uint8_t>(10, 9), gzip);
+    write_idx_labels(file("lab"), {1, 2, 3}, gzip);
+    EXPECT_TRUE(fails("img", "lab",
+                      {file("img"), "truncated", "3 images of 2x2", "28 bytes", "holds 26 bytes"}))
         << "gzip=" << gzip;
   }
 }
 
-TEST(IdxErrors, CutGzipStream) {
-  ScratchDir dir;
+TEST_F(IdxErrors, CutGzipStream) {
   const auto data = synthetic_images(50, 1, 28, 28);
-  write_idx_images(dir.file("img.gz"), 50, 28, 28, data.images, true);
-  write_idx_labels(dir.file("lab.gz"), data.labels, true);
-  std::filesystem::resize_file(dir.file("img.gz"),
-                               std::filesystem::file_size(dir.file("img.gz")) / 2);
-  EXPECT_TRUE(read_idx_fails(dir, "img.gz", "lab.gz", {dir.file("img.gz"), "gzip"}));
+  write_idx_images(file("img.gz"), 50, 28, 28, data.images, true);
+  write_idx_labels(file("lab.gz"), data.labels, true);
+  std::filesystem::resize_file(file("img.gz"), std::filesystem::file_size(file("img.gz")) / 2);
+  EXPECT_TRUE(fails("img.gz", "lab.gz", {file("img.gz"), "gzip"}));
 }
 
-TEST(IdxErrors, TruncatedLabels) {
-  ScratchDir dir;
-  write_idx_images(dir.file("img"), 3, 1, 1, {1, 2, 3});
-  write_idx(dir.file("lab"), 0x00000801, {3}, {1, 2});
-  EXPECT_TRUE(read_idx_fails(
-      dir, "img", "lab", {dir.file("lab"), "truncated", "3 labels", "11 bytes", "holds 10 bytes"}));
-}
-
-TEST(IdxErrors, TruncatedHeader) {
-  ScratchDir dir;
-  testing::write_bytes(dir.file("img"), {0, 0, 8, 3, 0, 0});
-  write_idx_labels(dir.file("lab"), {1});
+TEST_F(IdxErrors, TruncatedLabels) {
+  write_idx_images(file("img"), 3, 1, 1, {1, 2, 3});
+  write_idx(file("lab"), 0x00000801, {3}, {1, 2});
   EXPECT_TRUE(
-      read_idx_fails(dir, "img", "lab", {dir.file("img"), "truncated", "6 bytes", "needs 16"}));
+      fails("img", "lab", {file("lab"), "truncated", "3 labels", "11 bytes", "holds 10 bytes"}));
 }
 
-TEST(IdxErrors, WrongMagicSaysFoundAndExpected) {
-  ScratchDir dir;
-  write_idx_images(dir.file("img"), 1, 1, 1, {1});
-  write_idx_labels(dir.file("lab"), {1});
+TEST_F(IdxErrors, TruncatedHeader) {
+  testing::write_bytes(file("img"), {0, 0, 8, 3, 0, 0});
+  write_idx_labels(file("lab"), {1});
+  EXPECT_TRUE(fails("img", "lab", {file("img"), "truncated", "6 bytes", "needs 16"}));
+}
+
+TEST_F(IdxErrors, WrongMagicSaysFoundAndExpected) {
+  write_idx_images(file("img"), 1, 1, 1, {1});
+  write_idx_labels(file("lab"), {1});
   // Swapped files: each magic is the other's.
-  EXPECT_TRUE(read_idx_fails(
-      dir, "lab", "img",
-      {dir.file("lab"), "wrong magic 0x00000801", "expected 0x00000803", "swapped"}));
-  write_idx(dir.file("junk"), 0x12345678, {1}, {1});
-  EXPECT_TRUE(read_idx_fails(dir, "img", "junk",
-                             {dir.file("junk"), "wrong magic 0x12345678", "expected 0x00000801"}));
-}
-
-TEST(IdxErrors, CountMismatchNamesBothFiles) {
-  ScratchDir dir;
-  write_idx_images(dir.file("img"), 3, 1, 1, {1, 2, 3});
-  write_idx_labels(dir.file("lab"), {1, 2});
-  EXPECT_TRUE(read_idx_fails(dir, "img", "lab",
-                             {dir.file("img"), "3 images", dir.file("lab"), "2 labels"}));
-}
-
-TEST(IdxErrors, ZeroDimensions) {
-  ScratchDir dir;
-  write_idx_labels(dir.file("lab"), {1});
-  write_idx_images(dir.file("img"), 1, 0, 28, {});
-  EXPECT_TRUE(read_idx_fails(dir, "img", "lab",
-                             {dir.file("img"), "1 images of 0x28", "must all be positive"}));
-  write_idx_images(dir.file("img0"), 0, 28, 28, {});
-  EXPECT_TRUE(read_idx_fails(dir, "img0", "lab", {dir.file("img0"), "0 images of 28x28"}));
-}
-
-TEST(IdxErrors, LabelOutOfRange) {
-  ScratchDir dir;
-  write_idx_images(dir.file("img"), 3, 1, 1, {1, 2, 3});
-  write_idx_labels(dir.file("lab"), {1, 10, 2});
+  EXPECT_TRUE(fails("lab", "img",
+                    {file("lab"), "wrong magic 0x00000801", "expected 0x00000803", "swapped"}));
+  write_idx(file("junk"), 0x12345678, {1}, {1});
   EXPECT_TRUE(
-      read_idx_fails(dir, "img", "lab", {dir.file("lab"), "label 10 of sample 1", "[0, 10)"}));
+      fails("img", "junk", {file("junk"), "wrong magic 0x12345678", "expected 0x00000801"}));
 }
 
-TEST(IdxErrors, TrailingBytes) {
-  ScratchDir dir;
-  write_idx_images(dir.file("img"), 1, 1, 2, {1, 2, 3});
-  write_idx_labels(dir.file("lab"), {1});
-  EXPECT_TRUE(
-      read_idx_fails(dir, "img", "lab", {dir.file("img"), "1 unexpected bytes", "found 19"}));
+TEST_F(IdxErrors, CountMismatchNamesBothFiles) {
+  write_idx_images(file("img"), 3, 1, 1, {1, 2, 3});
+  write_idx_labels(file("lab"), {1, 2});
+  EXPECT_TRUE(fails("img", "lab", {file("img"), "3 images", file("lab"), "2 labels"}));
+}
+
+TEST_F(IdxErrors, ZeroDimensions) {
+  write_idx_labels(file("lab"), {1});
+  write_idx_images(file("img"), 1, 0, 28, {});
+  EXPECT_TRUE(fails("img", "lab", {file("img"), "1 images of 0x28", "must all be positive"}));
+  write_idx_images(file("img0"), 0, 28, 28, {});
+  EXPECT_TRUE(fails("img0", "lab", {file("img0"), "0 images of 28x28"}));
+}
+
+TEST_F(IdxErrors, LabelOutOfRange) {
+  write_idx_images(file("img"), 3, 1, 1, {1, 2, 3});
+  write_idx_labels(file("lab"), {1, 10, 2});
+  EXPECT_TRUE(fails("img", "lab", {file("lab"), "label 10 of sample 1", "[0, 10)"}));
+}
+
+TEST_F(IdxErrors, TrailingBytes) {
+  write_idx_images(file("img"), 1, 1, 2, {1, 2, 3});
+  write_idx_labels(file("lab"), {1});
+  EXPECT_TRUE(fails("img", "lab", {file("img"), "1 unexpected bytes", "found 19"}));
 }
 
 TEST(IdxMnistDir, LoadsBothSplitsRawAndGzip) {

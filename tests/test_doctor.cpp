@@ -14,12 +14,9 @@
 namespace lockstep::app {
 namespace {
 
+using testing::contains;
 using testing::run_command;
 using testing::ScratchDir;
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
 
 std::string joined(const std::vector<std::string>& lines) {
   std::string out;

@@ -15,12 +15,9 @@ namespace lockstep {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::contains;
 using testing::run_command;
 using testing::ScratchDir;
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
 
 TEST(Install, InstalledBinaryFindsItsFilesAndTrainsOutsideTheSourceTree) {
   ScratchDir prefix, work;

@@ -18,6 +18,7 @@
 namespace lockstep {
 namespace {
 
+using testing::contains;
 using testing::run_command;
 using testing::ScratchDir;
 
@@ -61,11 +62,13 @@ struct JobFixture {
   testing::CommandResult run(const std::string& vars_and_script) const {
     return run_command(env + vars_and_script);
   }
+  // jobs/polaris.pbs.sh on one node, with PBS settings such as DEPTH=2.
+  testing::CommandResult polaris(const std::string& settings) const {
+    return run("PBS_NODEFILE=" + dir.file("nodes") + " " + settings +
+               " CONFIG=configs/fashion_mnist.toml LOCKSTEP_ARGS='" + options() +
+               "' bash jobs/polaris.pbs.sh");
+  }
 };
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
 
 void expect_no_placement_problem(const std::string& out) {
   EXPECT_FALSE(contains(out, "take the same GPU")) << out;
@@ -75,10 +78,7 @@ void expect_no_placement_problem(const std::string& out) {
 
 TEST(JobPlacement, PolarisGivesEachRankItsDepthAndOneGpuInReverse) {
   JobFixture f;
-  const auto r = f.run("PBS_NODEFILE=" + f.dir.file("nodes") +
-                       " RANKS_PER_NODE=2 DEPTH=1 GPUS_PER_NODE=2 CONFIG=configs/fashion_mnist.toml"
-                       " LOCKSTEP_ARGS='" +
-                       f.options() + "' bash jobs/polaris.pbs.sh");
+  const auto r = f.polaris("RANKS_PER_NODE=2 DEPTH=1 GPUS_PER_NODE=2");
   auto rows = rows_of(r.output);
   ASSERT_EQ(rows.size(), 2u) << r.output;
   EXPECT_EQ(rows[0].cpus, "0 (1)") << r.output;
@@ -96,10 +96,7 @@ TEST(JobPlacement, PolarisGivesEachRankItsDepthAndOneGpuInReverse) {
 
 TEST(JobPlacement, PolarisDepthIsTheThreadCount) {
   JobFixture f;
-  const auto r = f.run("PBS_NODEFILE=" + f.dir.file("nodes") +
-                       " RANKS_PER_NODE=1 DEPTH=2 GPUS_PER_NODE=4 CONFIG=configs/fashion_mnist.toml"
-                       " LOCKSTEP_ARGS='" +
-                       f.options() + "' bash jobs/polaris.pbs.sh");
+  const auto r = f.polaris("RANKS_PER_NODE=1 DEPTH=2 GPUS_PER_NODE=4");
   auto rows = rows_of(r.output);
   ASSERT_EQ(rows.size(), 1u) << r.output;
   EXPECT_EQ(rows[0].cpus, "0-1 (2)");

@@ -17,6 +17,7 @@ namespace lockstep {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::contains;
 using testing::run_command;
 using testing::run_lockstep;
 using testing::ScratchDir;
@@ -36,10 +37,6 @@ size_t count_lines_with(const std::string& output, const std::string& part) {
   for (const std::string& line : testing::lines_of(output))
     n += line.find(part) != std::string::npos;
   return n;
-}
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
 }
 
 TEST(RunRecovery, ResumeAutoSkipsCorruptCheckpointsAndNamesThem) {

@@ -16,4 +16,9 @@ CommandResult run_command(const std::string& command);
 // LOCKSTEP_BINARY followed by `args`.
 CommandResult run_lockstep(const std::string& args);
 
+// True when part occurs in text (a command's output, a file).
+inline bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
 }  // namespace lockstep::testing
