@@ -17,7 +17,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <random>
 #include <vector>
 
 #include "nn/backend.h"
@@ -31,14 +30,7 @@ namespace {
 using cpu::StridedMatrix;
 using testing::bitwise_equal;
 using testing::random_tensor;
-
-std::vector<float> random_values(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using testing::random_values;
 
 float bits_float(uint32_t u) {
   float f;

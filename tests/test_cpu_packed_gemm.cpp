@@ -13,25 +13,18 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
-#include <random>
 #include <vector>
 
 #include "nn/backend.h"
 #include "nn/cpu/packed_gemm.h"
+#include "support/backend_checks.h"
 #include "support/cpu_backend.h"
 
 namespace lockstep::nn {
 namespace {
 
 using cpu::StridedMatrix;
-
-std::vector<float> random_values(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using testing::random_values;
 
 // (i, p) of a (rows, cols) matrix stored row-major, or transposed (its
 // transpose stored row-major).

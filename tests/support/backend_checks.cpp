@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <sstream>
 #include <string>
 
@@ -15,6 +16,14 @@ nn::Tensor random_tensor(const nn::Shape& shape, uint64_t seed, float lo, float 
   nn::Tensor t(shape);
   fill_random(t, seed, lo, hi);
   return t;
+}
+
+std::vector<float> random_values(int64_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = dist(rng);
+  return v;
 }
 
 bool bitwise_equal(const nn::Tensor& a, const nn::Tensor& b) {

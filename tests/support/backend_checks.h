@@ -20,6 +20,8 @@ namespace lockstep::testing {
 
 // A tensor of `shape` filled with U(lo, hi) from a fixed seed (fill_random).
 nn::Tensor random_tensor(const nn::Shape& shape, uint64_t seed, float lo = -1.0f, float hi = 1.0f);
+// n values U(-1, 1) from std::mt19937(seed), for the GEMM kernels' matrices.
+std::vector<float> random_values(int64_t n, uint32_t seed);
 
 // Same element count and the same bytes.
 bool bitwise_equal(const nn::Tensor& a, const nn::Tensor& b);
