@@ -60,33 +60,36 @@ nlohmann::json two_rank_trace() {
   return e;
 }
 
+// A step's figures in units of kUnit.
+struct Figures {
+  double backward, allreduce, hidden, exposed, handoff, late;
+};
+
+void expect_figures(const StepTimes& s, const Figures& want) {
+  EXPECT_DOUBLE_EQ(s.backward, want.backward * kUnit);
+  EXPECT_DOUBLE_EQ(s.allreduce, want.allreduce * kUnit);
+  EXPECT_DOUBLE_EQ(s.hidden, want.hidden * kUnit);
+  EXPECT_DOUBLE_EQ(s.exposed, want.exposed * kUnit);
+  EXPECT_DOUBLE_EQ(s.handoff, want.handoff * kUnit);
+  EXPECT_DOUBLE_EQ(s.late, want.late * kUnit);
+}
+
 TEST(TimelineReport, KnownSpansGiveExactFigures) {
   const auto ranks = summarize_timeline(two_rank_trace());
   ASSERT_EQ(ranks.size(), 2u);
   ASSERT_EQ(ranks[0].steps.size(), 2u);
   ASSERT_EQ(ranks[1].steps.size(), 2u);
-  const StepTimes& a = ranks[0].steps[0];
-  EXPECT_DOUBLE_EQ(a.backward, 100.0 * kUnit);
-  EXPECT_DOUBLE_EQ(a.allreduce, 64.0 * kUnit);
-  EXPECT_DOUBLE_EQ(a.hidden, 34.0 * kUnit);
-  EXPECT_DOUBLE_EQ(a.exposed, 35.0 * kUnit);
-  EXPECT_DOUBLE_EQ(a.handoff, 12.0 * kUnit);
-  EXPECT_DOUBLE_EQ(a.late, 0.0 * kUnit);
-  EXPECT_EQ(a.allreduces, 2);
-  const StepTimes& b = ranks[0].steps[1];
-  EXPECT_DOUBLE_EQ(b.allreduce, 28.0 * kUnit);
-  EXPECT_DOUBLE_EQ(b.hidden, 20.0 * kUnit);
-  EXPECT_DOUBLE_EQ(b.exposed, 10.0 * kUnit);
-  EXPECT_DOUBLE_EQ(b.handoff, 14.0 * kUnit);
-  EXPECT_DOUBLE_EQ(b.late, 10.0 * kUnit);
+  expect_figures(
+      ranks[0].steps[0],
+      {.backward = 100, .allreduce = 64, .hidden = 34, .exposed = 35, .handoff = 12, .late = 0});
+  EXPECT_EQ(ranks[0].steps[0].allreduces, 2);
+  expect_figures(
+      ranks[0].steps[1],
+      {.backward = 100, .allreduce = 28, .hidden = 20, .exposed = 10, .handoff = 14, .late = 10});
   // Rank 1 reduces on its main thread: nothing hidden, no hand-off.
-  const StepTimes& c = ranks[1].steps[0];
-  EXPECT_DOUBLE_EQ(c.backward, 110.0 * kUnit);
-  EXPECT_DOUBLE_EQ(c.allreduce, 18.0 * kUnit);
-  EXPECT_DOUBLE_EQ(c.hidden, 0.0 * kUnit);
-  EXPECT_DOUBLE_EQ(c.exposed, 25.0 * kUnit);
-  EXPECT_DOUBLE_EQ(c.handoff, 0.0 * kUnit);
-  EXPECT_DOUBLE_EQ(c.late, 10.0 * kUnit);
+  expect_figures(
+      ranks[1].steps[0],
+      {.backward = 110, .allreduce = 18, .hidden = 0, .exposed = 25, .handoff = 0, .late = 10});
   EXPECT_DOUBLE_EQ(ranks[1].steps[1].late, 0.0 * kUnit);
 }
 
@@ -113,23 +116,26 @@ TEST(TimelineReport, BucketWithoutPackSpanHasNoHandoff) {
   EXPECT_EQ(ranks[0].steps[0].allreduces, 3);
 }
 
-TEST(TimelineReport, SummaryShowsMeansAndHiddenFraction) {
+// The summary of two_rank_trace() without its first `skip` steps.
+std::string summary(int skip) {
   TimelineSummaryArgs args;
   args.trace = "t.json";
-  args.skip = 0;
-  const std::string text = format_timeline_summary(summarize_timeline(two_rank_trace()), args);
+  args.skip = skip;
+  return format_timeline_summary(summarize_timeline(two_rank_trace()), args);
+}
+
+TEST(TimelineReport, SummaryShowsMeansAndHiddenFraction) {
   // Rank 0, in units: backward 100, allreduce (64 + 28) / 2 = 46, hidden 27,
   // exposed 22.5, hand-off 13, late 5; 54 / 92 hidden.
-  EXPECT_NE(text.find("0           2     1.000     0.460     0.270     0.225     0.130     0.050"
-                      "     58.7%"),
-            std::string::npos)
+  const std::string text = summary(0);
+  EXPECT_TRUE(testing::contains(
+      text, "0           2     1.000     0.460     0.270     0.225     0.130     0.050     58.7%"))
       << text;
-  EXPECT_NE(text.find("\"hidden_fraction\":0.5869"), std::string::npos) << text;
-  args.skip = 1;
-  const std::string skipped = format_timeline_summary(summarize_timeline(two_rank_trace()), args);
-  EXPECT_NE(skipped.find("0           1     1.000     0.280     0.200     0.100     0.140     0.100"
-                         "     71.4%"),
-            std::string::npos)
+  EXPECT_TRUE(testing::contains(text, "\"hidden_fraction\":0.5869")) << text;
+  const std::string skipped = summary(1);
+  EXPECT_TRUE(testing::contains(
+      skipped,
+      "0           1     1.000     0.280     0.200     0.100     0.140     0.100     71.4%"))
       << skipped;
 }
 
