@@ -1,12 +1,11 @@
 // BatchNorm2d against PyTorch's formulas, written out here, and against
-// central differences; average pooling and global average pooling too.
+// central differences. Pooling: test_pooling.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
 #include "nn/batch_stats_reducer.h"
-#include "nn/layers/avg_pool2d.h"
 #include "nn/layers/batch_norm2d.h"
 #include "support/gradient_check.h"
 
@@ -164,36 +163,6 @@ TEST(BatchNorm2d, ReducedStatisticsOfTwoIdenticalHalvesMatchTheWholeBatch) {
       EXPECT_NEAR(half.buffers()[b]->value.data()[c], whole.buffers()[b]->value.data()[c], 1e-6);
     }
   }
-}
-
-TEST(AvgPool2d, ForwardAndGradients) {
-  AvgPool2d pool(2);
-  pool.set_name("pool");
-  Tensor x({1, 1, 2, 4}), y({1, 1, 1, 2});
-  const float xs[] = {1, 2, 3, 4, 5, 6, 7, 8};
-  std::copy(xs, xs + 8, x.data());
-  auto backend = make_cpu_backend(1);
-  pool.forward(*backend, x, y, {});
-  EXPECT_FLOAT_EQ(y.data()[0], (1 + 2 + 5 + 6) / 4.0f);
-  EXPECT_FLOAT_EQ(y.data()[1], (3 + 4 + 7 + 8) / 4.0f);
-  AvgPool2d overlapping(3, 2);
-  overlapping.set_name("pool");
-  Tensor big({2, 2, 7, 5});
-  fill_random(big, 9);
-  check_layer_gradients(overlapping, big, {});
-}
-
-TEST(GlobalAvgPool2d, ForwardShapeAndGradients) {
-  GlobalAvgPool2d pool;
-  pool.set_name("avgpool");
-  EXPECT_EQ(pool.output_shape({4, 16, 8, 8}), (Shape{4, 16}));
-  Tensor x({2, 3, 2, 2}), y({2, 3});
-  for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] = static_cast<float>(i);
-  auto backend = make_cpu_backend(1);
-  pool.forward(*backend, x, y, {});
-  for (int64_t r = 0; r < 6; ++r) EXPECT_FLOAT_EQ(y.data()[r], 4.0f * r + 1.5f);
-  fill_random(x, 2);
-  check_layer_gradients(pool, x, {});
 }
 
 }  // namespace

@@ -1,11 +1,14 @@
-// Optimizers through the Optimizer interface and learning-rate schedules,
-// against values computed by hand.
+// The optimizers' update rules (nn/optimizer.h) through the Optimizer
+// interface, against values computed by hand from PyTorch's formulas: SGD
+// with momentum, Adam, AdamW's decoupled weight decay, weight decay that
+// leaves out BatchNorm and bias parameters. The CPU backend's update
+// kernels: test_cpu_optimizer_kernels.cpp; learning-rate schedules:
+// test_lr_schedule.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "nn/error.h"
-#include "nn/lr_schedule.h"
 #include "nn/optimizer.h"
 #include "support/cpu_backend.h"
 
@@ -65,33 +68,51 @@ TEST(OptimizerAdam, FirstStepsMatchHandComputation) {
   EXPECT_EQ(opt->steps(), 2);
 }
 
-TEST(LrSchedule, ScalingRules) {
-  EXPECT_DOUBLE_EQ(LrSchedule({.lr = 0.01, .scaling = "linear"}, 8).at(0, 0, 10), 0.08);
-  EXPECT_NEAR(LrSchedule({.lr = 0.01, .scaling = "sqrt"}, 4).at(0, 0, 10), 0.02, 1e-12);
-  EXPECT_DOUBLE_EQ(LrSchedule({.lr = 0.01, .scaling = "none"}, 4).at(0, 0, 10), 0.01);
-  EXPECT_THROW(LrSchedule({.lr = 0.01, .scaling = "cubic"}, 4), InputError);
+// A 2-D weight and a 1-D bias, values and gradients set by hand.
+struct TwoParams {
+  Parameter weight{"fc.weight", Tensor({1, 2}), Tensor({1, 2})};
+  Parameter bias{"fc.bias", Tensor({1}), Tensor({1})};
+  std::vector<Parameter*> list() { return {&weight, &bias}; }
+  void set(float w, float g) {
+    for (Parameter* p : list()) {
+      for (float& v : p->value.span()) v = w;
+      for (float& v : p->grad.span()) v = g;
+    }
+  }
+};
+
+TEST(OptimizerAdamW, OneStepMatchesTheDecoupledFormula) {
+  TwoParams params;
+  params.set(1.0f, 0.5f);
+  auto backend = make_cpu_backend(1);
+  auto adamw =
+      make_optimizer({.kind = "adamw", .weight_decay = 0.01f}, params.list(), Device::kCpu);
+  adamw->step(*backend, 0.1f);
+  // w = 1 * (1 - 0.1 * 0.01); m_hat = 0.5, v_hat = 0.25; w -= 0.1 * 0.5 / (0.5 + 1e-8)
+  const double want = 1.0 * (1 - 0.1 * 0.01) - 0.1 * 0.5 / (0.5 + 1e-8);
+  EXPECT_NEAR(params.weight.value.data()[0], want, 1e-6);
+  EXPECT_NEAR(params.bias.value.data()[0], want, 1e-6);
+  // Adam (L2) differs: the decay goes through the moments.
+  TwoParams l2;
+  l2.set(1.0f, 0.5f);
+  auto adam = make_optimizer({.kind = "adam", .weight_decay = 0.01f}, l2.list(), Device::kCpu);
+  adam->step(*backend, 0.1f);
+  EXPECT_NEAR(l2.weight.value.data()[0], 1.0 - 0.1, 1e-6);
 }
 
-// Horovod: lr = scaled / N * (e * (N - 1) / W + 1), e = epoch + (step + 1) / steps.
-TEST(LrSchedule, WarmupFollowsHorovodFormula) {
-  LrSchedule s({.lr = 0.01, .warmup_epochs = 2}, 4);
-  EXPECT_NEAR(s.at(0, 0, 10), 0.04 / 4 * (0.1 * 3 / 2 + 1), 1e-12);  // e = 0.1
-  EXPECT_NEAR(s.at(1, 4, 10), 0.04 / 4 * (1.5 * 3 / 2 + 1), 1e-12);  // e = 1.5
-  EXPECT_NEAR(s.at(1, 9, 10), 0.04, 1e-12);                          // e = 2: done
-  EXPECT_NEAR(s.at(5, 3, 10), 0.04, 1e-12);
-  // One worker: warmup changes nothing.
-  EXPECT_DOUBLE_EQ(LrSchedule({.lr = 0.01, .warmup_epochs = 2}, 1).at(0, 0, 10), 0.01);
-}
-
-TEST(LrSchedule, StepAndCosine) {
-  LrSchedule step({.lr = 0.1, .schedule = "step", .milestones = {2, 4}, .gamma = 0.5}, 1);
-  EXPECT_DOUBLE_EQ(step.at(1, 9, 10), 0.1);
-  EXPECT_DOUBLE_EQ(step.at(2, 0, 10), 0.05);
-  EXPECT_DOUBLE_EQ(step.at(4, 0, 10), 0.025);
-  LrSchedule cosine({.lr = 0.1, .schedule = "cosine", .epochs = 4, .min_lr = 0.0}, 1);
-  EXPECT_DOUBLE_EQ(cosine.at(0, 0, 10), 0.1);
-  EXPECT_NEAR(cosine.at(2, 0, 10), 0.05, 1e-12);
-  EXPECT_NEAR(cosine.at(4, 0, 10), 0.0, 1e-12);
+TEST(OptimizerWeightDecay, CanLeaveOutBatchNormAndBiasParameters) {
+  auto backend = make_cpu_backend(1);
+  for (const char* kind : {"sgd", "adamw"}) {
+    TwoParams params;
+    params.set(2.0f, 0.0f);
+    OptimizerConfig c{.kind = kind, .weight_decay = 0.1f};
+    c.decay_bn_and_bias = false;
+    auto opt = make_optimizer(c, params.list(), Device::kCpu);
+    opt->step(*backend, 0.5f);
+    // sgd: w -= lr * wd * w; adamw: w *= 1 - lr * wd (and a zero Adam step)
+    EXPECT_NEAR(params.weight.value.data()[0], 2.0 * (1 - 0.5 * 0.1), 1e-6) << kind;
+    EXPECT_EQ(params.bias.value.data()[0], 2.0f) << kind << ": the bias must not decay";
+  }
 }
 
 }  // namespace

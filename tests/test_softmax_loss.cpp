@@ -1,5 +1,6 @@
-// Log-softmax and the losses (NLL, softmax cross-entropy) of the CPU backend
-// against references written here. Element-wise ops: test_elementwise.cpp;
+// Log-softmax and the losses (NLL, softmax cross-entropy, with label
+// smoothing as PyTorch's CrossEntropyLoss) of the CPU backend against
+// references written here. Element-wise ops: test_elementwise.cpp;
 // dropout: test_dropout.cpp.
 #include <gtest/gtest.h>
 
@@ -12,6 +13,7 @@
 
 #include "nn/backend.h"
 #include "nn/error.h"
+#include "nn/model_zoo.h"
 #include "nn/tensor.h"
 #include "support/backend_checks.h"
 #include "support/cpu_backend.h"
@@ -122,6 +124,32 @@ TEST(CpuLoss, SoftmaxCrossEntropyMatchesReferenceAndIsStable) {
   EXPECT_NEAR(s.loss_sum, loss, 1e-4 * (1 + loss));
   EXPECT_EQ(s.correct, correct);
   EXPECT_EQ(s.count, rows);
+}
+
+// --- label smoothing -------------------------------------------------------------
+
+TEST(LabelSmoothing, LossAndGradientFollowPyTorch) {
+  auto backend = make_cpu_backend(1);
+  const float logits[] = {1.0f, 2.0f, 3.0f};
+  const int32_t label[] = {0};
+  float d[3];
+  const LossStats s = backend->softmax_cross_entropy(1, 3, logits, label, 2.0f, d, 0.1f);
+  const double lse = std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0));
+  // (1 - e) * (-logp[0]) + e * mean_j(-logp[j])
+  const double want = 0.9 * (lse - 1.0) + 0.1 * ((lse - 1) + (lse - 2) + (lse - 3)) / 3.0;
+  EXPECT_NEAR(s.loss_sum, want, 1e-5);
+  for (int j = 0; j < 3; ++j) {
+    const double target = (j == 0 ? 0.9 : 0.0) + 0.1 / 3.0;
+    EXPECT_NEAR(d[j], 2.0 * (std::exp(logits[j] - lse) - target), 1e-6) << j;
+  }
+}
+
+TEST(LabelSmoothing, NeedsTheCrossEntropyLoss) {
+  auto model = build_model("mnist_net", {}, {1, 28, 28}, 10);
+  EXPECT_THROW(model->set_label_smoothing(0.1f), InputError);
+  auto resnet = build_model("resnet20", {}, {1, 28, 28}, 10);
+  EXPECT_THROW(resnet->set_label_smoothing(1.0f), InputError);
+  EXPECT_NO_THROW(resnet->set_label_smoothing(0.1f));
 }
 
 }  // namespace

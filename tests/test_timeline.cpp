@@ -1,5 +1,7 @@
-// Timeline: spans from two threads, strict JSON after close, a file left
-// behind by a killed process still readable, per-rank paths and merging.
+// Timeline (distributed/timeline.h) in one process: spans from two threads,
+// strict JSON after close, a file left behind by a killed process still
+// readable, per-rank paths and merging. Across ranks:
+// tests/mpi/test_timeline.cpp; the summary: test_timeline_report.cpp.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>

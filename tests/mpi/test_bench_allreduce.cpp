@@ -1,15 +1,11 @@
 // `lockstep bench` across ranks: the allreduce benchmark reduces exactly the
 // model's gradient bytes in the optimizer's buckets and reports the same
-// (slowest-rank) times on every rank; a throughput run with a timeline gives
-// a trace whose summary has one step per timed step and rank.
+// (slowest-rank) times on every rank. The timeline of a throughput run:
+// tests/mpi/test_timeline.cpp.
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <nlohmann/json.hpp>
 
 #include "app/bench.h"
-#include "app/timeline_report.h"
-#include "distributed/timeline.h"
 #include "mpi/mpi_test_util.h"
 #include "nn/model_zoo.h"
 
@@ -17,7 +13,6 @@ namespace lockstep::app {
 namespace {
 
 using distributed::testing::make_test_comm;
-using distributed::testing::shared_scratch_dir;
 
 int64_t gradient_bytes(const std::string& name) {
   auto model = nn::build_model(name, {}, {1, 28, 28}, 10);
@@ -49,32 +44,6 @@ TEST(BenchAllreduce, ReducesTheModelsGradientBytesInItsBuckets) {
   model->reset_parameters(1, nn::Device::kCpu);
   EXPECT_EQ(per_param.buckets, model->parameters().size());
   EXPECT_EQ(per_param.bytes, fused.bytes);
-}
-
-TEST(BenchTimeline, SummaryOfARealRunHasEveryTimedStep) {
-  auto comm = make_test_comm();
-  const std::string dir = shared_scratch_dir(*comm, "lockstep_bench_timeline");
-  const std::string trace = dir + "/trace.json";
-  auto timeline = distributed::make_timeline(trace, *comm);
-  const auto r = run_bench({"mnist_net", 8, 1}, *comm, 0.2, timeline.get());
-  EXPECT_TRUE(distributed::finish_timeline(*timeline, *comm).empty());
-  if (comm->rank() == 0) {
-    const auto ranks = summarize_timeline(distributed::read_trace_events(trace));
-    ASSERT_EQ(ranks.size(), static_cast<size_t>(comm->size()));
-    for (const RankSteps& rank : ranks) {
-      ASSERT_EQ(static_cast<int64_t>(rank.steps.size()), r.steps) << "rank " << rank.rank;
-      for (const StepTimes& s : rank.steps) {
-        EXPECT_EQ(s.allreduces, 1);  // one bucket per step
-        EXPECT_GT(s.backward, 0.0);
-        EXPECT_GT(s.allreduce, 0.0);
-        EXPECT_LE(s.hidden, s.allreduce);
-        EXPECT_GE(s.exposed, 0.0);
-        EXPECT_GE(s.late, 0.0);
-      }
-    }
-    std::filesystem::remove_all(dir);
-  }
-  comm->barrier();
 }
 
 }  // namespace

@@ -3,8 +3,9 @@
 // model trained on the whole N*B batch in one process (every rank computes
 // that reference itself, with no communicator), for every fusion, overlap,
 // accumulation and compression setting. Also: broadcast_parameters, errors
-// raised on every rank together (no rank left waiting), and a merged
-// timeline with one track per rank.
+// raised on every rank together (no rank left waiting), and the last bucket
+// reduced by the caller when nothing overlaps. The merged timeline:
+// tests/mpi/test_timeline.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -243,7 +244,7 @@ TEST(DistributedOptimizerMpi, Fp16OverflowStopsEveryRankWithTheSameStep) {
 }
 
 // A small model, its optimizer and a timeline written to a scratch folder
-// every rank sees, for the timeline tests.
+// every rank sees.
 struct TimelineRun {
   explicit TimelineRun(const std::string& prefix)
       : dir(shared_scratch_dir(*comm, prefix)),
@@ -257,44 +258,6 @@ struct TimelineRun {
   std::unique_ptr<nn::Model> model = small_model(kSeed);
   std::unique_ptr<nn::Optimizer> opt;
 };
-
-TEST(DistributedOptimizerMpi, MergedTimelineHasOneTrackPerRankWithCommThreadSpans) {
-  TimelineRun run("lockstep_mpi_timeline");
-  auto& [comm, backend, dir, file, timeline, model, opt] = run;
-  DistributedOptimizer dopt(*comm, *backend, model->parameters(), *opt,
-                            {.bucket_cap_mb = 0, .timeline = timeline.get()});
-  for (int step = 0; step < 2; ++step) {
-    {
-      TimelineSpan span(timeline.get(), "backward", "backward");
-      backward(*model, *backend, make_batch({step * 2, step * 2 + 1}), 0.5f,
-               dopt.grad_ready_callback());
-    }
-    dopt.step(0.1f);
-  }
-  const auto lost = finish_timeline(*timeline, *comm);
-  if (comm->rank() == 0) {
-    EXPECT_TRUE(lost.empty());
-    std::ifstream in(file);
-    std::stringstream text;
-    text << in.rdbuf();
-    const nlohmann::json events = nlohmann::json::parse(text.str());  // strict JSON
-    std::set<int> pids, comm_pids;
-    for (const auto& e : events) {
-      pids.insert(e["pid"].get<int>());
-      if (e["name"] == "allreduce bucket 0" && e["tid"] == Timeline::kCommThread) {
-        comm_pids.insert(e["pid"].get<int>());
-      }
-    }
-    std::set<int> all;
-    for (int r = 0; r < comm->size(); ++r) all.insert(r);
-    EXPECT_EQ(pids, all);
-    EXPECT_EQ(comm_pids, all);
-    for (int r = 1; r < comm->size(); ++r) {
-      EXPECT_FALSE(std::filesystem::exists(timeline_rank_path(file, r))) << "rank file " << r;
-    }
-    std::filesystem::remove_all(dir);
-  }
-}
 
 // A model in one bucket: nothing is left to overlap it with, so the caller
 // reduces it in synchronize() and the communication thread is never woken.

@@ -1,5 +1,7 @@
-// The CPU backend's optimizer updates against values computed by hand from
-// torch.optim.SGD's and torch.optim.Adam's formulas.
+// The CPU backend's optimizer update kernels (sgd_update, adam_update)
+// against values computed by hand from torch.optim.SGD's and
+// torch.optim.Adam's formulas. The rules through the Optimizer interface:
+// test_optimizer.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,7 +1,9 @@
-// Max pooling: the CPU backend's forward and backward against naive reference
-// loops written here, with 1 and with 2 threads, ties and NaN as PyTorch.
-// The layer's gradient: test_layers.cpp; CUDA against the CPU:
-// test_cuda_backend.cpp.
+// Pooling. Max: the CPU backend's forward and backward against naive
+// reference loops written here, with 1 and with 2 threads, ties and NaN as
+// PyTorch (the layer's gradient: test_layers.cpp). Average and global
+// average: the layers' outputs by hand and their gradients against central
+// differences. CUDA against the CPU: test_cuda_backend.cpp,
+// test_cuda_resnet_ops.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "nn/backend.h"
+#include "nn/layers/avg_pool2d.h"
 #include "nn/tensor.h"
 #include "support/backend_checks.h"
 #include "support/cpu_backend.h"
@@ -22,6 +25,7 @@ namespace lockstep::nn {
 namespace {
 
 using testing::case_name;
+using testing::check_layer_gradients;
 using testing::expect_close;
 using testing::fill_random;
 using testing::random_tensor;
@@ -129,6 +133,38 @@ TEST(CpuMaxPool, NanWinsLikePyTorch) {
   backend->maxpool2d_backward(three, x3, y3, dy3, dx3);
   EXPECT_TRUE(std::isnan(y3[0]));
   for (int i = 0; i < 9; ++i) EXPECT_EQ(dx3[i], i == 4 ? 4.0f : 0.0f) << i;
+}
+
+// --- average pooling ----------------------------------------------------------
+
+TEST(AvgPool2d, ForwardAndGradients) {
+  AvgPool2d pool(2);
+  pool.set_name("pool");
+  Tensor x({1, 1, 2, 4}), y({1, 1, 1, 2});
+  const float xs[] = {1, 2, 3, 4, 5, 6, 7, 8};
+  std::copy(xs, xs + 8, x.data());
+  auto backend = make_cpu_backend(1);
+  pool.forward(*backend, x, y, {});
+  EXPECT_FLOAT_EQ(y.data()[0], (1 + 2 + 5 + 6) / 4.0f);
+  EXPECT_FLOAT_EQ(y.data()[1], (3 + 4 + 7 + 8) / 4.0f);
+  AvgPool2d overlapping(3, 2);
+  overlapping.set_name("pool");
+  Tensor big({2, 2, 7, 5});
+  fill_random(big, 9);
+  check_layer_gradients(overlapping, big, {});
+}
+
+TEST(GlobalAvgPool2d, ForwardShapeAndGradients) {
+  GlobalAvgPool2d pool;
+  pool.set_name("avgpool");
+  EXPECT_EQ(pool.output_shape({4, 16, 8, 8}), (Shape{4, 16}));
+  Tensor x({2, 3, 2, 2}), y({2, 3});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] = static_cast<float>(i);
+  auto backend = make_cpu_backend(1);
+  pool.forward(*backend, x, y, {});
+  for (int64_t r = 0; r < 6; ++r) EXPECT_FLOAT_EQ(y.data()[r], 4.0f * r + 1.5f);
+  fill_random(x, 2);
+  check_layer_gradients(pool, x, {});
 }
 
 }  // namespace

@@ -1,0 +1,56 @@
+// Clipping by global norm (nn/grad_clip.h) against PyTorch's
+// clip_grad_norm_, and the DistributedOptimizer clipping the averaged
+// gradients before its step.
+#include <gtest/gtest.h>
+
+#include "distributed/distributed_optimizer.h"
+#include "nn/grad_clip.h"
+#include "nn/optimizer.h"
+
+namespace lockstep::nn {
+namespace {
+
+// A 2-D weight and a 1-D bias, values and gradients set by hand.
+struct TwoParams {
+  Parameter weight{"fc.weight", Tensor({1, 2}), Tensor({1, 2})};
+  Parameter bias{"fc.bias", Tensor({1}), Tensor({1})};
+  std::vector<Parameter*> list() { return {&weight, &bias}; }
+  void set(float w, float g) {
+    for (Parameter* p : list()) {
+      for (float& v : p->value.span()) v = w;
+      for (float& v : p->grad.span()) v = g;
+    }
+  }
+};
+
+TEST(GradClip, GlobalNormAndCoefficientFollowClipGradNorm) {
+  TwoParams params;
+  params.weight.grad.data()[0] = 3.0f;
+  params.weight.grad.data()[1] = 0.0f;
+  params.bias.grad.data()[0] = 4.0f;
+  EXPECT_NEAR(global_grad_norm(params.list(), 1.0f), 5.0, 1e-12);
+  EXPECT_NEAR(global_grad_norm(params.list(), 0.5f), 2.5, 1e-12);
+  EXPECT_FLOAT_EQ(clip_coefficient(5.0, 1.0), static_cast<float>(1.0 / (5.0 + 1e-6)));
+  EXPECT_EQ(clip_coefficient(0.5, 1.0), 1.0f) << "never scales up";
+  EXPECT_EQ(clip_coefficient(5.0, 0.0), 1.0f) << "0: off";
+}
+
+TEST(GradClip, DistributedStepClipsTheAveragedGradients) {
+  auto comm = distributed::make_single_communicator();
+  auto backend = make_cpu_backend(1);
+  TwoParams params;
+  params.set(0.0f, 0.0f);
+  auto sgd = make_optimizer({}, params.list(), Device::kCpu);
+  distributed::DistributedOptimizerConfig config;
+  config.grad_clip_norm = 1.0;
+  distributed::DistributedOptimizer dopt(*comm, *backend, params.list(), *sgd, config);
+  params.weight.grad.data()[0] = 3.0f;
+  params.bias.grad.data()[0] = 4.0f;
+  for (size_t i = params.list().size(); i-- > 0;) dopt.on_grad_ready(i);
+  dopt.step(0.1f);
+  EXPECT_NEAR(params.weight.value.data()[0], -0.1 * 3.0 / 5.0, 1e-6);
+  EXPECT_NEAR(params.bias.value.data()[0], -0.1 * 4.0 / 5.0, 1e-6);
+}
+
+}  // namespace
+}  // namespace lockstep::nn
