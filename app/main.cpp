@@ -3,6 +3,7 @@
 // whole job non-zero (distributed/failure.h).
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <vector>
 
 #include "app/bench_command.h"
 #include "app/build_info.h"
@@ -13,6 +14,7 @@
 #include "app/export_command.h"
 #include "app/plot_command.h"
 #include "app/predict.h"
+#include "app/root_tool.h"
 #include "app/timeline_report.h"
 #include "app/trainer.h"
 #include "distributed/failure.h"
@@ -42,33 +44,28 @@ int main(int argc, char** argv) {
   app::BenchArgs bench_args;
   auto* bench_cmd = cli.add_subcommand("bench", "training images/second on synthetic data");
   app::add_bench_options(*bench_cmd, bench_args);
-  app::PredictArgs predict_args;
-  auto* predict_cmd = cli.add_subcommand("predict", "classify image files with a checkpoint");
-  app::add_predict_options(*predict_cmd, predict_args);
+  std::vector<app::RootTool> tools;
+  tools.push_back(app::root_tool(cli, "predict", "classify image files with a checkpoint",
+                                 app::add_predict_options, app::run_predict));
   auto* data_cmd = cli.add_subcommand("data", "look at and convert datasets");
   data_cmd->require_subcommand(1);
   app::ShowArgs show_args;
   auto* show_cmd = data_cmd->add_subcommand(
       "show", "PNG contact sheet of samples per class as training sees them");
   app::add_show_options(*show_cmd, show_args);
-  app::ExportArgs export_args;
-  auto* export_cmd =
-      data_cmd->add_subcommand("export", "write a dataset as an image folder of PNGs");
-  app::add_export_options(*export_cmd, export_args);
-  app::ModelExportArgs model_export_args;
-  auto* model_export_cmd = cli.add_subcommand(
-      "export", "write a checkpoint's model as safetensors (for PyTorch) or ONNX");
-  app::add_model_export_options(*model_export_cmd, model_export_args);
-  app::PlotArgs plot_args;
-  auto* plot_cmd =
-      cli.add_subcommand("plot", "loss and accuracy curves of runs as a PNG (gnuplot)");
-  app::add_plot_options(*plot_cmd, plot_args);
+  tools.push_back(app::root_tool(*data_cmd, "export", "write a dataset as an image folder of PNGs",
+                                 app::add_export_options, app::run_data_export));
+  tools.push_back(app::root_tool(cli, "export",
+                                 "write a checkpoint's model as safetensors (for PyTorch) or ONNX",
+                                 app::add_model_export_options, app::run_model_export));
+  tools.push_back(app::root_tool(cli, "plot", "loss and accuracy curves of runs as a PNG (gnuplot)",
+                                 app::add_plot_options, app::run_plot));
   auto* timeline_cmd = cli.add_subcommand("timeline", "read Chrome traces written by --timeline");
   timeline_cmd->require_subcommand(1);
-  app::TimelineSummaryArgs timeline_args;
-  auto* summary_cmd = timeline_cmd->add_subcommand(
-      "summary", "per rank and step: backward, allreduce, hidden and exposed communication");
-  app::add_timeline_summary_options(*summary_cmd, timeline_args);
+  tools.push_back(
+      app::root_tool(*timeline_cmd, "summary",
+                     "per rank and step: backward, allreduce, hidden and exposed communication",
+                     app::add_timeline_summary_options, app::run_timeline_summary));
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -89,12 +86,9 @@ int main(int argc, char** argv) {
     if (*doctor_cmd) return app::run_doctor(app::read_config(*doctor_cmd, app::kTrain), *comm);
     if (*eval_cmd) return app::run_evaluate(*eval_cmd, eval_args, *comm);
     if (*bench_cmd) return app::run_bench_command(bench_args, *comm);
-    // Single-process tools: rank 0 does the work, other ranks have none.
-    if (*predict_cmd) return root ? app::run_predict(predict_args) : 0;
-    if (*summary_cmd) return root ? app::run_timeline_summary(timeline_args) : 0;
-    if (*export_cmd) return root ? app::run_data_export(export_args) : 0;
-    if (*model_export_cmd) return root ? app::run_model_export(model_export_args) : 0;
-    if (*plot_cmd) return root ? app::run_plot(plot_args) : 0;
+    for (const app::RootTool& tool : tools) {
+      if (*tool.cmd) return root ? tool.run() : 0;
+    }
     if (*show_cmd) {
       show_args.config = app::read_config(*show_cmd, app::kDataShow);
       return root ? app::run_data_show(show_args) : 0;
