@@ -17,9 +17,9 @@
 #include "data/catalog.h"
 #include "data/image_io.h"
 #include "data/transform.h"
-#include "interop_util.h"
 #include "nn/model_zoo.h"
 #include "support/dataset_files.h"
+#include "support/interop_util.h"
 #include "support/run_command.h"
 
 namespace lockstep {

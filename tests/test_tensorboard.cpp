@@ -15,8 +15,8 @@
 
 #include "app/tensorboard.h"
 #include "app/tfrecord.h"
-#include "interop_util.h"
 #include "support/dataset_files.h"
+#include "support/interop_util.h"
 #include "support/run_command.h"
 #include "support/run_files.h"
 
