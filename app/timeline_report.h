@@ -36,14 +36,9 @@ class App;
 
 namespace lockstep::app {
 
-// Microseconds, one step of one rank.
+// One step of one rank: the figures above, in microseconds.
 struct StepTimes {
-  double backward = 0.0;
-  double allreduce = 0.0;
-  double hidden = 0.0;
-  double exposed = 0.0;
-  double handoff = 0.0;
-  double late = 0.0;
+  double backward = 0.0, allreduce = 0.0, hidden = 0.0, exposed = 0.0, handoff = 0.0, late = 0.0;
   double backward_end = 0.0;  // timestamp of the step's last backward end (-1: none)
   int allreduces = 0;
 };
