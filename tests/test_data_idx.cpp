@@ -177,10 +177,8 @@ TEST(IdxMnistDir, MissingFilesAndUnknownNames) {
 }
 
 TEST(IdxFashionMnist, ReadsThePackageFiles) {
+  REQUIRE_FASHION_MNIST();
   const std::string dir = LOCKSTEP_FASHION_MNIST_DIR;
-  if (!std::filesystem::exists(dir + "/train-images-idx3-ubyte.gz")) {
-    GTEST_SKIP() << dir << " is absent (scripts/setup.sh installs dataset-fashion-mnist)";
-  }
   EXPECT_EQ(default_data_dir("fashion-mnist"), dir);
   const Dataset train = load_dataset("fashion-mnist", "", true);
   const Dataset test = load_dataset("fashion-mnist", "", false);

@@ -137,9 +137,7 @@ void prepare(const ScratchDir& dir) {
 }
 
 TEST(Readme, EveryCommandRuns) {
-  if (!fs::exists(std::string(LOCKSTEP_FASHION_MNIST_DIR) + "/train-images-idx3-ubyte.gz")) {
-    GTEST_SKIP() << "Fashion-MNIST is not installed (scripts/setup.sh installs it)";
-  }
+  REQUIRE_FASHION_MNIST();
   ScratchDir dir;
   ASSERT_NO_FATAL_FAILURE(prepare(dir));
   const auto commands = readme_commands();
