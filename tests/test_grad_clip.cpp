@@ -6,25 +6,15 @@
 #include "distributed/distributed_optimizer.h"
 #include "nn/grad_clip.h"
 #include "nn/optimizer.h"
+#include "support/hand_parameters.h"
 
 namespace lockstep::nn {
 namespace {
 
-// A 2-D weight and a 1-D bias, values and gradients set by hand.
-struct TwoParams {
-  Parameter weight{"fc.weight", Tensor({1, 2}), Tensor({1, 2})};
-  Parameter bias{"fc.bias", Tensor({1}), Tensor({1})};
-  std::vector<Parameter*> list() { return {&weight, &bias}; }
-  void set(float w, float g) {
-    for (Parameter* p : list()) {
-      for (float& v : p->value.span()) v = w;
-      for (float& v : p->grad.span()) v = g;
-    }
-  }
-};
+using testing::WeightAndBias;
 
 TEST(GradClip, GlobalNormAndCoefficientFollowClipGradNorm) {
-  TwoParams params;
+  WeightAndBias params;
   params.weight.grad.data()[0] = 3.0f;
   params.weight.grad.data()[1] = 0.0f;
   params.bias.grad.data()[0] = 4.0f;
@@ -38,7 +28,7 @@ TEST(GradClip, GlobalNormAndCoefficientFollowClipGradNorm) {
 TEST(GradClip, DistributedStepClipsTheAveragedGradients) {
   auto comm = distributed::make_single_communicator();
   auto backend = make_cpu_backend(1);
-  TwoParams params;
+  WeightAndBias params;
   params.set(0.0f, 0.0f);
   auto sgd = make_optimizer({}, params.list(), Device::kCpu);
   distributed::DistributedOptimizerConfig config;

@@ -11,9 +11,12 @@
 #include "nn/error.h"
 #include "nn/optimizer.h"
 #include "support/cpu_backend.h"
+#include "support/hand_parameters.h"
 
 namespace lockstep::nn {
 namespace {
+
+using testing::WeightAndBias;
 
 struct OneParam {
   Parameter p;
@@ -68,21 +71,8 @@ TEST(OptimizerAdam, FirstStepsMatchHandComputation) {
   EXPECT_EQ(opt->steps(), 2);
 }
 
-// A 2-D weight and a 1-D bias, values and gradients set by hand.
-struct TwoParams {
-  Parameter weight{"fc.weight", Tensor({1, 2}), Tensor({1, 2})};
-  Parameter bias{"fc.bias", Tensor({1}), Tensor({1})};
-  std::vector<Parameter*> list() { return {&weight, &bias}; }
-  void set(float w, float g) {
-    for (Parameter* p : list()) {
-      for (float& v : p->value.span()) v = w;
-      for (float& v : p->grad.span()) v = g;
-    }
-  }
-};
-
 TEST(OptimizerAdamW, OneStepMatchesTheDecoupledFormula) {
-  TwoParams params;
+  WeightAndBias params;
   params.set(1.0f, 0.5f);
   auto backend = make_cpu_backend(1);
   auto adamw =
@@ -93,7 +83,7 @@ TEST(OptimizerAdamW, OneStepMatchesTheDecoupledFormula) {
   EXPECT_NEAR(params.weight.value.data()[0], want, 1e-6);
   EXPECT_NEAR(params.bias.value.data()[0], want, 1e-6);
   // Adam (L2) differs: the decay goes through the moments.
-  TwoParams l2;
+  WeightAndBias l2;
   l2.set(1.0f, 0.5f);
   auto adam = make_optimizer({.kind = "adam", .weight_decay = 0.01f}, l2.list(), Device::kCpu);
   adam->step(*backend, 0.1f);
@@ -103,7 +93,7 @@ TEST(OptimizerAdamW, OneStepMatchesTheDecoupledFormula) {
 TEST(OptimizerWeightDecay, CanLeaveOutBatchNormAndBiasParameters) {
   auto backend = make_cpu_backend(1);
   for (const char* kind : {"sgd", "adamw"}) {
-    TwoParams params;
+    WeightAndBias params;
     params.set(2.0f, 0.0f);
     OptimizerConfig c{.kind = kind, .weight_decay = 0.1f};
     c.decay_bn_and_bias = false;

@@ -25,7 +25,6 @@ namespace lockstep::nn {
 namespace {
 
 using testing::case_name;
-using testing::check_layer_gradients;
 using testing::expect_close;
 using testing::fill_random;
 using testing::random_tensor;
@@ -151,7 +150,7 @@ TEST(AvgPool2d, ForwardAndGradients) {
   overlapping.set_name("pool");
   Tensor big({2, 2, 7, 5});
   fill_random(big, 9);
-  check_layer_gradients(overlapping, big, {});
+  testing::check_layer_gradients(overlapping, big, {});
 }
 
 TEST(GlobalAvgPool2d, ForwardShapeAndGradients) {
@@ -164,7 +163,7 @@ TEST(GlobalAvgPool2d, ForwardShapeAndGradients) {
   pool.forward(*backend, x, y, {});
   for (int64_t r = 0; r < 6; ++r) EXPECT_FLOAT_EQ(y.data()[r], 4.0f * r + 1.5f);
   fill_random(x, 2);
-  check_layer_gradients(pool, x, {});
+  testing::check_layer_gradients(pool, x, {});
 }
 
 }  // namespace

@@ -23,9 +23,8 @@ using testing::run_lockstep;
 using testing::ScratchDir;
 
 std::string small_run(const std::string& dir, int epochs, int train_subset = 256) {
-  return "train --dataset fashion-mnist --train-subset " + std::to_string(train_subset) +
-         " --test-subset 128 --epochs " + std::to_string(epochs) +
-         " --keep-checkpoints 0 --progress plain --threads 1 --run-dir " + dir;
+  return testing::fashion_mnist_train_args(dir, epochs, train_subset, 128, 1) +
+         " --keep-checkpoints 0";
 }
 
 size_t lines_in(const std::string& path) {

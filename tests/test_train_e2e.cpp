@@ -22,9 +22,7 @@ using testing::ScratchDir;
 
 // Common flags: a small subset, quiet output, a run directory.
 std::string small_run(const std::string& dir, int epochs, int64_t train = 1000) {
-  return "train --dataset fashion-mnist --train-subset " + std::to_string(train) +
-         " --test-subset 500 --epochs " + std::to_string(epochs) +
-         " --progress plain --threads 2 --run-dir " + dir;
+  return testing::fashion_mnist_train_args(dir, epochs, train, 500, 2);
 }
 
 TEST(TrainE2E, MnistNetLearnsOnAFashionMnistSubset) {

@@ -24,8 +24,7 @@ using testing::ScratchDir;
 
 // 1000 samples at batch 64: 16 steps an epoch.
 std::string small_run(const std::string& dir, int epochs) {
-  return "train --dataset fashion-mnist --train-subset 1000 --test-subset 200 --epochs " +
-         std::to_string(epochs) + " --progress plain --threads 1 --run-dir " + dir;
+  return testing::fashion_mnist_train_args(dir, epochs, 1000, 200, 1);
 }
 
 // 32 steps with growth every 10: the scale doubles three times, no step is

@@ -73,4 +73,11 @@ std::string mnist_train_args(const std::string& data_dir, const std::string& run
          run_dir;
 }
 
+std::string fashion_mnist_train_args(const std::string& run_dir, int epochs, int64_t train_subset,
+                                     int64_t test_subset, int threads) {
+  return "train --dataset fashion-mnist --train-subset " + std::to_string(train_subset) +
+         " --test-subset " + std::to_string(test_subset) + " --epochs " + std::to_string(epochs) +
+         " --progress plain --threads " + std::to_string(threads) + " --run-dir " + run_dir;
+}
+
 }  // namespace lockstep::testing

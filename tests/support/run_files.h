@@ -37,4 +37,9 @@ void expect_same_tensors(const app::Checkpoint& a, const app::Checkpoint& b);
 std::string mnist_train_args(const std::string& data_dir, const std::string& run_dir,
                              const std::string& flags);
 
+// "train" on train_subset and test_subset samples of the real Fashion-MNIST
+// (REQUIRE_FASHION_MNIST) into run_dir, with plain progress lines.
+std::string fashion_mnist_train_args(const std::string& run_dir, int epochs, int64_t train_subset,
+                                     int64_t test_subset, int threads);
+
 }  // namespace lockstep::testing
