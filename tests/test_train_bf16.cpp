@@ -40,12 +40,11 @@ std::string run_args(const std::string& dir, const std::string& precision) {
 
 TEST(TrainBf16, LossTracksFp32) {
   REQUIRE_FASHION_MNIST();
-  const std::string base = ::testing::TempDir() + "/lockstep_train_bf16";
-  std::filesystem::remove_all(base);
+  testing::ScratchDir base;  // its own folder: ctest runs this test twice at once (isa_avx2)
   std::vector<Epoch> runs[2];
   const char* precisions[2] = {"fp32", "bf16"};
   for (int i = 0; i < 2; ++i) {
-    const std::string dir = base + "/" + precisions[i];
+    const std::string dir = base.file(precisions[i]);
     const auto r = run_lockstep(run_args(dir, precisions[i]));
     ASSERT_EQ(r.exit_code, 0) << r.output;
     if (i == 1) {
@@ -60,7 +59,6 @@ TEST(TrainBf16, LossTracksFp32) {
     EXPECT_NEAR(runs[1][e].test_accuracy, runs[0][e].test_accuracy, 0.03) << "epoch " << e + 1;
   }
   EXPECT_LT(runs[1][2].train_loss, runs[1][0].train_loss);  // it learns
-  std::filesystem::remove_all(base);
 }
 
 TEST(TrainBf16, Fp16IsRefusedNamingTheKey) {
