@@ -36,6 +36,11 @@ using FilterChunk = void (*)(const Conv2dGeometry& g, const float* x, const floa
 void accumulate_bias_grad(const Conv2dGeometry& g, const float* dy, int64_t n0, int64_t n1,
                           float* db);
 
+// dst(k, gs*PQ) <- the gs samples' (k, PQ) blocks of src (N, k, PQ) side by
+// side; scatter_samples is its inverse.
+void gather_samples(const float* src, int64_t gs, int64_t k, const Dims& d, float* dst);
+void scatter_samples(const float* src, int64_t gs, int64_t k, const Dims& d, float* dst);
+
 // --- im2col + GEMM (any stride and padding): conv_im2col.cpp ---------------
 void im2col_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x, const float* w,
                     const float* b, float* y);

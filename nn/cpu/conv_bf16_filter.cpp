@@ -1,0 +1,185 @@
+// The weight gradient of a convolution in bf16 precision (kernels.h), with
+// CRS = C*R*S and T the output positions of a group of samples:
+//   dw^T(CRS, K) += col(CRS, T) * dy^T(T, K)
+// in bf16 pairs of consecutive positions: an im2col that writes bf16 (16
+// bits) makes each pair a 32-bit word of a row of col, read in place as A;
+// dy is rounded and transposed into rows of pairs (B). Per chunk of samples
+// into private partials (dw^T, then db), reduced in chunk order; the chunks
+// depend on the batch alone, so the sums do not depend on the thread count.
+#include <algorithm>
+#include <cstring>
+
+#include "nn/cpu/bf16_convert.h"
+#include "nn/cpu/conv_common.h"
+#include "nn/cpu/gemm_bf16.h"
+#include "nn/cpu/kernels.h"
+#include "nn/cpu/scratch.h"
+
+namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA {
+namespace {
+
+constexpr int64_t kSlack = 64;  // 16-bit elements past the end of copies that overshoot
+
+int64_t round_up(int64_t x, int64_t to) {
+  return (x + to - 1) / to * to;
+}
+
+struct Sizes {
+  conv::Dims d;
+  int64_t hp, wp, area, group, rows, kpad, ld;  // ld: 16-bit elements per row of col
+  explicit Sizes(const Conv2dGeometry& g)
+      : d(g),
+        hp(g.in_h + 2 * g.pad),
+        wp(g.in_w + 2 * g.pad),
+        area(hp * wp),
+        group(std::clamp<int64_t>((512 + d.pq - 1) / d.pq, 1,
+                                  std::max<int64_t>(1, (int64_t{1} << 21) / (d.crs * d.pq)))),
+        rows(round_up(d.crs, kBf16RowsAlign)),
+        kpad(round_up(g.out_channels, kLanes)),
+        ld(round_up(group * d.pq, 2)) {}
+};
+
+// u16 scratch of n elements (plus slack).
+uint16_t* scratch16(ScratchSlot slot, int64_t n) {
+  return reinterpret_cast<uint16_t*>(scratch(slot, static_cast<size_t>((n + kSlack) / 2 + 1)));
+}
+
+// xp (count, C, Hp, Wp) <- bf16 of x (count, C, H, W), zero padding.
+void pad_bf16(const Conv2dGeometry& g, const Sizes& z, const float* x, int64_t count,
+              uint16_t* xp) {
+  std::memset(xp, 0, sizeof(uint16_t) * static_cast<size_t>(count * g.in_channels * z.area));
+  for (int64_t p = 0; p < count * g.in_channels; ++p) {
+    for (int64_t h = 0; h < g.in_h; ++h) {
+      bf16_row(x + (p * g.in_h + h) * g.in_w, g.in_w, xp + p * z.area + (h + g.pad) * z.wp + g.pad);
+    }
+  }
+}
+
+// d[0..n) = s[0..n) in moves of B bytes (may write and read up to B bytes past n).
+template <int B>
+void copy_u16(const uint16_t* s, uint16_t* d, int64_t n) {
+  for (int64_t j = 0; j < n; j += B / 2) std::memcpy(d + j, s + j, B);
+}
+
+// col (CRS rows, ld apart) <- im2col of the count samples of xp; columns
+// from count*PQ to ld zero.
+void im2col_bf16(const Conv2dGeometry& g, const Sizes& z, const uint16_t* xp, int64_t count,
+                 uint16_t* col, int64_t ld) {
+  const int64_t P = g.out_h(), Q = g.out_w(), step = g.stride * z.wp;
+  auto copy = Q <= 8 ? copy_u16<16> : Q <= 16 ? copy_u16<32> : copy_u16<64>;
+  for (int64_t c = 0; c < g.in_channels; ++c) {
+    for (int64_t r = 0; r < g.kernel_h; ++r) {
+      for (int64_t s = 0; s < g.kernel_w; ++s) {
+        uint16_t* dst = col + ((c * g.kernel_h + r) * g.kernel_w + s) * ld;
+        for (int64_t i = 0; i < count; ++i) {
+          const uint16_t* src = xp + (i * g.in_channels + c) * z.area + r * z.wp + s;
+          for (int64_t p = 0; p < P; ++p) {
+            uint16_t* d = dst + (i * P + p) * Q;
+            if (g.stride == 1) {
+              copy(src + p * step, d, Q);
+            } else {
+              for (int64_t q = 0; q < Q; ++q) d[q] = src[p * step + q * g.stride];
+            }
+          }
+        }
+        std::fill(dst + count * P * Q, dst + ld, uint16_t{0});
+      }
+    }
+  }
+}
+
+// dst ((n+1)/2 rows of kpad words) <- word (u, k) = the pair of src(k, 2u)
+// and src(k, 2u+1) (k < K rows of n floats, ld apart; zero past them).
+void pair_transpose(const float* src, int64_t K, int64_t n, int64_t ld, int64_t kpad,
+                    uint32_t* dst) {
+  for (int64_t u0 = 0; u0 < (n + 1) / 2; u0 += kLanes) {
+    const int64_t un = std::min<int64_t>(kLanes, (n + 1) / 2 - u0);
+    int64_t k0 = 0;
+    for (; 2 * (u0 + kLanes) <= n && k0 + kLanes <= K; k0 += kLanes) {
+      v16u t[kLanes];
+      for (int j = 0; j < kLanes; ++j) t[j] = pairs16(src + (k0 + j) * ld + 2 * u0);
+      transpose_pairs(t);
+      for (int q = 0; q < kLanes; ++q) std::memcpy(dst + (u0 + q) * kpad + k0, &t[q], sizeof t[q]);
+    }
+    for (int64_t u = u0; u < u0 + un; ++u) {
+      for (int64_t k = k0; k < kpad; ++k) {
+        const float* s = src + k * ld + 2 * u;
+        const uint32_t lo = k < K ? bf16_bits(s[0]) : 0u;
+        const uint32_t hi = k < K && 2 * u + 1 < n ? bf16_bits(s[1]) : 0u;
+        dst[u * kpad + k] = lo | (hi << 16);
+      }
+    }
+  }
+}
+
+// Adds samples [n0, n1) to dwt (rows x kpad: dw^T) and db (K).
+void filter_chunk(const Conv2dGeometry& g, const Sizes& z, const float* x, const float* dy,
+                  int64_t n0, int64_t n1, float* dwt, float* db, bool dot) {
+  const conv::Dims& d = z.d;
+  const int64_t K = g.out_channels;
+  uint16_t* xp = scratch16(ScratchSlot::kPadded, z.group * g.in_channels * z.area);
+  uint16_t* col = scratch16(ScratchSlot::kColumns, z.rows * z.ld);
+  float* in = scratch(ScratchSlot::kGather, static_cast<size_t>(K * z.group * d.pq));
+  auto* dyp = reinterpret_cast<uint32_t*>(
+      scratch(ScratchSlot::kBf16Input, static_cast<size_t>(z.ld / 2 * z.kpad)));
+  for (int64_t n = n0; n < n1; n += z.group) {
+    const int64_t gs = std::min(z.group, n1 - n), ld = gs * d.pq, ldp = round_up(ld, 2);
+    pad_bf16(g, z, x + n * d.chw, gs, xp);
+    im2col_bf16(g, z, xp, gs, col, ldp);
+    std::fill(col + d.crs * ldp, col + z.rows * ldp, uint16_t{0});
+    conv::gather_samples(dy + n * d.kpq, gs, K, d, in);
+    pair_transpose(in, K, ld, ld, z.kpad, dyp);
+    gemm_bf16_rows(z.rows, z.kpad, ldp / 2, reinterpret_cast<const uint32_t*>(col), ldp / 2, dyp,
+                   z.kpad, dwt, z.kpad, true, dot);
+    for (int64_t k = 0; k < K; ++k) db[k] += sum_floats(in + k * ld, ld);
+  }
+}
+
+}  // namespace
+
+// x: (N, C, H, W), dy: (N, K, P, Q) -> dw: (K, C, R, S), db: (K) or null.
+void conv2d_backward_filter_bf16(ThreadPool& pool, const Conv2dGeometry& g, const float* x,
+                                 const float* dy, float* dw, float* db, bool dot) {
+  const Sizes z(g);
+  const int64_t K = g.out_channels, crs = z.d.crs, wt = z.rows * z.kpad, stride = wt + K;
+  const int chunks = static_cast<int>(
+      std::max<int64_t>(1, std::min<int64_t>(g.batch, K * crs > (int64_t{1} << 16) ? 4 : 16)));
+  float* partials = scratch(ScratchSlot::kPartials, static_cast<size_t>(chunks * stride));
+  pool.parallel_for(chunks, 1, [&](int64_t c0, int64_t c1, int) {
+    for (int64_t c = c0; c < c1; ++c) {
+      float* part = partials + c * stride;
+      std::fill(part, part + stride, 0.0f);
+      const int chunk = static_cast<int>(c);
+      filter_chunk(g, z, x, dy, ThreadPool::chunk_begin(g.batch, chunks, chunk),
+                   ThreadPool::chunk_begin(g.batch, chunks, chunk + 1), part, part + wt, dot);
+    }
+  });
+  // dw(k, e) = sum over chunks of dw^T(e, k), in blocks of 16 x 16.
+  pool.parallel_for((crs + kLanes - 1) / kLanes, 4, [&](int64_t b0, int64_t b1, int) {
+    float sums[kLanes][kLanes];
+    for (int64_t e0 = b0 * kLanes; e0 < std::min(crs, b1 * kLanes); e0 += kLanes) {
+      const int64_t en = std::min<int64_t>(kLanes, crs - e0);
+      for (int64_t k0 = 0; k0 < K; k0 += kLanes) {
+        const int64_t kn = std::min<int64_t>(kLanes, K - k0);
+        for (int64_t e = 0; e < en; ++e) {
+          for (int64_t k = 0; k < kn; ++k) {
+            float sum = 0.0f;
+            for (int t = 0; t < chunks; ++t)
+              sum += partials[t * stride + (e0 + e) * z.kpad + k0 + k];
+            sums[k][e] = sum;
+          }
+        }
+        for (int64_t k = 0; k < kn; ++k) std::copy(sums[k], sums[k] + en, dw + (k0 + k) * crs + e0);
+      }
+    }
+  });
+  if (db) {
+    for (int64_t k = 0; k < K; ++k) {
+      float sum = 0.0f;
+      for (int t = 0; t < chunks; ++t) sum += partials[t * stride + wt + k];
+      db[k] = sum;
+    }
+  }
+}
+
+}  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA
