@@ -16,7 +16,9 @@ constexpr int kAcc = 8;  // float accumulators per plane
 
 // sum(a) and sum(a * b) of a, b[0..n), in 8 float lanes: with a = b = x
 // the sum and sum of squares of a plane, with a = dy, b = x the gradient sums.
-void plane_sums(const float* a, const float* b, int64_t n, double& sum_a, double& sum_ab) {
+// Inlined: each caller's loop is vectorised for its own operands.
+[[gnu::always_inline]] inline void plane_sums(const float* a, const float* b, int64_t n,
+                                              double& sum_a, double& sum_ab) {
   float s[kAcc] = {}, q[kAcc] = {};
   int64_t i = 0;
   for (; i + kAcc <= n; i += kAcc) {

@@ -55,10 +55,13 @@ void pad_bf16(const Conv2dGeometry& g, const Sizes& z, const float* x, int64_t c
   }
 }
 
-// d[0..n) = s[0..n) in moves of B bytes (may write and read up to B bytes past n).
+// dst[p*Q + q] = src[p*step + q] for p < rows, q < Q, in moves of B bytes
+// (each row may write and read up to B bytes past its end).
 template <int B>
-void copy_u16(const uint16_t* s, uint16_t* d, int64_t n) {
-  for (int64_t j = 0; j < n; j += B / 2) std::memcpy(d + j, s + j, B);
+void copy_rows_u16(const uint16_t* src, int64_t step, uint16_t* dst, int64_t rows, int64_t Q) {
+  for (int64_t p = 0; p < rows; ++p) {
+    for (int64_t j = 0; j < Q; j += B / 2) std::memcpy(dst + p * Q + j, src + p * step + j, B);
+  }
 }
 
 // col (CRS rows, ld apart) <- im2col of the count samples of xp; columns
@@ -66,20 +69,20 @@ void copy_u16(const uint16_t* s, uint16_t* d, int64_t n) {
 void im2col_bf16(const Conv2dGeometry& g, const Sizes& z, const uint16_t* xp, int64_t count,
                  uint16_t* col, int64_t ld) {
   const int64_t P = g.out_h(), Q = g.out_w(), step = g.stride * z.wp;
-  auto copy = Q <= 8 ? copy_u16<16> : Q <= 16 ? copy_u16<32> : copy_u16<64>;
+  auto copy = Q <= 8 ? copy_rows_u16<16> : Q <= 16 ? copy_rows_u16<32> : copy_rows_u16<64>;
   for (int64_t c = 0; c < g.in_channels; ++c) {
     for (int64_t r = 0; r < g.kernel_h; ++r) {
       for (int64_t s = 0; s < g.kernel_w; ++s) {
         uint16_t* dst = col + ((c * g.kernel_h + r) * g.kernel_w + s) * ld;
         for (int64_t i = 0; i < count; ++i) {
           const uint16_t* src = xp + (i * g.in_channels + c) * z.area + r * z.wp + s;
+          uint16_t* d = dst + i * P * Q;
+          if (g.stride == 1) {
+            copy(src, step, d, P, Q);
+            continue;
+          }
           for (int64_t p = 0; p < P; ++p) {
-            uint16_t* d = dst + (i * P + p) * Q;
-            if (g.stride == 1) {
-              copy(src + p * step, d, Q);
-            } else {
-              for (int64_t q = 0; q < Q; ++q) d[q] = src[p * step + q * g.stride];
-            }
+            for (int64_t q = 0; q < Q; ++q) d[p * Q + q] = src[p * step + q * g.stride];
           }
         }
         std::fill(dst + count * P * Q, dst + ld, uint16_t{0});
@@ -127,11 +130,15 @@ void filter_chunk(const Conv2dGeometry& g, const Sizes& z, const float* x, const
     pad_bf16(g, z, x + n * d.chw, gs, xp);
     im2col_bf16(g, z, xp, gs, col, ldp);
     std::fill(col + d.crs * ldp, col + z.rows * ldp, uint16_t{0});
-    conv::gather_samples(dy + n * d.kpq, gs, K, d, in);
-    pair_transpose(in, K, ld, ld, z.kpad, dyp);
+    const float* dyg = dy + n * d.kpq;  // (K, ld): one sample as it is
+    if (gs > 1) {
+      conv::gather_samples(dyg, gs, K, d, in);
+      dyg = in;
+    }
+    pair_transpose(dyg, K, ld, ld, z.kpad, dyp);
     gemm_bf16_rows(z.rows, z.kpad, ldp / 2, reinterpret_cast<const uint32_t*>(col), ldp / 2, dyp,
                    z.kpad, dwt, z.kpad, true, dot);
-    for (int64_t k = 0; k < K; ++k) db[k] += sum_floats(in + k * ld, ld);
+    for (int64_t k = 0; k < K; ++k) db[k] += sum_floats(dyg + k * ld, ld);
   }
 }
 
