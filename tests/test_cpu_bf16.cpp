@@ -180,8 +180,8 @@ TEST(CpuBf16, PairedOperandsGiveTheBitsOfGemmBf16) {
                            false, dot);
       EXPECT_EQ(got, want);
       std::vector<float> rows(static_cast<size_t>(mr * nr), -1.0f);
-      cpu::gemm_bf16_rows(mr, nr, kq, a_rows.data(), kq, bw_rows.data(), nr, rows.data(), nr, false,
-                          dot);
+      cpu::gemm_bf16_rows(mr, nr, kq, a_rows.data(), kq, bw_rows.data(), nr, 0, rows.data(), nr,
+                          false, dot);
       for (int64_t i = 0; i < s.m; ++i) {
         for (int64_t j = 0; j < s.n; ++j)
           ASSERT_EQ(rows[i * nr + j], want[i * s.n + j]) << "rows (" << i << ", " << j << ")";

@@ -26,7 +26,9 @@ int64_t round_up(int64_t x, int64_t to) {
 
 struct Sizes {
   conv::Dims d;
-  int64_t hp, wp, area, group, rows, kpad, ld;  // ld: 16-bit elements per row of col
+  // kpad: K rounded up to whole panels of B, panel (width) columns each;
+  // ld: 16-bit elements per row of col
+  int64_t hp, wp, area, group, rows, kpad, panel, ld;
   explicit Sizes(const Conv2dGeometry& g)
       : d(g),
         hp(g.in_h + 2 * g.pad),
@@ -35,7 +37,8 @@ struct Sizes {
         group(std::clamp<int64_t>((512 + d.pq - 1) / d.pq, 1,
                                   std::max<int64_t>(1, (int64_t{1} << 21) / (d.crs * d.pq)))),
         rows(round_up(d.crs, kBf16RowsAlign)),
-        kpad(round_up(g.out_channels, kLanes)),
+        kpad(round_up(g.out_channels, g.out_channels > 64 ? 64 : kLanes)),
+        panel(std::min<int64_t>(kpad, 64)),
         ld(round_up(group * d.pq, 2)) {}
 };
 
@@ -91,25 +94,31 @@ void im2col_bf16(const Conv2dGeometry& g, const Sizes& z, const uint16_t* xp, in
   }
 }
 
-// dst ((n+1)/2 rows of kpad words) <- word (u, k) = the pair of src(k, 2u)
-// and src(k, 2u+1) (k < K rows of n floats, ld apart; zero past them).
-void pair_transpose(const float* src, int64_t K, int64_t n, int64_t ld, int64_t kpad,
+// dst <- word (u, k) = the pair of src(k, 2u) and src(k, 2u+1) (K rows of
+// n floats, ld apart; zero past them), u < (n+1)/2, k < kpad, in panels of
+// `panel` columns: at dst + (k / panel) * (n+1)/2 * panel + u * panel + k % panel
+// (contiguous rows: a power-of-two row stride would crowd the L1 sets).
+void pair_transpose(const float* src, int64_t K, int64_t n, int64_t ld, int64_t kpad, int64_t panel,
                     uint32_t* dst) {
-  for (int64_t u0 = 0; u0 < (n + 1) / 2; u0 += kLanes) {
-    const int64_t un = std::min<int64_t>(kLanes, (n + 1) / 2 - u0);
+  const int64_t nu = (n + 1) / 2;
+  auto at = [&](int64_t u, int64_t k) {
+    return dst + k / panel * nu * panel + u * panel + k % panel;
+  };
+  for (int64_t u0 = 0; u0 < nu; u0 += kLanes) {
+    const int64_t un = std::min<int64_t>(kLanes, nu - u0);
     int64_t k0 = 0;
     for (; 2 * (u0 + kLanes) <= n && k0 + kLanes <= K; k0 += kLanes) {
       v16u t[kLanes];
       for (int j = 0; j < kLanes; ++j) t[j] = pairs16(src + (k0 + j) * ld + 2 * u0);
       transpose_pairs(t);
-      for (int q = 0; q < kLanes; ++q) std::memcpy(dst + (u0 + q) * kpad + k0, &t[q], sizeof t[q]);
+      for (int q = 0; q < kLanes; ++q) std::memcpy(at(u0 + q, k0), &t[q], sizeof t[q]);
     }
     for (int64_t u = u0; u < u0 + un; ++u) {
       for (int64_t k = k0; k < kpad; ++k) {
         const float* s = src + k * ld + 2 * u;
         const uint32_t lo = k < K ? bf16_bits(s[0]) : 0u;
         const uint32_t hi = k < K && 2 * u + 1 < n ? bf16_bits(s[1]) : 0u;
-        dst[u * kpad + k] = lo | (hi << 16);
+        *at(u, k) = lo | (hi << 16);
       }
     }
   }
@@ -135,9 +144,9 @@ void filter_chunk(const Conv2dGeometry& g, const Sizes& z, const float* x, const
       conv::gather_samples(dyg, gs, K, d, in);
       dyg = in;
     }
-    pair_transpose(dyg, K, ld, ld, z.kpad, dyp);
+    pair_transpose(dyg, K, ld, ld, z.kpad, z.panel, dyp);
     gemm_bf16_rows(z.rows, z.kpad, ldp / 2, reinterpret_cast<const uint32_t*>(col), ldp / 2, dyp,
-                   z.kpad, dwt, z.kpad, true, dot);
+                   z.panel, ldp / 2 * z.panel, dwt, z.kpad, true, dot);
     for (int64_t k = 0; k < K; ++k) db[k] += sum_floats(dyg + k * ld, ld);
   }
 }
@@ -161,22 +170,22 @@ void conv2d_backward_filter_bf16(ThreadPool& pool, const Conv2dGeometry& g, cons
                    ThreadPool::chunk_begin(g.batch, chunks, chunk + 1), part, part + wt, dot);
     }
   });
-  // dw(k, e) = sum over chunks of dw^T(e, k), in blocks of 16 x 16.
+  // dw(k, e) = sum over chunks (in order) of dw^T(e, k): blocks of 16 x 16
+  // summed as rows of dw^T, then transposed.
   pool.parallel_for((crs + kLanes - 1) / kLanes, 4, [&](int64_t b0, int64_t b1, int) {
-    float sums[kLanes][kLanes];
     for (int64_t e0 = b0 * kLanes; e0 < std::min(crs, b1 * kLanes); e0 += kLanes) {
       const int64_t en = std::min<int64_t>(kLanes, crs - e0);
       for (int64_t k0 = 0; k0 < K; k0 += kLanes) {
-        const int64_t kn = std::min<int64_t>(kLanes, K - k0);
+        v16 sums[kLanes] = {};
         for (int64_t e = 0; e < en; ++e) {
-          for (int64_t k = 0; k < kn; ++k) {
-            float sum = 0.0f;
-            for (int t = 0; t < chunks; ++t)
-              sum += partials[t * stride + (e0 + e) * z.kpad + k0 + k];
-            sums[k][e] = sum;
-          }
+          const float* p = partials + (e0 + e) * z.kpad + k0;
+          sums[e] = load16(p);
+          for (int t = 1; t < chunks; ++t) sums[e] += load16(p + t * stride);
         }
-        for (int64_t k = 0; k < kn; ++k) std::copy(sums[k], sums[k] + en, dw + (k0 + k) * crs + e0);
+        transpose16x16(sums);
+        for (int64_t k = 0; k < std::min<int64_t>(kLanes, K - k0); ++k) {
+          for (int64_t e = 0; e < en; ++e) dw[(k0 + k) * crs + e0 + e] = sums[k][e];
+        }
       }
     }
   });

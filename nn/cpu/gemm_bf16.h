@@ -57,12 +57,14 @@ void gemm_bf16_pairs(int64_t m, int64_t n, int64_t kq, const uint32_t* a_packed,
                      float* c, int64_t ldc, bool accumulate, bool dot);
 
 // The same with A also as pair words read in place: row i of A is kq words
-// at a + i * lda, word q holding bf16 A(i, 2q) low and A(i, 2q + 1) high.
-// m must be a multiple of kBf16RowsAlign, n of 16 (gemm_bf16_rows.cpp).
+// at a + i * lda, word q holding bf16 A(i, 2q) low and A(i, 2q + 1) high;
+// B's columns in panels ldb wide (a multiple of 16): word (q, j) at
+// b + (j / ldb) * b_panel_stride + q * ldb + j % ldb. m must be a multiple
+// of kBf16RowsAlign, n of 16 (gemm_bf16_rows.cpp).
 inline constexpr int64_t kBf16RowsAlign = 12;
 void gemm_bf16_rows(int64_t m, int64_t n, int64_t kq, const uint32_t* a, int64_t lda,
-                    const uint32_t* b, int64_t ldb, float* c, int64_t ldc, bool accumulate,
-                    bool dot);
+                    const uint32_t* b, int64_t ldb, int64_t b_panel_stride, float* c, int64_t ldc,
+                    bool accumulate, bool dot);
 
 // dst[j] = bf16(lo[j]) | bf16(hi[j]) << 16 for j < n, as floats' bits (so
 // that float copies such as im2col move them); hi null: zero high halves.

@@ -50,18 +50,20 @@ void rows_tile(int vectors, int64_t kq, const uint32_t* a, int64_t lda, const ui
 
 // c(m, n) rows ldc (+)= A(m, 2 kq) B(2 kq, n), both as pair words in place
 void gemm_bf16_rows(int64_t m, int64_t n, int64_t kq, const uint32_t* a, int64_t lda,
-                    const uint32_t* b, int64_t ldb, float* c, int64_t ldc, bool accumulate,
-                    bool dot) {
+                    const uint32_t* b, int64_t ldb, int64_t b_panel_stride, float* c, int64_t ldc,
+                    bool accumulate, bool dot) {
   if (kq <= 0 && !accumulate) {
     for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
   }
   for (int64_t q0 = 0; q0 < kq; q0 += kQb) {
     const int64_t qc = std::min(kQb, kq - q0);
     for (int64_t j = 0; j < n;) {
-      const int vectors = n - j >= 64 ? 4 : n - j >= 32 ? 2 : 1;
+      const int64_t left = std::min(n - j, ldb - j % ldb);  // in this panel of B
+      const int vectors = left >= 64 ? 4 : left >= 32 ? 2 : 1;
       const int64_t rows = vectors == 4 ? 6 : 12;
+      const uint32_t* bj = b + j / ldb * b_panel_stride + q0 * ldb + j % ldb;
       for (int64_t i = 0; i < m; i += rows) {
-        rows_tile(vectors, qc, a + i * lda + q0, lda, b + q0 * ldb + j, ldb, c + i * ldc + j, ldc,
+        rows_tile(vectors, qc, a + i * lda + q0, lda, bj, ldb, c + i * ldc + j, ldc,
                   accumulate || q0 > 0, dot);
       }
       j += kLanes * vectors;
