@@ -161,15 +161,10 @@ void conv2d_backward_filter_bf16(ThreadPool& pool, const Conv2dGeometry& g, cons
   const int chunks = static_cast<int>(
       std::max<int64_t>(1, std::min<int64_t>(g.batch, K * crs > (int64_t{1} << 16) ? 4 : 16)));
   float* partials = scratch(ScratchSlot::kPartials, static_cast<size_t>(chunks * stride));
-  pool.parallel_for(chunks, 1, [&](int64_t c0, int64_t c1, int) {
-    for (int64_t c = c0; c < c1; ++c) {
-      float* part = partials + c * stride;
-      std::fill(part, part + stride, 0.0f);
-      const int chunk = static_cast<int>(c);
-      filter_chunk(g, z, x, dy, ThreadPool::chunk_begin(g.batch, chunks, chunk),
-                   ThreadPool::chunk_begin(g.batch, chunks, chunk + 1), part, part + wt, dot);
-    }
-  });
+  conv::for_each_chunk(pool, g.batch, chunks, partials, stride,
+                       [&](int64_t n0, int64_t n1, float* part) {
+                         filter_chunk(g, z, x, dy, n0, n1, part, part + wt, dot);
+                       });
   // dw(k, e) = sum over chunks (in order) of dw^T(e, k): blocks of 16 x 16
   // summed as rows of dw^T, then transposed.
   pool.parallel_for((crs + kLanes - 1) / kLanes, 4, [&](int64_t b0, int64_t b1, int) {

@@ -4,6 +4,7 @@
 
 #include "nn/cpu/isa_namespace.h"
 
+#include <algorithm>
 #include <cstdint>
 
 #include "nn/backend.h"
@@ -31,6 +32,24 @@ inline constexpr int64_t kSmallWeights = int64_t{1} << 14;
 // x: (N, C, H, W), dy: (N, K, P, Q).
 using FilterChunk = void (*)(const Conv2dGeometry& g, const float* x, const float* dy, int64_t n0,
                              int64_t n1, float* dw, float* db);
+
+// The weight gradient's chunks: chunk c (of `chunks`, samples
+// [chunk_begin(batch, chunks, c), chunk_begin(.., c + 1))) runs
+// fn(n0, n1, part) on its zeroed partials part = partials + c * stride,
+// chunks spread across the pool.
+template <typename F>
+void for_each_chunk(ThreadPool& pool, int64_t batch, int chunks, float* partials, int64_t stride,
+                    F&& fn) {
+  pool.parallel_for(chunks, 1, [&](int64_t c0, int64_t c1, int) {
+    for (int64_t c = c0; c < c1; ++c) {
+      float* part = partials + c * stride;
+      std::fill(part, part + stride, 0.0f);
+      const int chunk = static_cast<int>(c);
+      fn(ThreadPool::chunk_begin(batch, chunks, chunk),
+         ThreadPool::chunk_begin(batch, chunks, chunk + 1), part);
+    }
+  });
+}
 
 // Sum of each of the K rows (PQ long) of samples [n0, n1) of dy, added to db.
 void accumulate_bias_grad(const Conv2dGeometry& g, const float* dy, int64_t n0, int64_t n1,

@@ -125,8 +125,13 @@ void block_tiles(int64_t mc, int64_t nc, int64_t kq, const uint32_t* apack, int6
   }
 }
 
-void zero_rows(int64_t m, int64_t n, float* c, int64_t ldc) {
-  for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
+// True when C(m, n) has no products to add (empty, or depth 0: zeroed
+// unless accumulating).
+bool no_products(int64_t m, int64_t n, int64_t depth, float* c, int64_t ldc, bool accumulate) {
+  if (m > 0 && n > 0 && depth > 0) return false;
+  for (int64_t i = 0; i < m && n > 0 && !accumulate; ++i)
+    std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
+  return true;
 }
 
 }  // namespace
@@ -172,11 +177,7 @@ void pack_a_bf16(int64_t m, int64_t k, StridedMatrix a, uint32_t* dst) {
 // c(m, n) rows ldc (+)= A(m, k) b(k, n), A packed by pack_a_bf16
 void gemm_bf16_prepacked(int64_t m, int64_t n, int64_t k, const uint32_t* a_packed, StridedMatrix b,
                          float* c, int64_t ldc, bool accumulate, bool dot) {
-  if (m <= 0 || n <= 0) return;
-  if (k <= 0) {
-    if (!accumulate) zero_rows(m, n, c, ldc);
-    return;
-  }
+  if (no_products(m, n, k, c, ldc, accumulate)) return;
   const int64_t kq = (k + 1) / 2, nb = std::min(round_up(n, kNr), kNc);
   const int64_t qb = std::min(kq, kKq);
   auto* bpack =
@@ -200,11 +201,7 @@ void gemm_bf16_prepacked(int64_t m, int64_t n, int64_t k, const uint32_t* a_pack
 // last, narrow panel of columns copied into a zero-padded one.
 void gemm_bf16_pairs(int64_t m, int64_t n, int64_t kq, const uint32_t* a_packed, PairRows b,
                      float* c, int64_t ldc, bool accumulate, bool dot) {
-  if (m <= 0 || n <= 0) return;
-  if (kq <= 0) {
-    if (!accumulate) zero_rows(m, n, c, ldc);
-    return;
-  }
+  if (no_products(m, n, kq, c, ldc, accumulate)) return;
   const int64_t full = n / kNr * kNr, tail = n - full;
   const int64_t qb = std::min(kq, kKqInPlace);
   auto* padded =
@@ -215,9 +212,10 @@ void gemm_bf16_pairs(int64_t m, int64_t n, int64_t kq, const uint32_t* a_packed,
     const int64_t qc = std::min(qb, kq - q0);
     const uint32_t* ap = a_packed + q0 * kMr;
     const bool acc = accumulate || q0 > 0;
-    const PairRows bq = b.rows_from(q0);
-    block_tiles(
-        m, full, qc, ap, kq * kMr, [&](int64_t jr) { return bq.shifted(jr); }, c, ldc, acc, dot);
+    const PairRows bq =
+        b.rows ? PairRows{b.data, b.ld, b.rows + q0} : PairRows{b.data + q0 * b.ld, b.ld, nullptr};
+    const auto panel = [&](int64_t jr) { return PairRows{bq.data + jr, bq.ld, bq.rows}; };
+    block_tiles(m, full, qc, ap, kq * kMr, panel, c, ldc, acc, dot);
     if (tail == 0) continue;
     for (int64_t q = 0; q < qc; ++q) {
       const uint32_t* src = bq.row(q) + full;

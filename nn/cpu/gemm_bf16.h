@@ -43,11 +43,6 @@ struct PairRows {
   const int64_t* rows = nullptr;
 
   const uint32_t* row(int64_t q) const { return data + (rows ? rows[q] : q * ld); }
-  // The same rows from column `cols` on; the rows from row `first` on.
-  PairRows shifted(int64_t cols) const { return {data + cols, ld, rows}; }
-  PairRows rows_from(int64_t first) const {
-    return rows ? PairRows{data, ld, rows + first} : PairRows{data + first * ld, ld, nullptr};
-  }
 };
 
 // The same with B already rounded and paired, kq rows of n words read in
