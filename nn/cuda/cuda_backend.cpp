@@ -150,6 +150,9 @@ class CudaBackend final : public Backend {
     cuda::axpy(active(), n, alpha, x, y);
   }
   void copy(int64_t n, const float* src, float* dst) override { cuda::copy(active(), n, src, dst); }
+  bool any_non_finite(std::span<const ConstFloats> arrays) override {
+    return cuda::any_non_finite(active(), arrays);
+  }
   void synchronize() override {
     ctx_.activate();
     ctx_.synchronize();
