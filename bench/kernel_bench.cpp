@@ -201,6 +201,9 @@ void bench_mnist(int threads) {
 }
 
 lockstep::nn::Precision precision = lockstep::nn::Precision::kFp32;
+// One core's peak for `precision` (fp32: vfmadd; bf16: vdpbf16ps), GFLOP/s;
+// 0 when not measured (no AVX-512).
+double core_peak_gflops = 0.0;
 
 void bench_alexnet(int threads) {
   auto b = lockstep::nn::make_cpu_backend({.threads = threads, .precision = precision});
@@ -209,7 +212,7 @@ void bench_alexnet(int threads) {
   const Conv2dGeometry convs[5] = {conv(N, 3, 32, 64, 3, 2, 1), conv(N, 64, 8, 192, 3, 1, 1),
                                    conv(N, 192, 4, 384, 3, 1, 1), conv(N, 384, 4, 256, 3, 1, 1),
                                    conv(N, 256, 4, 256, 3, 1, 1)};
-  double total = 0.0;
+  double total = 0.0, total_flop = 0.0;
   for (int i = 0; i < 5; ++i) {
     const Conv2dGeometry& g = convs[i];
     // Outputs go to their own buffers, so inputs never grow across repeats.
@@ -222,6 +225,7 @@ void bench_alexnet(int threads) {
     const double wf =
         median_us([&] { b->conv2d_backward_filter(g, x.p(), y.p(), dw.p(), db.p()); }, 10);
     total += f + (i > 0 ? d : 0.0) + wf;
+    total_flop += flop * (i > 0 ? 3 : 2);
     std::printf("  conv%d fwd %7.2f (%3.0f)  bwd data %7.2f (%3.0f)  bwd filter %7.2f (%3.0f)\n",
                 i + 1, f / 1e3, flop / f / 1e3, d / 1e3, flop / d / 1e3, wf / 1e3, flop / wf / 1e3);
   }
@@ -237,12 +241,20 @@ void bench_alexnet(int threads) {
     const double gx =
         median_us([&] { b->gemm(false, false, N, in, out, 1, y.p(), w.p(), 0, dx.p()); }, 10);
     total += f + gw + gx;
+    total_flop += 3 * flop;
     std::printf("  fc%d   fwd %7.2f (%3.0f)  bwd data %7.2f (%3.0f)  bwd weight %7.2f (%3.0f)\n",
                 i + 1, f / 1e3, flop / f / 1e3, gx / 1e3, flop / gx / 1e3, gw / 1e3,
                 flop / gw / 1e3);
   }
-  std::printf("  conv + linear total %.1f ms per step => %.0f images/s\n", total / 1e3,
-              N / total * 1e6);
+  std::printf("  conv + linear total %.1f ms per step => %.0f images/s, %.0f GFLOP/s", total / 1e3,
+              N / total * 1e6, total_flop / total / 1e3);
+  if (core_peak_gflops > 0.0) {
+    std::printf(" = %.0f%% of %d core%s' %s peak",
+                100.0 * total_flop / total / 1e3 / threads / core_peak_gflops, threads,
+                threads == 1 ? "" : "s",
+                precision == lockstep::nn::Precision::kBf16 ? "vdpbf16ps" : "FMA");
+  }
+  std::printf("\n");
 }
 
 }  // namespace
@@ -258,9 +270,16 @@ int main(int argc, char** argv) {
   }
   if (threads.empty()) threads = {1, 2};
   if (lockstep::nn::detect_cpu_isa() == lockstep::nn::CpuIsa::kAvx512) {
-    std::printf("peak of one core: fp32 FMA %.1f GFLOP/s", lockstep::bench::fp32_fma_peak_gflops());
-    if (lockstep::nn::cpu_has_avx512_bf16())
-      std::printf(", bf16 vdpbf16ps %.1f GFLOP/s", lockstep::bench::bf16_dot_peak_gflops());
+    const double fma = lockstep::bench::fp32_fma_peak_gflops();
+    std::printf("peak of one core: fp32 FMA %.1f GFLOP/s", fma);
+    core_peak_gflops = fma;
+    if (lockstep::nn::cpu_has_avx512_bf16()) {
+      const double dot = lockstep::bench::bf16_dot_peak_gflops();
+      std::printf(", bf16 vdpbf16ps %.1f GFLOP/s (%.2fx)", dot, dot / fma);
+      if (precision == lockstep::nn::Precision::kBf16) core_peak_gflops = dot;
+    } else if (precision == lockstep::nn::Precision::kBf16) {
+      core_peak_gflops = 0.0;
+    }
     std::printf("\n");
   }
   for (int t : threads) bench_mnist(t);

@@ -4,27 +4,22 @@
 #include <bit>
 #include <cmath>
 
+#include "nn/enum_table.h"
 #include "nn/error.h"
 
 namespace lockstep::distributed {
 
+constexpr nn::EnumEntry<Compression, const char*> kCompressionNames[] = {
+    {Compression::kNone, "none"}, {Compression::kFp16, "fp16"}, {Compression::kBf16, "bf16"}};
+
 std::string to_string(Compression compression) {
-  switch (compression) {
-    case Compression::kNone:
-      return "none";
-    case Compression::kFp16:
-      return "fp16";
-    case Compression::kBf16:
-      return "bf16";
-  }
-  return "?";
+  return nn::value_of(kCompressionNames, compression).value_or("?");
 }
 
 Compression parse_compression(const std::string& name) {
-  if (name == "none") return Compression::kNone;
-  if (name == "fp16") return Compression::kFp16;
-  if (name == "bf16") return Compression::kBf16;
-  fail_input("unknown compression \"", name, "\" (known: none, fp16, bf16)");
+  if (const auto compression = nn::key_of(kCompressionNames, name)) return *compression;
+  fail_input("unknown compression \"", name, "\" (known: ", nn::names_of(kCompressionNames, ", "),
+             ")");
 }
 
 uint16_t float_to_fp16(float x) {

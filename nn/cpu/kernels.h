@@ -20,8 +20,8 @@ void conv2d_backward_data(ThreadPool& pool, const Conv2dGeometry& g, const float
 void conv2d_backward_filter(ThreadPool& pool, const Conv2dGeometry& g, const float* x,
                             const float* dy, float* dw, float* db);
 
-// conv_bf16.cpp: the same ops with the inputs of every product rounded to
-// bf16 (gemm_bf16.h); dot: on vdpbf16ps.
+// conv_bf16.cpp, conv_bf16_filter.cpp: the same ops with the inputs of
+// every product rounded to bf16 (gemm_bf16.h); dot: on vdpbf16ps.
 void conv2d_forward_bf16(ThreadPool& pool, const Conv2dGeometry& g, const float* x, const float* w,
                          const float* b, float* y, bool dot);
 void conv2d_backward_data_bf16(ThreadPool& pool, const Conv2dGeometry& g, const float* w,
