@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -81,6 +83,37 @@ TEST(CpuBaseline, ThisMachineHasEveryFeatureOfTheBuild) {
   for (const char* const* v3 = kV3; *v3 != nullptr; ++v3) {
     EXPECT_NE(std::find(built.begin(), built.end(), *v3), built.end()) << *v3;
   }
+}
+
+// The check's own code in the lockstep binary uses no instruction of
+// x86-64-v2 or v3 (VEX-encoded AVX, BMI, LZCNT, MOVBE, POPCNT): it must run
+// on the CPUs it turns away.
+TEST(CpuBaseline, TheCheckItselfIsPlainX8664Code) {
+  FILE* pipe = popen("objdump -d --no-show-raw-insn -C " LOCKSTEP_BINARY " 2>/dev/null", "r");
+  ASSERT_NE(pipe, nullptr);
+  const std::regex check_function(
+      R"(<(\(anonymous namespace\)::check_cpu_baseline|lockstep::app::(cpu_baseline_problem|)"
+      R"(detect_cpu_features|hide_cpu_features))\()");
+  const std::regex newer(
+      R"(\t(v[a-z0-9]+|andn|bextr|blsi|blsmsk|blsr|bzhi|mulx|pdep|pext|rorx|sarx|shlx|shrx|lzcnt|)"
+      R"(tzcnt|movbe|popcnt)\b)");
+  std::string function, line;
+  int functions = 0;
+  for (int ch; (ch = fgetc(pipe)) != EOF;) {
+    if (ch != '\n') {
+      line.push_back(static_cast<char>(ch));
+      continue;
+    }
+    if (line.size() > 2 && line.back() == ':' && line.find(" <") != std::string::npos) {
+      function = std::regex_search(line, check_function) ? line : "";
+      functions += function.empty() ? 0 : 1;
+    } else if (!function.empty() && std::regex_search(line, newer)) {
+      ADD_FAILURE() << function << " uses " << line;
+    }
+    line.clear();
+  }
+  pclose(pipe);
+  EXPECT_GE(functions, 4) << "the check's functions were not found in " LOCKSTEP_BINARY;
 }
 
 TEST(CpuBaseline, TheBinaryStopsWithOneLineOnACpuBelowTheBaseline) {
