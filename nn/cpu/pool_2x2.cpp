@@ -30,30 +30,30 @@ inline vni takes_over(vn v, vn best) {
 }
 
 // The even and odd lanes of lo:hi, and the lanes of a and b interleaved
-// (the low and the high half of the result).
-inline v16 even(v16 lo, v16 hi) {
+// (the low and the high half of the result); each build uses one width.
+[[maybe_unused]] inline v16 even(v16 lo, v16 hi) {
   return __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
 }
-inline v16 odd(v16 lo, v16 hi) {
+[[maybe_unused]] inline v16 odd(v16 lo, v16 hi) {
   return __builtin_shufflevector(lo, hi, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
 }
-inline v16 interleave_low(v16 a, v16 b) {
+[[maybe_unused]] inline v16 interleave_low(v16 a, v16 b) {
   return __builtin_shufflevector(a, b, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
 }
-inline v16 interleave_high(v16 a, v16 b) {
+[[maybe_unused]] inline v16 interleave_high(v16 a, v16 b) {
   return __builtin_shufflevector(a, b, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15,
                                  31);
 }
-inline v8 even(v8 lo, v8 hi) {
+[[maybe_unused]] inline v8 even(v8 lo, v8 hi) {
   return __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14);
 }
-inline v8 odd(v8 lo, v8 hi) {
+[[maybe_unused]] inline v8 odd(v8 lo, v8 hi) {
   return __builtin_shufflevector(lo, hi, 1, 3, 5, 7, 9, 11, 13, 15);
 }
-inline v8 interleave_low(v8 a, v8 b) {
+[[maybe_unused]] inline v8 interleave_low(v8 a, v8 b) {
   return __builtin_shufflevector(a, b, 0, 8, 1, 9, 2, 10, 3, 11);
 }
-inline v8 interleave_high(v8 a, v8 b) {
+[[maybe_unused]] inline v8 interleave_high(v8 a, v8 b) {
   return __builtin_shufflevector(a, b, 4, 12, 5, 13, 6, 14, 7, 15);
 }
 
