@@ -70,6 +70,7 @@ void fill(ThreadPool& pool, int64_t n, float value, float* x);
 void scale(ThreadPool& pool, int64_t n, float alpha, float* x);
 void axpy(ThreadPool& pool, int64_t n, float alpha, const float* x, float* y);
 void copy(ThreadPool& pool, int64_t n, const float* src, float* dst);
+bool any_non_finite(int64_t n, const float* x);
 
 // dense.cpp
 void gemm(ThreadPool& pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,

@@ -189,6 +189,10 @@ class CudaBackend final : public Backend {
     ctx_.activate();
     cuda::copy(ctx_, n, src, dst);
   }
+  bool any_non_finite(std::span<const ConstFloats> arrays) override {
+    ctx_.activate();
+    return cuda::any_non_finite(ctx_, arrays);
+  }
   void synchronize() override {
     ctx_.activate();
     ctx_.synchronize();
