@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "app/cpu_isa_env.h"
 #include "app/data_setup.h"
 #include "app/device.h"
 #include "app/loss_scaling.h"
@@ -52,6 +53,8 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
   augmentation_ = train_augmentation(config_);
 
   backend_ = make_backend(config_, comm_, threads_);
+  const std::string kernels = kernels_label(backend_->device(), config_.precision);
+  report_->set_run_labels(config_.precision, kernels);
   stager_ = std::make_unique<BatchStager>(*backend_);
   model_ =
       nn::build_model(config_.model, config_.layers, {train_.channels, train_.height, train_.width},
@@ -67,6 +70,7 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
   scaler_ = make_grad_scaler(config_);
   if (!config_.timeline.empty()) {
     timeline_ = distributed::make_timeline(config_.timeline, comm_);
+    timeline_->label_process("precision " + config_.precision + ", kernels " + kernels);
   }
   gradient_comm_ = make_gradient_communicator(*backend_, comm_, config_.gradient_engine);
   auto dconfig = dopt_config(config_);

@@ -33,7 +33,7 @@ void Trainer::banner() {
       << (config_.threads > 0 ? "threads key"
                               : threads_reason(static_cast<int>(affinity_cpus().size()),
                                                online_cpus(), comm_.local_size()))
-      << ") on " << backend_->name() << "\n";
+      << ") on " << backend_->name() << ", precision " << config_.precision << "\n";
   if (gradient_comm_) out << "gradients: " << gradient_comm_->describe() << "\n";
   out << "data: " << train_.name << " " << train_.size() << " samples, " << test_.name << " "
       << test_.size() << " samples";

@@ -3,7 +3,7 @@
 // one by one (median of repeats), then the whole step; plus the
 // convolutions and linear layers of AlexNet-CIFAR at batch 128.
 //
-//   kernel_bench [bf16] [threads...]      (default: fp32, 1 2)
+//   kernel_bench [bf16] [avx2|avx512] [threads...]   (default: fp32, widest, 1 2)
 // First the core's fp32 FMA and bf16 vdpbf16ps peaks (bench/peak_flops.h).
 // With LOCKSTEP_BENCH_CPU_TIME set, times are process CPU time (see now_us).
 #include <algorithm>
@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -166,10 +167,13 @@ std::vector<Op> mnist_step(Backend& b, std::vector<Buffer>& keep) {
   };
 }
 
+lockstep::nn::Precision precision = lockstep::nn::Precision::kFp32;
+std::optional<lockstep::nn::CpuIsa> isa_cap;  // the kernels' instruction set, at most
+
 // Each op is timed inside whole steps (caches as in training), median of
 // 300 steps; the step total is timed separately.
 void bench_mnist(int threads) {
-  auto b = lockstep::nn::make_cpu_backend(threads);
+  auto b = lockstep::nn::make_cpu_backend({.threads = threads, .isa_cap = isa_cap});
   std::vector<Buffer> keep;
   const std::vector<Op> ops = mnist_step(*b, keep);
   const int steps = 300;
@@ -200,13 +204,13 @@ void bench_mnist(int threads) {
               "whole step", step, sum, 64.0 / step * 1e6);
 }
 
-lockstep::nn::Precision precision = lockstep::nn::Precision::kFp32;
 // One core's peak for `precision` (fp32: vfmadd; bf16: vdpbf16ps), GFLOP/s;
 // 0 when not measured (no AVX-512).
 double core_peak_gflops = 0.0;
 
 void bench_alexnet(int threads) {
-  auto b = lockstep::nn::make_cpu_backend({.threads = threads, .precision = precision});
+  auto b = lockstep::nn::make_cpu_backend(
+      {.threads = threads, .isa_cap = isa_cap, .precision = precision});
   std::printf("\nAlexNet-CIFAR, batch 128, %s: median ms (GFLOP/s)\n", b->name().c_str());
   const int64_t N = 128;
   const Conv2dGeometry convs[5] = {conv(N, 3, 32, 64, 3, 2, 1), conv(N, 64, 8, 192, 3, 1, 1),
@@ -264,6 +268,8 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "bf16") {
       precision = lockstep::nn::Precision::kBf16;
+    } else if (std::string(argv[i]).starts_with("avx")) {
+      isa_cap = lockstep::nn::parse_cpu_isa(argv[i], "kernel_bench argument");
     } else {
       threads.push_back(std::atoi(argv[i]));
     }
