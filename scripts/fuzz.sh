@@ -15,13 +15,13 @@ out=build-asan/fuzz-crashes
 mkdir -p "$out"
 export ASAN_OPTIONS="detect_leaks=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
-for name in idx cifar10 checkpoint config layers image; do
+for name in idx cifar10 checkpoint config layers image safetensors; do
   [ -x "$bin/fuzz_$name" ] || { echo "fuzz: $bin/fuzz_$name not built" >&2 && exit 1; }
   regression=tests/fuzz/regression/$name
   if [ -d "$regression" ]; then
     "$bin/fuzz_$name" -rss_limit_mb=2048 "$regression"/* 2>&1 | tail -n 3
   fi
-  case " ${FUZZ_TIMED:-idx cifar10 checkpoint config layers image} " in
+  case " ${FUZZ_TIMED:-idx cifar10 checkpoint config layers image safetensors} " in
     *" $name "*) ;;
     *) echo "fuzz: $name: regression corpus only" >&2 && continue ;;
   esac

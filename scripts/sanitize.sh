@@ -13,7 +13,7 @@ case $lane in
     dir=build-asan
     # clang, so that the same build serves the libFuzzer targets.
     extra=(-DCMAKE_CXX_COMPILER=clang++ -DLOCKSTEP_FUZZ=ON)
-    targets+=(fuzz_idx fuzz_cifar10 fuzz_checkpoint fuzz_config fuzz_layers fuzz_image)
+    targets+=(fuzz_idx fuzz_cifar10 fuzz_checkpoint fuzz_config fuzz_layers fuzz_image fuzz_safetensors)
     tests=""
     ;;
   thread)
