@@ -2,7 +2,8 @@
 # Runs every fuzz target of build-asan (scripts/sanitize.sh address,undefined
 # builds them): first over tests/fuzz/regression/<name> (every input that
 # ever crashed; each must pass), then for SECONDS (default 60) from
-# tests/fuzz/corpus/<name>. New inputs go to a scratch folder, crashes to
+# tests/fuzz/corpus/<name>, with the dictionary tests/fuzz/<name>.dict where
+# there is one. New inputs go to a scratch folder, crashes to
 # build-asan/fuzz-crashes/ (add them to the regression corpus once fixed).
 #   scripts/fuzz.sh [SECONDS]
 # FUZZ_TIMED (default: every target) names the targets fuzzed for SECONDS;
@@ -26,9 +27,11 @@ for name in idx cifar10 checkpoint config layers image safetensors; do
     *) echo "fuzz: $name: regression corpus only" >&2 && continue ;;
   esac
   scratch=$(mktemp -d)
+  dict=()
+  [ -f "tests/fuzz/$name.dict" ] && dict=(-dict="tests/fuzz/$name.dict")
   echo "fuzz: $name for ${seconds} s" >&2
   "$bin/fuzz_$name" -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=65536 \
-    -timeout=20 -artifact_prefix="$out/$name-" -print_final_stats=1 \
+    -timeout=20 -artifact_prefix="$out/$name-" -print_final_stats=1 "${dict[@]}" \
     "$scratch" "tests/fuzz/corpus/$name" 2>&1 | tail -n 12
   rm -rf "$scratch"
 done
