@@ -23,4 +23,13 @@ std::string cpu_isa_description() {
   return out;
 }
 
+std::string kernels_label(nn::Device device, const std::string& precision) {
+  if (device == nn::Device::kCuda) return "cuda";
+  const nn::CpuIsa isa = nn::choose_cpu_isa(cpu_isa_cap_from_environment());
+  if (isa == nn::CpuIsa::kAvx512 && precision == "bf16" && nn::cpu_has_avx512_bf16()) {
+    return "avx512_bf16";
+  }
+  return nn::to_string(isa);
+}
+
 }  // namespace lockstep::app

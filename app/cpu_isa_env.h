@@ -21,4 +21,10 @@ nn::CpuBackendOptions cpu_backend_options(int threads,
 // One line for `lockstep info`: the kernels in use, what the CPU has, the cap.
 std::string cpu_isa_description();
 
+// The kernels a backend on `device` runs in `precision`, as one word for
+// metrics.csv and the timeline: "cuda"; on the CPU the instruction set of
+// its kernels under the cap (avx2, avx512), "avx512_bf16" when bf16
+// products run on vdpbf16ps. precision: the config key's value.
+std::string kernels_label(nn::Device device, const std::string& precision);
+
 }  // namespace lockstep::app

@@ -6,7 +6,7 @@
 #include "nn/layers/conv2d.h"
 #include "nn/layers/dropout.h"
 #include "nn/layers/linear.h"
-#include "nn/layers/max_pool2d.h"
+#include "nn/layers/pool2d.h"
 
 namespace lockstep::app::onnx_export {
 

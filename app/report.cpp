@@ -20,7 +20,7 @@ Report::Report(bool active, const std::string& mode, const std::string& metrics_
     std::fprintf(metrics_,
                  "epoch,lr,train_loss,train_accuracy,train_samples,test_loss,test_accuracy,"
                  "test_samples,seconds,images_per_second,compute_s,comm_wait_s,data_s,eval_s,"
-                 "checkpoint_s,test_top_k_accuracy,val_loss,val_accuracy\n");
+                 "checkpoint_s,test_top_k_accuracy,val_loss,val_accuracy,precision,kernels\n");
     std::fflush(metrics_);
   }
 }
@@ -34,6 +34,11 @@ void Report::clear_progress() {
     std::printf("\r\033[K");
     progress_shown_ = false;
   }
+}
+
+void Report::set_run_labels(const std::string& precision, const std::string& kernels) {
+  precision_ = precision;
+  kernels_ = kernels;
 }
 
 void Report::line(const std::string& text) {
@@ -84,14 +89,14 @@ void Report::epoch(const EpochResult& r, int64_t epochs) {
     const double nan = std::nan("");
     std::fprintf(metrics_,
                  "%lld,%.8g,%.8g,%.8g,%lld,%.8g,%.8g,%lld,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.8g,%"
-                 ".8g,%.8g\n",
+                 ".8g,%.8g,%s,%s\n",
                  static_cast<long long>(r.epoch), r.lr, r.train_loss, r.train_accuracy,
                  static_cast<long long>(r.train_samples), r.evaluated ? r.test_loss : nan,
                  r.evaluated ? r.test_accuracy : nan, static_cast<long long>(r.test_samples),
                  r.seconds, r.images_per_second, r.compute_seconds, r.comm_wait_seconds,
                  r.data_seconds, r.eval_seconds, r.checkpoint_seconds,
                  r.evaluated ? r.test_top_k_accuracy : nan, r.validated ? r.val_loss : nan,
-                 r.validated ? r.val_accuracy : nan);
+                 r.validated ? r.val_accuracy : nan, precision_.c_str(), kernels_.c_str());
     std::fflush(metrics_);
   }
 }

@@ -1,6 +1,7 @@
 // What rank 0 shows and records: one line per epoch on stdout, a live
 // progress line when stdout is a terminal, and metrics.csv in the run
-// directory. Other ranks construct a silent Report.
+// directory (one row per epoch; its last columns, precision and kernels,
+// say what the epoch computed in). Other ranks construct a silent Report.
 #pragma once
 
 #include <chrono>
@@ -42,6 +43,9 @@ class Report {
   Report(const Report&) = delete;
   Report& operator=(const Report&) = delete;
 
+  // What the run computes in, recorded in every row of metrics.csv: the
+  // precision (fp32 | bf16 | fp16) and the kernels (kernels_label()).
+  void set_run_labels(const std::string& precision, const std::string& kernels);
   // A line of text (start-up banner, notes), when active and not "none".
   void line(const std::string& text);
   // Live progress within an epoch (terminal only, at most ~5 times a second).
@@ -53,6 +57,7 @@ class Report {
   void clear_progress();
   bool active_, live_, quiet_;
   std::FILE* metrics_ = nullptr;
+  std::string precision_ = "fp32", kernels_;
   bool progress_shown_ = false;
   std::chrono::steady_clock::time_point last_progress_{};
 };

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "app/checkpoint.h"
+#include "app/cpu_isa_env.h"
 #include "app/data_setup.h"
 #include "app/device.h"
 #include "app/loss_scaling.h"
@@ -59,6 +60,8 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
   augmentation_ = train_augmentation(config_);
 
   backend_ = make_backend(config_, comm_, threads_);
+  const std::string kernels = kernels_label(backend_->device(), config_.precision);
+  report_->set_run_labels(config_.precision, kernels);
   stager_ = std::make_unique<BatchStager>(*backend_);
   model_ =
       nn::build_model(config_.model, config_.layers, {train_.channels, train_.height, train_.width},
@@ -74,6 +77,7 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
   scaler_ = make_grad_scaler(config_);
   if (!config_.timeline.empty()) {
     timeline_ = distributed::make_timeline(config_.timeline, comm_);
+    timeline_->label_process("precision " + config_.precision + ", kernels " + kernels);
   }
   gradient_comm_ = make_gradient_communicator(*backend_, comm_, config_.gradient_engine);
   auto dconfig = dopt_config(config_);
@@ -134,7 +138,7 @@ void Trainer::banner() {
       << (config_.threads > 0 ? "threads key"
                               : threads_reason(static_cast<int>(affinity_cpus().size()),
                                                online_cpus(), comm_.local_size()))
-      << ") on " << backend_->name() << "\n";
+      << ") on " << backend_->name() << ", precision " << config_.precision << "\n";
   if (gradient_comm_) out << "gradients: " << gradient_comm_->describe() << "\n";
   out << "data: " << train_.name << " " << train_.size() << " samples, " << test_.name << " "
       << test_.size() << " samples";

@@ -3,7 +3,7 @@
 // one by one (median of repeats), then the whole step; plus the
 // convolutions and linear layers of AlexNet-CIFAR at batch 128.
 //
-//   kernel_bench [bf16] [threads...]      (default: fp32, 1 2)
+//   kernel_bench [bf16] [avx2|avx512] [threads...]   (default: fp32, widest, 1 2)
 // First the core's fp32 FMA and bf16 vdpbf16ps peaks (bench/peak_flops.h).
 // With LOCKSTEP_BENCH_CPU_TIME set, times are process CPU time (see now_us).
 #include <algorithm>
@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -166,10 +167,13 @@ std::vector<Op> mnist_step(Backend& b, std::vector<Buffer>& keep) {
   };
 }
 
+lockstep::nn::Precision precision = lockstep::nn::Precision::kFp32;
+std::optional<lockstep::nn::CpuIsa> isa_cap;  // the kernels' instruction set, at most
+
 // Each op is timed inside whole steps (caches as in training), median of
 // 300 steps; the step total is timed separately.
 void bench_mnist(int threads) {
-  auto b = lockstep::nn::make_cpu_backend(threads);
+  auto b = lockstep::nn::make_cpu_backend({.threads = threads, .isa_cap = isa_cap});
   std::vector<Buffer> keep;
   const std::vector<Op> ops = mnist_step(*b, keep);
   const int steps = 300;
@@ -200,16 +204,19 @@ void bench_mnist(int threads) {
               "whole step", step, sum, 64.0 / step * 1e6);
 }
 
-lockstep::nn::Precision precision = lockstep::nn::Precision::kFp32;
+// One core's peak for `precision` (fp32: vfmadd; bf16: vdpbf16ps), GFLOP/s;
+// 0 when not measured (no AVX-512).
+double core_peak_gflops = 0.0;
 
 void bench_alexnet(int threads) {
-  auto b = lockstep::nn::make_cpu_backend({.threads = threads, .precision = precision});
+  auto b = lockstep::nn::make_cpu_backend(
+      {.threads = threads, .isa_cap = isa_cap, .precision = precision});
   std::printf("\nAlexNet-CIFAR, batch 128, %s: median ms (GFLOP/s)\n", b->name().c_str());
   const int64_t N = 128;
   const Conv2dGeometry convs[5] = {conv(N, 3, 32, 64, 3, 2, 1), conv(N, 64, 8, 192, 3, 1, 1),
                                    conv(N, 192, 4, 384, 3, 1, 1), conv(N, 384, 4, 256, 3, 1, 1),
                                    conv(N, 256, 4, 256, 3, 1, 1)};
-  double total = 0.0;
+  double total = 0.0, total_flop = 0.0;
   for (int i = 0; i < 5; ++i) {
     const Conv2dGeometry& g = convs[i];
     // Outputs go to their own buffers, so inputs never grow across repeats.
@@ -222,6 +229,7 @@ void bench_alexnet(int threads) {
     const double wf =
         median_us([&] { b->conv2d_backward_filter(g, x.p(), y.p(), dw.p(), db.p()); }, 10);
     total += f + (i > 0 ? d : 0.0) + wf;
+    total_flop += flop * (i > 0 ? 3 : 2);
     std::printf("  conv%d fwd %7.2f (%3.0f)  bwd data %7.2f (%3.0f)  bwd filter %7.2f (%3.0f)\n",
                 i + 1, f / 1e3, flop / f / 1e3, d / 1e3, flop / d / 1e3, wf / 1e3, flop / wf / 1e3);
   }
@@ -237,12 +245,20 @@ void bench_alexnet(int threads) {
     const double gx =
         median_us([&] { b->gemm(false, false, N, in, out, 1, y.p(), w.p(), 0, dx.p()); }, 10);
     total += f + gw + gx;
+    total_flop += 3 * flop;
     std::printf("  fc%d   fwd %7.2f (%3.0f)  bwd data %7.2f (%3.0f)  bwd weight %7.2f (%3.0f)\n",
                 i + 1, f / 1e3, flop / f / 1e3, gx / 1e3, flop / gx / 1e3, gw / 1e3,
                 flop / gw / 1e3);
   }
-  std::printf("  conv + linear total %.1f ms per step => %.0f images/s\n", total / 1e3,
-              N / total * 1e6);
+  std::printf("  conv + linear total %.1f ms per step => %.0f images/s, %.0f GFLOP/s", total / 1e3,
+              N / total * 1e6, total_flop / total / 1e3);
+  if (core_peak_gflops > 0.0) {
+    std::printf(" = %.0f%% of %d core%s' %s peak",
+                100.0 * total_flop / total / 1e3 / threads / core_peak_gflops, threads,
+                threads == 1 ? "" : "s",
+                precision == lockstep::nn::Precision::kBf16 ? "vdpbf16ps" : "FMA");
+  }
+  std::printf("\n");
 }
 
 }  // namespace
@@ -252,15 +268,24 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "bf16") {
       precision = lockstep::nn::Precision::kBf16;
+    } else if (std::string(argv[i]).starts_with("avx")) {
+      isa_cap = lockstep::nn::parse_cpu_isa(argv[i], "kernel_bench argument");
     } else {
       threads.push_back(std::atoi(argv[i]));
     }
   }
   if (threads.empty()) threads = {1, 2};
   if (lockstep::nn::detect_cpu_isa() == lockstep::nn::CpuIsa::kAvx512) {
-    std::printf("peak of one core: fp32 FMA %.1f GFLOP/s", lockstep::bench::fp32_fma_peak_gflops());
-    if (lockstep::nn::cpu_has_avx512_bf16())
-      std::printf(", bf16 vdpbf16ps %.1f GFLOP/s", lockstep::bench::bf16_dot_peak_gflops());
+    const double fma = lockstep::bench::fp32_fma_peak_gflops();
+    std::printf("peak of one core: fp32 FMA %.1f GFLOP/s", fma);
+    core_peak_gflops = fma;
+    if (lockstep::nn::cpu_has_avx512_bf16()) {
+      const double dot = lockstep::bench::bf16_dot_peak_gflops();
+      std::printf(", bf16 vdpbf16ps %.1f GFLOP/s (%.2fx)", dot, dot / fma);
+      if (precision == lockstep::nn::Precision::kBf16) core_peak_gflops = dot;
+    } else if (precision == lockstep::nn::Precision::kBf16) {
+      core_peak_gflops = 0.0;
+    }
     std::printf("\n");
   }
   for (int t : threads) bench_mnist(t);

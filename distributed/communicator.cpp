@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "nn/enum_table.h"
 #include "nn/error.h"
 
 namespace lockstep::distributed {
@@ -16,18 +17,13 @@ void check_16bit(Compression format, ReduceOp op) {
                  "allreduce_16bit supports sum and average, got ", to_string(op));
 }
 
+constexpr nn::EnumEntry<ReduceOp, const char*> kReduceOpNames[] = {{ReduceOp::kSum, "sum"},
+                                                                   {ReduceOp::kAverage, "average"},
+                                                                   {ReduceOp::kMin, "min"},
+                                                                   {ReduceOp::kMax, "max"}};
+
 std::string to_string(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return "sum";
-    case ReduceOp::kAverage:
-      return "average";
-    case ReduceOp::kMin:
-      return "min";
-    case ReduceOp::kMax:
-      return "max";
-  }
-  return "?";
+  return nn::value_of(kReduceOpNames, op).value_or("?");
 }
 
 void Communicator::broadcast_string(std::string& s, int root) {

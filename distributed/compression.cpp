@@ -4,35 +4,31 @@
 #include <bit>
 #include <cmath>
 
+#include "nn/enum_table.h"
 #include "nn/error.h"
 
 namespace lockstep::distributed {
 
+constexpr nn::EnumEntry<Compression, const char*> kCompressionNames[] = {
+    {Compression::kNone, "none"}, {Compression::kFp16, "fp16"}, {Compression::kBf16, "bf16"}};
+
 std::string to_string(Compression compression) {
-  switch (compression) {
-    case Compression::kNone:
-      return "none";
-    case Compression::kFp16:
-      return "fp16";
-    case Compression::kBf16:
-      return "bf16";
-  }
-  return "?";
+  return nn::value_of(kCompressionNames, compression).value_or("?");
 }
 
 Compression parse_compression(const std::string& name) {
-  if (name == "none") return Compression::kNone;
-  if (name == "fp16") return Compression::kFp16;
-  if (name == "bf16") return Compression::kBf16;
-  fail_input("unknown compression \"", name, "\" (known: none, fp16, bf16)");
+  if (const auto compression = nn::key_of(kCompressionNames, name)) return *compression;
+  fail_input("unknown compression \"", name, "\" (known: ", nn::names_of(kCompressionNames, ", "),
+             ")");
 }
 
 uint16_t float_to_fp16(float x) {
   const uint32_t f = std::bit_cast<uint32_t>(x);
   const uint16_t sign = static_cast<uint16_t>((f >> 16) & 0x8000u);
   const uint32_t abs = f & 0x7fffffffu;
-  if (abs >= 0x7f800000u) {  // inf or NaN (NaN keeps a quiet payload bit)
-    return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x0200u : 0u));
+  if (abs >= 0x7f800000u) {  // inf, or NaN: quiet, the top of its payload kept (as vcvtps2ph)
+    return static_cast<uint16_t>(sign | 0x7c00u |
+                                 (abs > 0x7f800000u ? 0x0200u | ((abs >> 13) & 0x03ffu) : 0u));
   }
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // rounds past 65504
   if (abs < 0x38800000u) {               // below 2^-14: fp16 subnormal or zero
@@ -56,7 +52,10 @@ float fp16_to_float(uint16_t h) {
   const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   const uint32_t exponent = (h >> 10) & 0x1fu;
   const uint32_t mantissa = h & 0x03ffu;
-  if (exponent == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));
+  if (exponent == 0x1f) {  // inf, or NaN: quiet, its payload kept (as vcvtph2ps)
+    return std::bit_cast<float>(sign | 0x7f800000u | (mantissa ? 0x00400000u : 0u) |
+                                (mantissa << 13));
+  }
   if (exponent == 0) {  // zero or subnormal: mantissa * 2^-24
     const float value = static_cast<float>(mantissa) * 0x1p-24f;
     return sign ? -value : value;

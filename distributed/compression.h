@@ -1,6 +1,7 @@
 // Gradient compression for the wire: fp16 (IEEE binary16) and bf16
 // (bfloat16), each value rounded to nearest-even, as a cast on the device
-// would do.
+// would do. A NaN stays a NaN, quiet, with the top of its payload (the x86
+// conversion instructions' NaNs).
 //
 // What the distributed optimizer does with it (see distributed_optimizer.h):
 // each rank's packed gradients are converted to 16 bits (to_16bit), reduced
@@ -12,9 +13,9 @@
 // round once" by up to one 16-bit rounding per step (with 2 ranks there is
 // one step and the results are equal). Every rank receives the same bits.
 //
-// The conversions use AVX-512 (fp16: vcvtph2ps/vcvtps2ph; bf16: integer
-// round-to-nearest-even) or F16C when the compiler targets them, and the
-// scalar functions below otherwise; all paths give the same bits.
+// The span functions run the vector kernels of the CPU's widest instruction
+// set (nn/cpu/convert16.h, chosen at run time) and the scalar functions
+// below on the remainder; all paths give the same bits.
 #pragma once
 
 #include <cstdint>

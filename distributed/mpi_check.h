@@ -44,8 +44,7 @@ inline std::string mpi_error_string(int code) {
 
 [[noreturn]] inline void throw_mpi_error(int code, const char* expression, const char* file,
                                          int line) {
-  throw LibraryError(detail::concat("MPI call failed: ", expression, " (", file, ":", line,
-                                    "): ", mpi_error_string(code)));
+  fail_library_call("MPI", expression, file, line, mpi_error_string(code));
 }
 
 // Points stderr at /dev/null, just before MPI_Abort (whose own banner would
@@ -58,11 +57,6 @@ inline void silence_stderr() noexcept {
 
 }  // namespace lockstep::distributed
 
-#define MPI_CHECK(expression)                                                             \
-  do {                                                                                    \
-    const int lockstep_mpi_code_ = (expression);                                          \
-    if (lockstep_mpi_code_ != MPI_SUCCESS) {                                              \
-      ::lockstep::distributed::throw_mpi_error(lockstep_mpi_code_, #expression, __FILE__, \
-                                               __LINE__);                                 \
-    }                                                                                     \
-  } while (0)
+#define MPI_CHECK(expression)                                  \
+  LOCKSTEP_LIBRARY_CHECK(expression, #expression, MPI_SUCCESS, \
+                         ::lockstep::distributed::throw_mpi_error)

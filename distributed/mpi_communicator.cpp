@@ -29,29 +29,29 @@ MpiCommunicator::MpiCommunicator(MPI_Comm parent, const MpiCommunicatorOptions& 
       policy_(options.stall) {
   LOCKSTEP_CHECK(parent != MPI_COMM_NULL, "make_mpi_communicator needs a communicator");
   policy_.validate();
-  MPI_CHECK(MPI_Comm_dup(parent, &comm_.comm));
-  MPI_CHECK(MPI_Comm_set_errhandler(comm_.comm, MPI_ERRORS_RETURN));
-  MPI_CHECK(MPI_Comm_dup(comm_.comm, &side_comm_.comm));
-  MPI_CHECK(MPI_Comm_set_errhandler(side_comm_.comm, MPI_ERRORS_RETURN));
-  MPI_CHECK(MPI_Comm_rank(comm_.comm, &rank_));
-  MPI_CHECK(MPI_Comm_size(comm_.comm, &size_));
+  MPI_CHECK(MPI_Comm_dup(parent, &comm_.handle));
+  MPI_CHECK(MPI_Comm_set_errhandler(comm_.handle, MPI_ERRORS_RETURN));
+  MPI_CHECK(MPI_Comm_dup(comm_.handle, &side_comm_.handle));
+  MPI_CHECK(MPI_Comm_set_errhandler(side_comm_.handle, MPI_ERRORS_RETURN));
+  MPI_CHECK(MPI_Comm_rank(comm_.handle, &rank_));
+  MPI_CHECK(MPI_Comm_size(comm_.handle, &size_));
   {
     CommHandle node;
-    MPI_CHECK(
-        MPI_Comm_split_type(comm_.comm, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node.comm));
-    MPI_CHECK(MPI_Comm_rank(node.comm, &local_rank_));
-    MPI_CHECK(MPI_Comm_size(node.comm, &local_size_));
+    MPI_CHECK(MPI_Comm_split_type(comm_.handle, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL,
+                                  &node.handle));
+    MPI_CHECK(MPI_Comm_rank(node.handle, &local_rank_));
+    MPI_CHECK(MPI_Comm_size(node.handle, &local_size_));
   }
   node_count_ = local_rank_ == 0 ? 1 : 0;
-  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &node_count_, 1, MPI_INT, MPI_SUM, comm_.comm));
+  MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &node_count_, 1, MPI_INT, MPI_SUM, comm_.handle));
   char name[MPI_MAX_PROCESSOR_NAME] = {};
   int length = 0;
   MPI_CHECK(MPI_Get_processor_name(name, &length));
   host_name_.assign(name, static_cast<size_t>(std::max(length, 0)));
   library_ = mpi_library_version();
   // Commutative: a + b and b + a round alike, so every rank gets the same bits.
-  MPI_CHECK(MPI_Op_create(&fp16_sum, 1, &fp16_sum_.op));
-  MPI_CHECK(MPI_Op_create(&bf16_sum, 1, &bf16_sum_.op));
+  MPI_CHECK(MPI_Op_create(&sum_16bit<Compression::kFp16>, 1, &fp16_sum_.handle));
+  MPI_CHECK(MPI_Op_create(&sum_16bit<Compression::kBf16>, 1, &bf16_sum_.handle));
   if (rank_ == 0) {
     reports_.resize(static_cast<size_t>(size_));
     for (WaitReport& r : reports_) r.rank = -1;
@@ -79,7 +79,7 @@ MpiCommunicator::~MpiCommunicator() {
 
 void MpiCommunicator::allreduce_16bit(std::span<uint16_t> data, Compression format, ReduceOp op) {
   check_16bit(format, op);
-  const MPI_Op sum = format == Compression::kFp16 ? fp16_sum_.op : bf16_sum_.op;
+  const MPI_Op sum = format == Compression::kFp16 ? fp16_sum_.handle : bf16_sum_.handle;
   allreduce_raw(data.data(), data.size(), sizeof(uint16_t), MPI_UINT16_T, sum);
   if (op == ReduceOp::kAverage && size_ > 1) {
     divide_16bit(data, static_cast<float>(size_), format);
@@ -94,10 +94,10 @@ void MpiCommunicator::allreduce_raw(void* data, size_t count, size_t bytes, MPI_
     void* chunk = static_cast<std::byte*>(data) + offset * bytes;
     if (collective.polled()) {
       MPI_Request request = MPI_REQUEST_NULL;
-      MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, chunk, n, type, op, comm_.comm, &request));
+      MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, chunk, n, type, op, comm_.handle, &request));
       collective.wait(request);
     } else {
-      MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, chunk, n, type, op, comm_.comm));
+      MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, chunk, n, type, op, comm_.handle));
     }
   }
 }
@@ -110,10 +110,10 @@ void MpiCommunicator::broadcast(std::span<std::byte> data, int root) {
     std::byte* chunk = data.data() + offset;
     if (collective.polled()) {
       MPI_Request request = MPI_REQUEST_NULL;
-      MPI_CHECK(MPI_Ibcast(chunk, count, MPI_BYTE, root, comm_.comm, &request));
+      MPI_CHECK(MPI_Ibcast(chunk, count, MPI_BYTE, root, comm_.handle, &request));
       collective.wait(request);
     } else {
-      MPI_CHECK(MPI_Bcast(chunk, count, MPI_BYTE, root, comm_.comm));
+      MPI_CHECK(MPI_Bcast(chunk, count, MPI_BYTE, root, comm_.handle));
     }
   }
 }
@@ -133,11 +133,11 @@ void MpiCommunicator::allgather(std::span<const std::byte> in, std::span<std::by
     int receive_count = static_cast<int>(count);
     if (count != block) {
       TypeHandle piece;
-      MPI_CHECK(MPI_Type_contiguous(static_cast<int>(count), MPI_BYTE, &piece.type));
+      MPI_CHECK(MPI_Type_contiguous(static_cast<int>(count), MPI_BYTE, &piece.handle));
       MPI_CHECK(
-          MPI_Type_create_resized(piece.type, 0, static_cast<MPI_Aint>(block), &strided.type));
-      MPI_CHECK(MPI_Type_commit(&strided.type));
-      receive_type = strided.type;
+          MPI_Type_create_resized(piece.handle, 0, static_cast<MPI_Aint>(block), &strided.handle));
+      MPI_CHECK(MPI_Type_commit(&strided.handle));
+      receive_type = strided.handle;
       receive_count = 1;
     }
     const void* send = in.data() + offset;
@@ -145,11 +145,11 @@ void MpiCommunicator::allgather(std::span<const std::byte> in, std::span<std::by
     if (collective.polled()) {
       MPI_Request request = MPI_REQUEST_NULL;
       MPI_CHECK(MPI_Iallgather(send, static_cast<int>(count), MPI_BYTE, receive, receive_count,
-                               receive_type, comm_.comm, &request));
+                               receive_type, comm_.handle, &request));
       collective.wait(request);
     } else {
       MPI_CHECK(MPI_Allgather(send, static_cast<int>(count), MPI_BYTE, receive, receive_count,
-                              receive_type, comm_.comm));
+                              receive_type, comm_.handle));
     }
   }
 }
@@ -158,10 +158,10 @@ void MpiCommunicator::barrier() {
   Collective collective(*this, Operation::kBarrier);
   if (collective.polled()) {
     MPI_Request request = MPI_REQUEST_NULL;
-    MPI_CHECK(MPI_Ibarrier(comm_.comm, &request));
+    MPI_CHECK(MPI_Ibarrier(comm_.handle, &request));
     collective.wait(request);
   } else {
-    MPI_CHECK(MPI_Barrier(comm_.comm));
+    MPI_CHECK(MPI_Barrier(comm_.handle));
   }
 }
 
@@ -172,7 +172,7 @@ std::unique_ptr<Communicator> MpiCommunicator::duplicate() {
     std::lock_guard lock(settings_mutex_);
     options.stall = policy_;
   }
-  return std::make_unique<MpiCommunicator>(comm_.comm, options);
+  return std::make_unique<MpiCommunicator>(comm_.handle, options);
 }
 
 }  // namespace mpi_detail

@@ -20,6 +20,7 @@
 #include "distributed/failure.h"
 #include "distributed/mpi_check.h"
 #include "distributed/mpi_communicator.h"
+#include "nn/enum_table.h"
 #include "nn/error.h"
 
 namespace lockstep::distributed::mpi_detail {
@@ -28,18 +29,14 @@ using Clock = std::chrono::steady_clock;
 
 enum class Operation : int32_t { kAllreduce, kBroadcast, kAllgather, kBarrier };
 
+inline constexpr nn::EnumEntry<Operation, const char*> kOperationNames[] = {
+    {Operation::kAllreduce, "allreduce"},
+    {Operation::kBroadcast, "broadcast"},
+    {Operation::kAllgather, "allgather"},
+    {Operation::kBarrier, "barrier"}};
+
 inline const char* operation_name(Operation op) {
-  switch (op) {
-    case Operation::kAllreduce:
-      return "allreduce";
-    case Operation::kBroadcast:
-      return "broadcast";
-    case Operation::kAllgather:
-      return "allgather";
-    case Operation::kBarrier:
-      return "barrier";
-  }
-  return "collective";
+  return nn::value_of(kOperationNames, op).value_or("collective");
 }
 
 // What a waiting rank tells rank 0 on the side communicator.
@@ -67,16 +64,13 @@ inline MPI_Datatype mpi_type<int64_t>() {
   return MPI_INT64_T;
 }
 
+inline const nn::EnumEntry<ReduceOp, MPI_Op> kMpiOps[] = {{ReduceOp::kSum, MPI_SUM},
+                                                          {ReduceOp::kAverage, MPI_SUM},
+                                                          {ReduceOp::kMin, MPI_MIN},
+                                                          {ReduceOp::kMax, MPI_MAX}};
+
 inline MPI_Op mpi_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-    case ReduceOp::kAverage:
-      return MPI_SUM;
-    case ReduceOp::kMin:
-      return MPI_MIN;
-    case ReduceOp::kMax:
-      return MPI_MAX;
-  }
+  if (const auto mpi = nn::value_of(kMpiOps, op)) return *mpi;
   throw Error("unknown ReduceOp " + std::to_string(static_cast<int>(op)));
 }
 
@@ -85,54 +79,40 @@ inline bool mpi_finalized() {
   return MPI_Finalized(&finalized) != MPI_SUCCESS || finalized != 0;
 }
 
-// Owns an MPI communicator handle.
-class CommHandle {
+// Owns an MPI handle (a communicator, a reduction, a datatype) and frees it
+// with Free unless MPI has been finalized.
+template <typename Handle, int (*Free)(Handle*)>
+class MpiHandle {
  public:
-  CommHandle() = default;
-  ~CommHandle() {
-    if (comm != MPI_COMM_NULL && !mpi_finalized()) MPI_Comm_free(&comm);
+  explicit MpiHandle(Handle null) : handle(null), null_(null) {}
+  ~MpiHandle() {
+    if (handle != null_ && !mpi_finalized()) Free(&handle);
   }
-  CommHandle(const CommHandle&) = delete;
-  CommHandle& operator=(const CommHandle&) = delete;
-  MPI_Comm comm = MPI_COMM_NULL;
+  MpiHandle(const MpiHandle&) = delete;
+  MpiHandle& operator=(const MpiHandle&) = delete;
+  Handle handle;
+
+ private:
+  Handle null_;
 };
 
-// Owns a user-defined reduction.
-class OpHandle {
- public:
-  OpHandle() = default;
-  ~OpHandle() {
-    if (op != MPI_OP_NULL && !mpi_finalized()) MPI_Op_free(&op);
-  }
-  OpHandle(const OpHandle&) = delete;
-  OpHandle& operator=(const OpHandle&) = delete;
-  MPI_Op op = MPI_OP_NULL;
+struct CommHandle : MpiHandle<MPI_Comm, MPI_Comm_free> {
+  CommHandle() : MpiHandle(MPI_COMM_NULL) {}
+};
+struct OpHandle : MpiHandle<MPI_Op, MPI_Op_free> {
+  OpHandle() : MpiHandle(MPI_OP_NULL) {}
+};
+struct TypeHandle : MpiHandle<MPI_Datatype, MPI_Type_free> {
+  TypeHandle() : MpiHandle(MPI_DATATYPE_NULL) {}
 };
 
-// MPI_User_function for 16-bit sums: one reduction step (add in fp32,
-// round back), applied to MPI_UINT16_T elements. It cannot fail.
-inline void fp16_sum(void* in, void* inout, int* length, MPI_Datatype*) {
+// MPI_User_function for 16-bit sums in `format`: one reduction step (add
+// in fp32, round back), applied to MPI_UINT16_T elements. It cannot fail.
+template <Compression format>
+void sum_16bit(void* in, void* inout, int* length, MPI_Datatype*) {
   const size_t n = static_cast<size_t>(*length);
-  add_16bit({static_cast<const uint16_t*>(in), n}, {static_cast<uint16_t*>(inout), n},
-            Compression::kFp16);
+  add_16bit({static_cast<const uint16_t*>(in), n}, {static_cast<uint16_t*>(inout), n}, format);
 }
-inline void bf16_sum(void* in, void* inout, int* length, MPI_Datatype*) {
-  const size_t n = static_cast<size_t>(*length);
-  add_16bit({static_cast<const uint16_t*>(in), n}, {static_cast<uint16_t*>(inout), n},
-            Compression::kBf16);
-}
-
-// Owns a committed MPI datatype.
-class TypeHandle {
- public:
-  TypeHandle() = default;
-  ~TypeHandle() {
-    if (type != MPI_DATATYPE_NULL && !mpi_finalized()) MPI_Type_free(&type);
-  }
-  TypeHandle(const TypeHandle&) = delete;
-  TypeHandle& operator=(const TypeHandle&) = delete;
-  MPI_Datatype type = MPI_DATATYPE_NULL;
-};
 
 class MpiCommunicator final : public Communicator {
  public:

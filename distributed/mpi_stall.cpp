@@ -98,7 +98,7 @@ void MpiCommunicator::post_wait_report(Operation operation, uint64_t sequence, d
     std::strncpy(report.label, label_.c_str(), sizeof(report.label) - 1);
   }
   auto& [request, stored] = posted_.emplace_back(MPI_REQUEST_NULL, report);
-  MPI_CHECK(MPI_Isend(&stored, sizeof(WaitReport), MPI_BYTE, 0, kWaitReportTag, side_comm_.comm,
+  MPI_CHECK(MPI_Isend(&stored, sizeof(WaitReport), MPI_BYTE, 0, kWaitReportTag, side_comm_.handle,
                       &request));
 }
 
@@ -108,7 +108,7 @@ void MpiCommunicator::receive_wait_reports() {
     MPI_Message message = MPI_MESSAGE_NULL;
     MPI_Status status;
     MPI_CHECK(
-        MPI_Improbe(MPI_ANY_SOURCE, kWaitReportTag, side_comm_.comm, &flag, &message, &status));
+        MPI_Improbe(MPI_ANY_SOURCE, kWaitReportTag, side_comm_.handle, &flag, &message, &status));
     if (!flag) return;
     WaitReport report;
     MPI_CHECK(MPI_Mrecv(&report, sizeof(WaitReport), MPI_BYTE, &message, MPI_STATUS_IGNORE));

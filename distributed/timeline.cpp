@@ -123,12 +123,16 @@ void Timeline::metadata(std::string_view kind, int tid, std::string_view value) 
   if (kind == "process_sort_index") {
     line += ",\"args\":{\"sort_index\":" + std::to_string(rank_) + "}},\n";
   } else {
-    line += ",\"args\":{\"name\":\"";
+    line += kind == "process_labels" ? ",\"args\":{\"labels\":\"" : ",\"args\":{\"name\":\"";
     append_escaped(line, value);
     line += "\"}},\n";
   }
   std::lock_guard<std::mutex> lock(mutex_);
   buffer_ += line;
+}
+
+void Timeline::label_process(std::string_view labels) {
+  metadata("process_labels", kMainThread, labels);
 }
 
 void Timeline::record(std::string_view name, std::string_view category, char phase, int tid,

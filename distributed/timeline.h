@@ -73,6 +73,9 @@ class Timeline {
   void end(std::string_view name, std::string_view category, int tid = kMainThread);
   // A point in time ("ph":"i", thread scope).
   void instant(std::string_view name, std::string_view category, int tid = kMainThread);
+  // Labels of this rank's track ("process_labels" metadata, shown beside
+  // its name), e.g. what the run computes in: "precision bf16, kernels avx512".
+  void label_process(std::string_view labels);
 
   // Writes buffered events to the file and flushes it (the file then ends in
   // ",\n" and is valid after read_trace_events' repair).

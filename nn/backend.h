@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "nn/cpu_isa.h"
@@ -108,6 +109,12 @@ struct AdamParams {
   float weight_decay = 0.0f;
   float grad_scale = 1.0f;
   int64_t step = 1;  // 1-based step number, for bias correction
+};
+
+// n floats at data, in a backend's memory.
+struct ConstFloats {
+  const float* data = nullptr;
+  int64_t n = 0;
 };
 
 class Backend {
@@ -229,6 +236,10 @@ class Backend {
   virtual void axpy(int64_t n, float alpha, const float* x, float* y) = 0;
   // Copies n floats within this backend's device.
   virtual void copy(int64_t n, const float* src, float* dst) = 0;
+  // True when any of the arrays (this backend's memory) holds an infinity or
+  // NaN. Waits for the queued work; the CUDA backend checks on the device and
+  // reads back one flag for all of them.
+  virtual bool any_non_finite(std::span<const ConstFloats> arrays) = 0;
   // Blocks until all queued work on this backend has finished.
   virtual void synchronize() = 0;
   // The native queue these ops run on, for code outside nn/ that orders its

@@ -50,6 +50,15 @@ template <typename... Args>
   throw InputError(detail::concat(args...));
 }
 
+// Throws LibraryError for a failed call of an external library:
+// "<library> call failed: <call> (<file>:<line>): <details...>".
+template <typename... Details>
+[[noreturn]] void fail_library_call(const char* library, const char* call, const char* file,
+                                    int line, const Details&... details) {
+  throw LibraryError(
+      detail::concat(library, " call failed: ", call, " (", file, ":", line, "): ", details...));
+}
+
 }  // namespace lockstep
 
 // Internal invariant: a failure here is a lockstep bug, not a user error.
@@ -59,4 +68,14 @@ template <typename... Args>
       throw ::lockstep::Error(::lockstep::detail::concat(                                       \
           "internal check failed: " #cond " (", __FILE__, ":", __LINE__, ") ", ##__VA_ARGS__)); \
     }                                                                                           \
+  } while (0)
+
+// The body of each library's check macro (CUDA_CHECK, MPI_CHECK, ...): runs
+// `call` once and, unless it returns `success`, calls
+// fail(status, text, __FILE__, __LINE__), which throws. `text` is the call as
+// written (#expression in the library's macro).
+#define LOCKSTEP_LIBRARY_CHECK(call, text, success, fail)                                \
+  do {                                                                                   \
+    const auto lockstep_status_ = (call);                                                \
+    if (lockstep_status_ != (success)) fail(lockstep_status_, text, __FILE__, __LINE__); \
   } while (0)

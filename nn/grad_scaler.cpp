@@ -15,22 +15,6 @@ bool positive_finite(double x) {
   return std::isfinite(x) && x > 0;
 }
 
-bool any_non_finite(std::span<const float> values) {
-  // Infinity and NaN are the floats whose magnitude bits are at least
-  // 0x7f800000: an integer max over blocks vectorizes (a float sum would
-  // not, its order being fixed).
-  constexpr size_t kBlock = 4096;
-  for (size_t start = 0; start < values.size(); start += kBlock) {
-    const size_t end = std::min(values.size(), start + kBlock);
-    uint32_t largest = 0;
-    for (size_t i = start; i < end; ++i) {
-      largest = std::max(largest, std::bit_cast<uint32_t>(values[i]) & 0x7fffffffu);
-    }
-    if (largest >= 0x7f800000u) return true;
-  }
-  return false;
-}
-
 }  // namespace
 
 GradScaler::GradScaler(GradScalerConfig config) : config_(config) {
@@ -72,18 +56,10 @@ void GradScaler::set_state(const GradScalerState& state) {
 }
 
 bool has_non_finite(Backend& backend, const std::vector<Parameter*>& params) {
-  backend.synchronize();
-  Tensor host;
-  for (const Parameter* p : params) {
-    if (p->grad.device() == Device::kCpu) {
-      if (any_non_finite(p->grad.span())) return true;
-      continue;
-    }
-    host.resize(p->grad.shape());
-    host.copy_from(p->grad);
-    if (any_non_finite(host.span())) return true;
-  }
-  return false;
+  std::vector<ConstFloats> grads;
+  grads.reserve(params.size());
+  for (const Parameter* p : params) grads.push_back({p->grad.data(), p->grad.numel()});
+  return backend.any_non_finite(grads);
 }
 
 }  // namespace lockstep::nn

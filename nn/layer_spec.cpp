@@ -9,7 +9,7 @@
 #include "nn/layers/conv2d.h"
 #include "nn/layers/dropout.h"
 #include "nn/layers/linear.h"
-#include "nn/layers/max_pool2d.h"
+#include "nn/layers/pool2d.h"
 #include "nn/layers/residual_block.h"
 
 namespace lockstep::nn {

@@ -1,5 +1,8 @@
 #include "nn/optimizer.h"
 
+#include <initializer_list>
+#include <utility>
+
 #include "nn/error.h"
 
 namespace lockstep::nn {
@@ -15,6 +18,21 @@ std::vector<Tensor> zeros_like(const std::vector<Parameter*>& params, Device dev
   std::vector<Tensor> out;
   out.reserve(params.size());
   for (const Parameter* p : params) out.emplace_back(p->value.shape(), device);
+  return out;
+}
+
+// The state tensors of `params`, parameter by parameter: for each parameter
+// i, one entry (params[i]->name + suffix, &tensors[i]) per (tensors, suffix)
+// of `kinds` that has an element i.
+std::vector<StateTensor> named_state(
+    const std::vector<Parameter*>& params,
+    std::initializer_list<std::pair<std::vector<Tensor>*, const char*>> kinds) {
+  std::vector<StateTensor> out;
+  for (size_t i = 0; i < params.size(); ++i) {
+    for (const auto& [tensors, suffix] : kinds) {
+      if (i < tensors->size()) out.push_back({params[i]->name + suffix, &(*tensors)[i]});
+    }
+  }
   return out;
 }
 
@@ -60,11 +78,7 @@ class Sgd final : public Optimizer {
   }
 
   std::vector<StateTensor> state() override {
-    std::vector<StateTensor> out;
-    for (size_t i = 0; i < velocity_.size(); ++i) {
-      out.push_back({params_[i]->name + ".momentum_buffer", &velocity_[i]});
-    }
-    return out;
+    return named_state(params_, {{&velocity_, ".momentum_buffer"}});
   }
 
  private:
@@ -117,12 +131,7 @@ class Adam final : public Optimizer {
   }
 
   std::vector<StateTensor> state() override {
-    std::vector<StateTensor> out;
-    for (size_t i = 0; i < params_.size(); ++i) {
-      out.push_back({params_[i]->name + ".exp_avg", &m_[i]});
-      out.push_back({params_[i]->name + ".exp_avg_sq", &v_[i]});
-    }
-    return out;
+    return named_state(params_, {{&m_, ".exp_avg"}, {&v_, ".exp_avg_sq"}});
   }
 
  private:

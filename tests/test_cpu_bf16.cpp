@@ -7,6 +7,7 @@
 //   product (bf16 keeps 8 significant bits: each input off by at most
 //   2^-9 relative, a product by about 2^-8);
 // - vdpbf16ps and the emulated tile give the same bits (normal numbers);
+// - the GEMMs on operands already paired give gemm_bf16's bits;
 // - each layer op in bf16 against fp32: relative L2 error below 1%;
 // - results independent of the thread count;
 // - rounding to nearest even, as PyTorch's conversion;
@@ -129,6 +130,66 @@ TEST(CpuBf16, GemmMatchesDoubleReferenceOverBlockTails) {
   }
 }
 
+// B(k, n) as pair words: word (q, j) = bf16 B(2q, j) | bf16 B(2q + 1, j) << 16.
+std::vector<uint32_t> pair_words(const std::vector<float>& b, int64_t k, int64_t n, int64_t ldb) {
+  std::vector<uint32_t> w(static_cast<size_t>((k + 1) / 2 * ldb), 0u);
+  auto bits = [](float x) {
+    uint32_t u;
+    const float r = cpu::round_to_bf16(x);
+    std::memcpy(&u, &r, sizeof u);
+    return u >> 16;
+  };
+  for (int64_t p = 0; p < k; ++p) {
+    for (int64_t j = 0; j < n; ++j) w[p / 2 * ldb + j] |= bits(b[p * n + j]) << (16 * (p % 2));
+  }
+  return w;
+}
+
+// gemm_bf16_pairs (A packed, B pair words) and gemm_bf16_rows (both pair
+// words) give the bits of gemm_bf16 on the same operands, emulated and on
+// vdpbf16ps, over tails of the tiles (m: 6 and 12 rows; n: 16, 32, 64 and
+// the 64-column tile; depth: blocks of 128 pairs, odd depths).
+TEST(CpuBf16, PairedOperandsGiveTheBitsOfGemmBf16) {
+  const std::vector<GemmCase> cases = {{1, 3, 1}, {7, 67, 37}, {13, 16, 300}, {24, 48, 259}};
+  for (const GemmCase& s : cases) {
+    const std::vector<float> a = random_values(s.m * s.k, 4), b = random_values(s.k * s.n, 5);
+    std::vector<float> want(static_cast<size_t>(s.m * s.n));
+    cpu::gemm_bf16(s.m, s.n, s.k, StridedMatrix{a.data(), s.k, 1}, StridedMatrix{b.data(), s.n, 1},
+                   want.data(), s.n, false, false);
+    const int64_t kq = (s.k + 1) / 2, ldb = s.n + 5;
+    const std::vector<uint32_t> bw = pair_words(b, s.k, s.n, ldb);
+    std::vector<uint32_t> ap(static_cast<size_t>(cpu::packed_a_bf16_size(s.m, s.k)));
+    cpu::pack_a_bf16(s.m, s.k, StridedMatrix{a.data(), s.k, 1}, ap.data());
+    // rows: m and n rounded up to whole tiles, A as pair words (its transpose's pairs)
+    const int64_t mr = (s.m + 11) / 12 * 12, nr = (s.n + 15) / 16 * 16;
+    std::vector<float> at(static_cast<size_t>(s.k * mr), 0.0f);
+    for (int64_t i = 0; i < s.m; ++i) {
+      for (int64_t p = 0; p < s.k; ++p) at[p * mr + i] = a[i * s.k + p];
+    }
+    const std::vector<uint32_t> aw = pair_words(at, s.k, mr, mr);  // (kq, mr): A^T's pairs
+    std::vector<uint32_t> a_rows(static_cast<size_t>(mr * kq));
+    for (int64_t i = 0; i < mr; ++i) {
+      for (int64_t q = 0; q < kq; ++q) a_rows[i * kq + q] = aw[q * mr + i];
+    }
+    const std::vector<uint32_t> bw_rows = pair_words(b, s.k, s.n, nr);
+    for (bool dot : {false, true}) {
+      if (dot && !have_dot()) continue;
+      SCOPED_TRACE(::testing::Message() << s.m << "x" << s.n << "x" << s.k << " dot " << dot);
+      std::vector<float> got(static_cast<size_t>(s.m * s.n), -1.0f);
+      cpu::gemm_bf16_pairs(s.m, s.n, kq, ap.data(), cpu::PairRows{bw.data(), ldb}, got.data(), s.n,
+                           false, dot);
+      EXPECT_EQ(got, want);
+      std::vector<float> rows(static_cast<size_t>(mr * nr), -1.0f);
+      cpu::gemm_bf16_rows(mr, nr, kq, a_rows.data(), kq, bw_rows.data(), nr, 0, rows.data(), nr,
+                          false, dot);
+      for (int64_t i = 0; i < s.m; ++i) {
+        for (int64_t j = 0; j < s.n; ++j)
+          ASSERT_EQ(rows[i * nr + j], want[i * s.n + j]) << "rows (" << i << ", " << j << ")";
+      }
+    }
+  }
+}
+
 double relative_l2(const Tensor& got, const Tensor& want) {
   double d = 0.0, w = 0.0;
   for (int64_t i = 0; i < got.numel(); ++i) {
@@ -185,19 +246,26 @@ INSTANTIATE_TEST_SUITE_P(Geometries, CpuBf16Layers,
                          ::testing::Values(Conv2dGeometry{3, 3, 32, 32, 16, 5, 5, 1, 2},
                                            Conv2dGeometry{20, 5, 7, 9, 6, 3, 3, 1, 1},
                                            Conv2dGeometry{2, 4, 11, 10, 7, 3, 3, 2, 1},
-                                           Conv2dGeometry{2, 64, 8, 8, 70, 5, 5, 1, 2}),
+                                           Conv2dGeometry{2, 64, 8, 8, 70, 5, 5, 1, 2},
+                                           Conv2dGeometry{3, 3, 9, 8, 5, 3, 1, 1, 0},
+                                           Conv2dGeometry{2, 5, 5, 5, 4, 1, 1, 1, 1},
+                                           Conv2dGeometry{17, 16, 8, 8, 33, 3, 3, 1, 1}),
                          [](const auto& p) { return testing::geometry_name(p.param); });
 
 TEST(CpuBf16, EmulatedPathGivesTheSameBitsAsVdpbf16ps) {
   if (!have_dot()) GTEST_SKIP() << "this CPU has no AVX512_BF16: only the emulated path runs";
-  const Conv2dGeometry g{4, 16, 12, 12, 24, 3, 3, 1, 1};
   auto dot = make_cpu_backend({.threads = 2, .precision = Precision::kBf16});
   auto emulated =
       make_cpu_backend({.threads = 2, .isa_cap = CpuIsa::kAvx2, .precision = Precision::kBf16});
   ASSERT_NE(dot->name().find("vdpbf16ps"), std::string::npos) << dot->name();
   ASSERT_NE(emulated->name().find("emulated"), std::string::npos) << emulated->name();
-  const std::vector<Tensor> a = layer_ops(*dot, g), b = layer_ops(*emulated, g);
-  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(bitwise_equal(a[i], b[i])) << "output " << i;
+  // im2col; and wide outputs read in place
+  for (const Conv2dGeometry& g : {Conv2dGeometry{4, 16, 12, 12, 24, 3, 3, 1, 1},
+                                  Conv2dGeometry{2, 5, 20, 20, 7, 3, 3, 1, 1}}) {
+    const std::vector<Tensor> a = layer_ops(*dot, g), b = layer_ops(*emulated, g);
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_TRUE(bitwise_equal(a[i], b[i])) << testing::geometry_name(g) << " output " << i;
+  }
 }
 
 }  // namespace

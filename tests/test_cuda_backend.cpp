@@ -26,16 +26,17 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "support/cuda_test_util.h"
 #include "nn/cuda/cuda_backend.h"
 #include "nn/cuda/cuda_check.h"
 #include "nn/error.h"
 #include "nn/tensor.h"
+#include "support/cuda_test_util.h"
 
 namespace lockstep::nn {
 namespace {
@@ -382,6 +383,28 @@ TEST_F(CudaBackendTest, VectorHelpersMatchCpu) {
   cpu().fill(n, 2.5f, z.data());
   gpu().fill(n, 2.5f, zd.data());
   expect_close(z, zd, kExact, "fill");
+}
+
+// The scaler's check: one device flag over several arrays finds each kind
+// of non-finite value at the first, a middle and the last element, and
+// nothing in arrays of the largest finite floats (or in an empty one).
+TEST_F(CudaBackendTest, AnyNonFiniteAgreesWithCpu) {
+  const float big = std::numeric_limits<float>::max();
+  Tensor a({3}), b({100003});
+  for (float& v : a.span()) v = -big;
+  for (float& v : b.span()) v = big;
+  for (const float bad : {std::numeric_limits<float>::infinity(),
+                          -std::numeric_limits<float>::infinity(), std::nanf("")}) {
+    for (const int64_t where : {int64_t{-1}, int64_t{0}, int64_t{65536}, int64_t{100002}}) {
+      Tensor bb = b.clone();
+      if (where >= 0) bb.data()[where] = bad;
+      const Tensor ad = to_device(a), bd = to_device(bb);
+      const std::vector<ConstFloats> host{{a.data(), 3}, {nullptr, 0}, {bb.data(), bb.numel()}};
+      const std::vector<ConstFloats> dev{{ad.data(), 3}, {nullptr, 0}, {bd.data(), bd.numel()}};
+      EXPECT_EQ(gpu().any_non_finite(dev), where >= 0) << bad << " at " << where;
+      EXPECT_EQ(gpu().any_non_finite(dev), cpu().any_non_finite(host)) << bad << " at " << where;
+    }
+  }
 }
 
 }  // namespace

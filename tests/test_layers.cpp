@@ -13,7 +13,7 @@
 #include "nn/layers/conv2d.h"
 #include "nn/layers/dropout.h"
 #include "nn/layers/linear.h"
-#include "nn/layers/max_pool2d.h"
+#include "nn/layers/pool2d.h"
 #include "support/backend_checks.h"
 #include "support/cpu_backend.h"
 #include "support/gradient_check.h"

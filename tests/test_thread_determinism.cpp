@@ -1,6 +1,6 @@
 // Training results do not depend on the thread count: two SGD steps of the
 // zoo's models (dropout included) on 1, 2 and 3 threads give bit-identical
-// weights and gradients.
+// weights and gradients, in fp32 and in bf16.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -21,8 +21,8 @@ struct Case {
 };
 
 // Values of every parameter and gradient after two steps on `threads`.
-std::vector<std::vector<float>> two_steps(const Case& c, int threads) {
-  auto backend = make_cpu_backend(threads);
+std::vector<std::vector<float>> two_steps(const Case& c, int threads, Precision precision) {
+  auto backend = make_cpu_backend({.threads = threads, .precision = precision});
   auto model = build_model(c.model, {}, c.input, 10);
   model->reset_parameters(5, Device::kCpu);
   OptimizerConfig oc;
@@ -64,12 +64,15 @@ size_t differing(const std::vector<std::vector<float>>& a,
 }
 
 TEST(ThreadDeterminism, ZooModelsTrainBitIdenticallyOnOneTwoAndThreeThreads) {
-  for (const Case& c :
-       {Case{"mnist_net", {1, 28, 28}, 64}, Case{"alexnet_cifar", {3, 32, 32}, 16}}) {
-    const auto one = two_steps(c, 1);
-    for (int threads : {2, 3}) {
-      EXPECT_EQ(differing(one, two_steps(c, threads)), 0u)
-          << c.model << ": values differ between 1 and " << threads << " threads";
+  for (const Case& c : {Case{"mnist_net", {1, 28, 28}, 64}, Case{"alexnet_cifar", {3, 32, 32}, 16},
+                        Case{"resnet20", {3, 32, 32}, 6}}) {
+    for (Precision precision : {Precision::kFp32, Precision::kBf16}) {
+      const auto one = two_steps(c, 1, precision);
+      for (int threads : {2, 3}) {
+        EXPECT_EQ(differing(one, two_steps(c, threads, precision)), 0u)
+            << c.model << " (" << to_string(precision) << "): values differ between 1 and "
+            << threads << " threads";
+      }
     }
   }
 }

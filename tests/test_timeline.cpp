@@ -1,5 +1,6 @@
-// Timeline: spans from two threads, strict JSON after close, a file left
-// behind by a killed process still readable, per-rank paths and merging.
+// Timeline: spans from two threads, strict JSON after close, process
+// labels, a file left behind by a killed process still readable, per-rank
+// paths and merging.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -48,6 +49,22 @@ std::vector<nlohmann::json> events_named(const nlohmann::json& events, const std
     if (e.value("name", "") == name) out.push_back(e);
   }
   return out;
+}
+
+// What the run computes in labels the rank's track (shown beside its name).
+TEST_F(TimelineTest, ProcessLabelsNameThePrecisionAndTheKernels) {
+  const std::string file = path("trace.json");
+  {
+    Timeline t(file, 2);
+    t.label_process("precision bf16, kernels avx512_bf16");
+    t.close();
+  }
+  const nlohmann::json events = nlohmann::json::parse(slurp(file));
+  const auto labels = events_named(events, "process_labels");
+  ASSERT_EQ(labels.size(), 1u);
+  EXPECT_EQ(labels[0]["ph"], "M");
+  EXPECT_EQ(labels[0]["pid"], 2);
+  EXPECT_EQ(labels[0]["args"]["labels"], "precision bf16, kernels avx512_bf16");
 }
 
 TEST_F(TimelineTest, SpansFromTwoThreadsAreStrictJsonAfterClose) {

@@ -8,6 +8,8 @@
 #include <regex>
 
 #include "app/checkpoint.h"
+#include "app/cpu_isa_env.h"
+#include "nn/cpu_isa.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"
 
@@ -53,7 +55,7 @@ TEST(TrainE2E, MnistNetLearnsOnAFashionMnistSubset) {
         run_lockstep(small_run(dir.path(), 4, 2000) + " --lr 0.05 --seed " + std::to_string(seed));
     ASSERT_EQ(r.exit_code, 0) << r.output;
     const auto m = last_metrics(dir.path());
-    ASSERT_EQ(m.size(), 18u) << r.output;  // the columns of metrics.csv
+    ASSERT_EQ(m.size(), 20u) << r.output;  // the columns of metrics.csv
     const double test_accuracy = std::stod(m[6]);
     EXPECT_GT(test_accuracy, 0.5) << "seed " << seed << " (chance is 0.1)\n" << r.output;
     EXPECT_EQ(m[7], "500");  // every test sample counted exactly once
@@ -63,6 +65,27 @@ TEST(TrainE2E, MnistNetLearnsOnAFashionMnistSubset) {
     EXPECT_LT(std::stod(m[2]), 2.4);
     EXPECT_NE(r.output.find("epoch   4/4"), std::string::npos) << r.output;
   }
+}
+
+// metrics.csv and the start-up line say what the run computed in: the
+// precision and the instruction set of the CPU kernels (avx2 under the cap
+// that CI's second pass sets).
+TEST(TrainE2E, MetricsAndStartUpLineNameThePrecisionAndTheKernels) {
+  REQUIRE_FASHION_MNIST();
+  ScratchDir dir;
+  const auto r = run_lockstep(small_run(dir.path(), 1, 500));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream in(dir.path() + "/metrics.csv");
+  std::string header;
+  std::getline(in, header);
+  EXPECT_TRUE(header.ends_with(",val_accuracy,precision,kernels")) << header;
+  const auto m = last_metrics(dir.path());
+  ASSERT_EQ(m.size(), 20u);
+  EXPECT_EQ(m[18], "fp32");
+  const nn::CpuIsa isa = nn::choose_cpu_isa(app::cpu_isa_cap_from_environment());
+  EXPECT_EQ(m[19], nn::to_string(isa));
+  EXPECT_NE(r.output.find(", " + nn::to_string(isa) + "), precision fp32\n"), std::string::npos)
+      << r.output;
 }
 
 app::Checkpoint final_checkpoint(const std::string& dir) {
@@ -78,8 +101,8 @@ TEST(TrainE2E, AccumulationUsesEverySampleWhenItDoesNotDivideTheBatches) {
   const auto r = run_lockstep(small_run(dir.path(), 1) + " --backward-passes-per-step 3 --lr 0.05");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto m = last_metrics(dir.path());
-  ASSERT_EQ(m.size(), 18u) << r.output;  // the columns of metrics.csv
-  EXPECT_EQ(m[4], "1000");  // train_samples
+  ASSERT_EQ(m.size(), 20u) << r.output;  // the columns of metrics.csv
+  EXPECT_EQ(m[4], "1000");               // train_samples
   EXPECT_EQ(r.output.find("not used"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("batch 64 per rank (64 global) x 3 backward passes per step (192 "
                           "samples per step)"),

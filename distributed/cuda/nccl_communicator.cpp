@@ -7,6 +7,7 @@
 
 #include "distributed/cuda/nccl_communicator_impl.h"
 #include "nn/cuda/cuda_check.h"
+#include "nn/enum_table.h"
 
 namespace lockstep::distributed::nccl_detail {
 
@@ -19,17 +20,13 @@ bool on_device(const void* p) {
   return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
 }
 
+constexpr nn::EnumEntry<ReduceOp, ncclRedOp_t> kNcclOps[] = {{ReduceOp::kSum, ncclSum},
+                                                             {ReduceOp::kAverage, ncclAvg},
+                                                             {ReduceOp::kMin, ncclMin},
+                                                             {ReduceOp::kMax, ncclMax}};
+
 ncclRedOp_t nccl_op(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum:
-      return ncclSum;
-    case ReduceOp::kAverage:
-      return ncclAvg;
-    case ReduceOp::kMin:
-      return ncclMin;
-    case ReduceOp::kMax:
-      return ncclMax;
-  }
+  if (const auto nccl = nn::value_of(kNcclOps, op)) return *nccl;
   throw Error("internal error: unknown ReduceOp");
 }
 

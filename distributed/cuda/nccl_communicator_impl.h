@@ -26,9 +26,8 @@ namespace lockstep::distributed {
   cudaGetLastError();  // a runtime failure inside NCCL is reported here, not at a later check
   const char* last = ncclGetLastError(nullptr);
   const bool has_last = last != nullptr && *last != '\0';
-  throw LibraryError(detail::concat("NCCL call failed: ", expression, " (", file, ":", line,
-                                    "): ", ncclGetErrorString(result), has_last ? ": " : "",
-                                    has_last ? last : ""));
+  fail_library_call("NCCL", expression, file, line, ncclGetErrorString(result),
+                    has_last ? ": " : "", has_last ? last : "");
 }
 
 }  // namespace lockstep::distributed

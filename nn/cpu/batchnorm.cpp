@@ -14,32 +14,21 @@ namespace {
 
 constexpr int kAcc = 8;  // float accumulators per plane
 
-// sum and sum of squares of x[0..n), in 8 float lanes.
-void plane_sums(const float* x, int64_t n, double& sum, double& sumsq) {
+// sum(a) and sum(a * b) of a, b[0..n), in 8 float lanes: with a = b = x
+// the sum and sum of squares of a plane, with a = dy, b = x the gradient sums.
+// Inlined: each caller's loop is vectorised for its own operands.
+[[gnu::always_inline]] inline void plane_sums(const float* a, const float* b, int64_t n,
+                                              double& sum_a, double& sum_ab) {
   float s[kAcc] = {}, q[kAcc] = {};
   int64_t i = 0;
   for (; i + kAcc <= n; i += kAcc) {
     for (int l = 0; l < kAcc; ++l) {
-      s[l] += x[i + l];
-      q[l] += x[i + l] * x[i + l];
+      s[l] += a[i + l];
+      q[l] += a[i + l] * b[i + l];
     }
   }
-  for (; i < n; ++i) s[0] += x[i], q[0] += x[i] * x[i];
-  for (int l = 0; l < kAcc; ++l) sum += s[l], sumsq += q[l];
-}
-
-// sum(dy) and sum(dy * x) of x[0..n), in 8 float lanes.
-void plane_grad_sums(const float* x, const float* dy, int64_t n, double& sum_g, double& sum_gx) {
-  float s[kAcc] = {}, q[kAcc] = {};
-  int64_t i = 0;
-  for (; i + kAcc <= n; i += kAcc) {
-    for (int l = 0; l < kAcc; ++l) {
-      s[l] += dy[i + l];
-      q[l] += dy[i + l] * x[i + l];
-    }
-  }
-  for (; i < n; ++i) s[0] += dy[i], q[0] += dy[i] * x[i];
-  for (int l = 0; l < kAcc; ++l) sum_g += s[l], sum_gx += q[l];
+  for (; i < n; ++i) s[0] += a[i], q[0] += a[i] * b[i];
+  for (int l = 0; l < kAcc; ++l) sum_a += s[l], sum_ab += q[l];
 }
 
 // As above with g' = dy * (y > 0) (a fused ReLU): 16-float vectors with a
@@ -97,7 +86,8 @@ void batchnorm_stats(ThreadPool& pool, const BatchNormGeometry& g, const float* 
   pool.parallel_for(g.channels, 1, [=](int64_t c0, int64_t c1, int) {
     for (int64_t c = c0; c < c1; ++c) {
       double s = 0.0, q = 0.0;
-      for (int64_t n = 0; n < g.batch; ++n) plane_sums(x + n * CS + c * S, S, s, q);
+      for (int64_t n = 0; n < g.batch; ++n)
+        plane_sums(x + n * CS + c * S, x + n * CS + c * S, S, s, q);
       sum[c] = s;
       sumsq[c] = q;
     }
@@ -132,7 +122,7 @@ void batchnorm_backward_sums(ThreadPool& pool, const BatchNormGeometry& g, const
       for (int64_t n = 0; n < g.batch; ++n) {
         const int64_t at = n * CS + c * S;
         if (y == nullptr) {
-          plane_grad_sums(x + at, dy + at, S, sg, sgx);
+          plane_sums(dy + at, x + at, S, sg, sgx);
         } else {
           plane_grad_sums_relu(x + at, y + at, dy + at, S, sg, sgx);
         }

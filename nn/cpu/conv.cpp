@@ -94,15 +94,9 @@ void conv2d_backward_filter(ThreadPool& pool, const Conv2dGeometry& g, const flo
     return;
   }
   float* partials = scratch(ScratchSlot::kPartials, static_cast<size_t>(chunks * stride));
-  pool.parallel_for(chunks, 1, [&](int64_t c0, int64_t c1, int) {
-    for (int64_t c = c0; c < c1; ++c) {
-      float* dwt = partials + c * stride;
-      std::fill(dwt, dwt + stride, 0.0f);
-      const int chunk = static_cast<int>(c);
-      chunk_fn(g, x, dy, ThreadPool::chunk_begin(g.batch, chunks, chunk),
-               ThreadPool::chunk_begin(g.batch, chunks, chunk + 1), dwt, dwt + wsize);
-    }
-  });
+  conv::for_each_chunk(
+      pool, g.batch, chunks, partials, stride,
+      [&](int64_t n0, int64_t n1, float* dwt) { chunk_fn(g, x, dy, n0, n1, dwt, dwt + wsize); });
   reduce_partials(pool, partials, chunks, stride, wsize, dw);
   if (db) reduce_partials(pool, partials + wsize, chunks, stride, K, db);
 }

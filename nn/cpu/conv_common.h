@@ -4,6 +4,7 @@
 
 #include "nn/cpu/isa_namespace.h"
 
+#include <algorithm>
 #include <cstdint>
 
 #include "nn/backend.h"
@@ -32,9 +33,32 @@ inline constexpr int64_t kSmallWeights = int64_t{1} << 14;
 using FilterChunk = void (*)(const Conv2dGeometry& g, const float* x, const float* dy, int64_t n0,
                              int64_t n1, float* dw, float* db);
 
+// The weight gradient's chunks: chunk c (of `chunks`, samples
+// [chunk_begin(batch, chunks, c), chunk_begin(.., c + 1))) runs
+// fn(n0, n1, part) on its zeroed partials part = partials + c * stride,
+// chunks spread across the pool.
+template <typename F>
+void for_each_chunk(ThreadPool& pool, int64_t batch, int chunks, float* partials, int64_t stride,
+                    F&& fn) {
+  pool.parallel_for(chunks, 1, [&](int64_t c0, int64_t c1, int) {
+    for (int64_t c = c0; c < c1; ++c) {
+      float* part = partials + c * stride;
+      std::fill(part, part + stride, 0.0f);
+      const int chunk = static_cast<int>(c);
+      fn(ThreadPool::chunk_begin(batch, chunks, chunk),
+         ThreadPool::chunk_begin(batch, chunks, chunk + 1), part);
+    }
+  });
+}
+
 // Sum of each of the K rows (PQ long) of samples [n0, n1) of dy, added to db.
 void accumulate_bias_grad(const Conv2dGeometry& g, const float* dy, int64_t n0, int64_t n1,
                           float* db);
+
+// dst(k, gs*PQ) <- the gs samples' (k, PQ) blocks of src (N, k, PQ) side by
+// side; scatter_samples is its inverse.
+void gather_samples(const float* src, int64_t gs, int64_t k, const Dims& d, float* dst);
+void scatter_samples(const float* src, int64_t gs, int64_t k, const Dims& d, float* dst);
 
 // --- im2col + GEMM (any stride and padding): conv_im2col.cpp ---------------
 void im2col_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x, const float* w,

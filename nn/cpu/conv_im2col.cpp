@@ -28,26 +28,6 @@ int64_t group_size(const Dims& d, int64_t min_columns, int64_t budget = kColumnB
   return std::clamp<int64_t>(want, 1, cap);
 }
 
-// dst(K, gs*PQ) <- the gs samples' (K, PQ) blocks of src side by side.
-void gather_samples(const float* src, int64_t gs, int64_t k, const Dims& d, float* dst) {
-  const int64_t ld = gs * d.pq;
-  for (int64_t i = 0; i < gs; ++i) {
-    for (int64_t r = 0; r < k; ++r) {
-      copy_short(src + i * d.kpq + r * d.pq, dst + r * ld + i * d.pq, d.pq);
-    }
-  }
-}
-
-// The inverse of gather_samples.
-void scatter_samples(const float* src, int64_t gs, int64_t k, const Dims& d, float* dst) {
-  const int64_t ld = gs * d.pq;
-  for (int64_t i = 0; i < gs; ++i) {
-    for (int64_t r = 0; r < k; ++r) {
-      copy_short(src + r * ld + i * d.pq, dst + i * d.kpq + r * d.pq, d.pq);
-    }
-  }
-}
-
 // Output columns per GEMM in forward and backward-data: a full register
 // tile's width, or with large weights several, so that each block of w is
 // used by several column blocks while it is in cache.
@@ -78,6 +58,26 @@ void packed_forward(int64_t K, int64_t crs, int64_t ld, const float* w_packed, c
 }
 
 }  // namespace
+
+// dst(K, gs*PQ) <- the gs samples' (K, PQ) blocks of src side by side.
+void gather_samples(const float* src, int64_t gs, int64_t k, const Dims& d, float* dst) {
+  const int64_t ld = gs * d.pq;
+  for (int64_t i = 0; i < gs; ++i) {
+    for (int64_t r = 0; r < k; ++r) {
+      copy_short(src + i * d.kpq + r * d.pq, dst + r * ld + i * d.pq, d.pq);
+    }
+  }
+}
+
+// The inverse of gather_samples.
+void scatter_samples(const float* src, int64_t gs, int64_t k, const Dims& d, float* dst) {
+  const int64_t ld = gs * d.pq;
+  for (int64_t i = 0; i < gs; ++i) {
+    for (int64_t r = 0; r < k; ++r) {
+      copy_short(src + r * ld + i * d.pq, dst + i * d.kpq + r * d.pq, d.pq);
+    }
+  }
+}
 
 // x: (N, C, H, W), w: (K, C, R, S), b: (K) or null -> y: (N, K, P, Q)
 void im2col_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x, const float* w,

@@ -165,6 +165,12 @@ class CpuBackend final : public Backend {
     cpu::axpy(pool_, n, alpha, x, y);
   }
   void copy(int64_t n, const float* src, float* dst) override { cpu::copy(pool_, n, src, dst); }
+  bool any_non_finite(std::span<const ConstFloats> arrays) override {
+    for (const ConstFloats& a : arrays) {
+      if (cpu::any_non_finite(a.n, a.data)) return true;
+    }
+    return false;
+  }
   void synchronize() override {}
 
  private:

@@ -1,8 +1,9 @@
 // make_cpu_backend: the CpuBackend of the widest instruction set this CPU
-// supports, at most the caller's cap.
+// supports, at most the caller's cap; likewise the 16-bit conversions.
 #include <memory>
 
 #include "nn/backend.h"
+#include "nn/cpu/convert16.h"
 #include "nn/cpu/isa_backends.h"
 #include "nn/cpu_isa.h"
 #include "nn/error.h"
@@ -25,4 +26,18 @@ std::unique_ptr<Backend> make_cpu_backend(int threads) {
   return make_cpu_backend(CpuBackendOptions{.threads = threads});
 }
 
+namespace cpu {
+
+const Convert16Kernels& convert16_kernels(CpuIsa isa) {
+  LOCKSTEP_CHECK(static_cast<int>(isa) <= static_cast<int>(detect_cpu_isa()),
+                 "convert16_kernels: this CPU has no ", to_string(isa));
+  return isa == CpuIsa::kAvx512 ? avx512::kConvert16Kernels : avx2::kConvert16Kernels;
+}
+
+const Convert16Kernels& convert16_kernels() {
+  static const Convert16Kernels& widest = convert16_kernels(detect_cpu_isa());
+  return widest;
+}
+
+}  // namespace cpu
 }  // namespace lockstep::nn

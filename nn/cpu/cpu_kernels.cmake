@@ -18,11 +18,14 @@ list(REMOVE_ITEM lockstep_cpu_kernel_sources ${lockstep_cpu_common_sources})
 # -Wno-psabi: 64-byte vectors passed by value between the inline functions
 # of the avx2 build (all compiled with the same flags) draw GCC's note that
 # their ABI differs from an AVX-512 build's; the namespaces keep them apart.
+# lockstep_build_target names the baseline in the start-up CPU check.
 if(LOCKSTEP_NATIVE)
   set(lockstep_baseline_flags -march=native)
+  set(lockstep_build_target "the CPU of the build machine (-march=native)")
   set(lockstep_avx2_flags -mno-avx512f -Wno-psabi)
 else()
   set(lockstep_baseline_flags -march=x86-64-v3)
+  set(lockstep_build_target "x86-64-v3")
   set(lockstep_avx2_flags -Wno-psabi)
 endif()
 set(lockstep_avx512_flags -mavx512f -mavx512bw -mavx512vl -mavx512dq -mprefer-vector-width=512)

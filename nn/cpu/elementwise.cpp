@@ -4,6 +4,8 @@
 // reference, GCC reloads the pointers and gives up vectorising); split across
 // the pool only when an array is large enough to repay waking a worker.
 #include <algorithm>
+#include <bit>
+#include <cstdint>
 #include <cstring>
 
 #include "nn/counter_rng.h"
@@ -114,6 +116,22 @@ void copy(ThreadPool& pool, int64_t n, const float* src, float* dst) {
   pool.parallel_for(n, 4 * kElementGrain, [&](int64_t b, int64_t e, int) {
     std::memmove(dst + b, src + b, static_cast<size_t>(e - b) * sizeof(float));
   });
+}
+
+// Infinity and NaN are the floats whose magnitude bits are at least
+// 0x7f800000: an integer max over blocks vectorises (a float sum would not,
+// its order being fixed) and stops at the first block holding one.
+bool any_non_finite(int64_t n, const float* x) {
+  constexpr int64_t kBlock = 4096;
+  for (int64_t start = 0; start < n; start += kBlock) {
+    const int64_t end = std::min(n, start + kBlock);
+    uint32_t largest = 0;
+    for (int64_t i = start; i < end; ++i) {
+      largest = std::max(largest, std::bit_cast<uint32_t>(x[i]) & 0x7fffffffu);
+    }
+    if (largest >= 0x7f800000u) return true;
+  }
+  return false;
 }
 
 }  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA

@@ -2,12 +2,14 @@
 // register tile. A is packed whole (kBf16TileRows-high panels of pairs over
 // the full depth); then per block of kNc columns and kKq pairs of depth, B
 // is packed into kBf16TileCols-wide panels of pairs and every register tile
-// of C runs over its panels.
+// of C runs over its panels. gemm_bf16_pairs reads B's pair words in place,
+// in blocks of kKqInPlace pairs of depth.
 #include "nn/cpu/gemm_bf16.h"
 
 #include <algorithm>
 #include <cstring>
 
+#include "nn/cpu/bf16_convert.h"
 #include "nn/cpu/scratch.h"
 #include "nn/cpu/simd.h"
 
@@ -16,59 +18,21 @@ namespace {
 
 constexpr int kMr = kBf16TileRows;
 constexpr int kNr = kBf16TileCols;
-constexpr int64_t kKq = 256;  // pairs of depth per packed block of B
-constexpr int64_t kNc = 512;  // columns per packed block of B
-
-using vu = uint32_t __attribute__((vector_size(sizeof(vn))));
-using v16u = uint32_t __attribute__((vector_size(64)));
+constexpr int64_t kKq = 256;         // pairs of depth per packed block of B
+constexpr int64_t kNc = 512;         // columns per packed block of B
+constexpr int64_t kKqInPlace = 128;  // pairs of depth per block of B read in place
 
 int64_t round_up(int64_t x, int64_t to) {
   return (x + to - 1) / to * to;
-}
-
-// bf16 bits of x in the low half (nearest even; NaN quieted).
-uint32_t bf16_bits(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  if (x != x) return (u >> 16) | 0x40u;
-  return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-}
-
-v16u bf16_bits16(v16 x) {
-  v16u u;
-  std::memcpy(&u, &x, sizeof u);
-  const v16u rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  const v16u nan = reinterpret_cast<v16u>(x != x);
-  return (rounded & ~nan) | (((u >> 16) | 0x40u) & nan);
-}
-
-// The 16 pairs of p[0..32), rounded: lane q holds p[2q] | p[2q + 1] << 16.
-v16u pairs16(const float* p) {
-  const v16u a = bf16_bits16(load16(p)), b = bf16_bits16(load16(p + kLanes));
-  const v16u even =
-      __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const v16u odd =
-      __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-  return even | (odd << 16);
-}
-
-// t[r] = pairs16 of the 16 vectors' rows, transposed in place: t[q] lane r
-// then holds pair q of row r.
-void transpose_pairs(v16u (&t)[kLanes]) {
-  v16 f[kLanes];
-  std::memcpy(f, t, sizeof f);
-  transpose16x16(f);
-  std::memcpy(t, f, sizeof f);
 }
 
 float element(StridedMatrix a, int64_t i, int64_t p) {
   return a.data[i * a.row_stride + p * a.col_stride];
 }
 
-// The emulated register tile: for each pair, the odd product then the even
-// one, as vdpbf16ps adds them.
+// The emulated register tile (dot_pairs: the arithmetic of vdpbf16ps).
 template <int R>
-void tile_emulated(int64_t kq, const uint32_t* ap, const uint32_t* bp, float* c, int64_t ldc,
+void tile_emulated(int64_t kq, const uint32_t* ap, PairRows b, float* c, int64_t ldc,
                    bool accumulate) {
   constexpr int U = kNr / kNativeLanes;
   vn acc[R][U];
@@ -78,22 +42,10 @@ void tile_emulated(int64_t kq, const uint32_t* ap, const uint32_t* bp, float* c,
   }
   for (int64_t q = 0; q < kq; ++q) {
     vn b_even[U], b_odd[U];
-    for (int u = 0; u < U; ++u) {
-      vu b;
-      std::memcpy(&b, bp + q * kNr + u * kNativeLanes, sizeof b);
-      const vu lo = b << 16, hi = b & 0xffff0000u;
-      std::memcpy(&b_even[u], &lo, sizeof lo);
-      std::memcpy(&b_odd[u], &hi, sizeof hi);
-    }
+    for (int u = 0; u < U; ++u) split_pairs(b.row(q) + u * kNativeLanes, b_even[u], b_odd[u]);
     for (int i = 0; i < R; ++i) {
-      const uint32_t a = ap[q * kMr + i], a_lo = a << 16, a_hi = a & 0xffff0000u;
-      float a_even, a_odd;
-      std::memcpy(&a_even, &a_lo, sizeof a_even);
-      std::memcpy(&a_odd, &a_hi, sizeof a_odd);
-      for (int u = 0; u < U; ++u) {
-        acc[i][u] += a_odd * b_odd[u];
-        acc[i][u] += a_even * b_even[u];
-      }
+      for (int u = 0; u < U; ++u)
+        acc[i][u] = dot_pairs(acc[i][u], ap[q * kMr + i], b_even[u], b_odd[u]);
     }
   }
   for (int i = 0; i < R; ++i) {
@@ -101,30 +53,13 @@ void tile_emulated(int64_t kq, const uint32_t* ap, const uint32_t* bp, float* c,
   }
 }
 
-void tile_emulated_rows(int rows, int64_t kq, const uint32_t* ap, const uint32_t* bp, float* c,
-                        int64_t ldc, bool accumulate) {
-  switch (rows) {
-    case 1:
-      return tile_emulated<1>(kq, ap, bp, c, ldc, accumulate);
-    case 2:
-      return tile_emulated<2>(kq, ap, bp, c, ldc, accumulate);
-    case 3:
-      return tile_emulated<3>(kq, ap, bp, c, ldc, accumulate);
-    case 4:
-      return tile_emulated<4>(kq, ap, bp, c, ldc, accumulate);
-    case 5:
-      return tile_emulated<5>(kq, ap, bp, c, ldc, accumulate);
-    default:
-      return tile_emulated<6>(kq, ap, bp, c, ldc, accumulate);
-  }
-}
-
-void run_tile(int rows, int64_t kq, const uint32_t* ap, const uint32_t* bp, float* c, int64_t ldc,
+void run_tile(int rows, int64_t kq, const uint32_t* ap, PairRows b, float* c, int64_t ldc,
               bool accumulate, bool dot) {
 #if defined(__AVX512F__)
-  if (dot) return bf16_tile_dot(rows, kq, ap, bp, c, ldc, accumulate);
+  if (dot) return bf16_tile_dot(rows, kq, ap, b, c, ldc, accumulate);
 #endif
-  tile_emulated_rows(rows, kq, ap, bp, c, ldc, accumulate);
+  with_tile_rows(rows,
+                 [&](auto r) { tile_emulated<decltype(r)::value>(kq, ap, b, c, ldc, accumulate); });
 }
 
 // dst(kq pairs, kNr) <- rows [2 q0, 2 q0 + 2 kq) of w <= kNr columns of b,
@@ -164,12 +99,14 @@ void pack_b_panel(StridedMatrix b, int64_t q0, int64_t kq, int64_t k, int64_t w,
   }
 }
 
-// C tiles of one (mc, nc) block over packed panels of kq pairs.
+// C tiles of one (mc, nc) block over kq pairs; column panel jr of B is
+// b_panel(jr); tails of nc staged.
+template <typename Panel>
 void block_tiles(int64_t mc, int64_t nc, int64_t kq, const uint32_t* apack, int64_t a_stride,
-                 const uint32_t* bpack, float* c, int64_t ldc, bool accumulate, bool dot) {
+                 Panel b_panel, float* c, int64_t ldc, bool accumulate, bool dot) {
   alignas(64) float staged[kMr * kNr];
   for (int64_t jr = 0; jr < nc; jr += kNr) {
-    const uint32_t* bp = bpack + jr * kq;
+    const PairRows bp = b_panel(jr);
     const int64_t cols = std::min<int64_t>(kNr, nc - jr);
     for (int64_t ir = 0; ir < mc; ir += kMr) {
       const int rows = static_cast<int>(std::min<int64_t>(kMr, mc - ir));
@@ -186,6 +123,15 @@ void block_tiles(int64_t mc, int64_t nc, int64_t kq, const uint32_t* apack, int6
         std::copy(staged + i * kNr, staged + i * kNr + cols, ct + i * ldc);
     }
   }
+}
+
+// True when C(m, n) has no products to add (empty, or depth 0: zeroed
+// unless accumulating).
+bool no_products(int64_t m, int64_t n, int64_t depth, float* c, int64_t ldc, bool accumulate) {
+  if (m > 0 && n > 0 && depth > 0) return false;
+  for (int64_t i = 0; i < m && n > 0 && !accumulate; ++i)
+    std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
+  return true;
 }
 
 }  // namespace
@@ -231,13 +177,7 @@ void pack_a_bf16(int64_t m, int64_t k, StridedMatrix a, uint32_t* dst) {
 // c(m, n) rows ldc (+)= A(m, k) b(k, n), A packed by pack_a_bf16
 void gemm_bf16_prepacked(int64_t m, int64_t n, int64_t k, const uint32_t* a_packed, StridedMatrix b,
                          float* c, int64_t ldc, bool accumulate, bool dot) {
-  if (m <= 0 || n <= 0) return;
-  if (k <= 0) {
-    if (!accumulate) {
-      for (int64_t i = 0; i < m; ++i) std::fill(c + i * ldc, c + i * ldc + n, 0.0f);
-    }
-    return;
-  }
+  if (no_products(m, n, k, c, ldc, accumulate)) return;
   const int64_t kq = (k + 1) / 2, nb = std::min(round_up(n, kNr), kNc);
   const int64_t qb = std::min(kq, kKq);
   auto* bpack =
@@ -250,9 +190,56 @@ void gemm_bf16_prepacked(int64_t m, int64_t n, int64_t k, const uint32_t* a_pack
         const StridedMatrix bj{b.data + (jc + j) * b.col_stride, b.row_stride, b.col_stride};
         pack_b_panel(bj, q0, qc, k, std::min<int64_t>(kNr, nc - j), bpack + j * qc);
       }
-      block_tiles(m, nc, qc, a_packed + q0 * kMr, kq * kMr, bpack, c + jc, ldc,
+      const auto panel = [&](int64_t jr) { return PairRows{bpack + jr * qc, kNr, nullptr}; };
+      block_tiles(m, nc, qc, a_packed + q0 * kMr, kq * kMr, panel, c + jc, ldc,
                   accumulate || q0 > 0, dot);
     }
+  }
+}
+
+// c(m, n) rows ldc (+)= A(m, 2 kq) b, b as pair rows read in place; the
+// last, narrow panel of columns copied into a zero-padded one.
+void gemm_bf16_pairs(int64_t m, int64_t n, int64_t kq, const uint32_t* a_packed, PairRows b,
+                     float* c, int64_t ldc, bool accumulate, bool dot) {
+  if (no_products(m, n, kq, c, ldc, accumulate)) return;
+  const int64_t full = n / kNr * kNr, tail = n - full;
+  const int64_t qb = std::min(kq, kKqInPlace);
+  auto* padded =
+      tail > 0
+          ? reinterpret_cast<uint32_t*>(scratch(ScratchSlot::kPackB, static_cast<size_t>(qb * kNr)))
+          : nullptr;
+  for (int64_t q0 = 0; q0 < kq; q0 += qb) {
+    const int64_t qc = std::min(qb, kq - q0);
+    const uint32_t* ap = a_packed + q0 * kMr;
+    const bool acc = accumulate || q0 > 0;
+    const PairRows bq =
+        b.rows ? PairRows{b.data, b.ld, b.rows + q0} : PairRows{b.data + q0 * b.ld, b.ld, nullptr};
+    const auto panel = [&](int64_t jr) { return PairRows{bq.data + jr, bq.ld, bq.rows}; };
+    block_tiles(m, full, qc, ap, kq * kMr, panel, c, ldc, acc, dot);
+    if (tail == 0) continue;
+    for (int64_t q = 0; q < qc; ++q) {
+      const uint32_t* src = bq.row(q) + full;
+      std::fill(std::copy(src, src + tail, padded + q * kNr), padded + (q + 1) * kNr, 0u);
+    }
+    block_tiles(
+        m, tail, qc, ap, kq * kMr,
+        [&](int64_t) {
+          return PairRows{padded, kNr, nullptr};
+        },
+        c + full, ldc, acc, dot);
+  }
+}
+
+void bf16_pair_rows(const float* lo, const float* hi, int64_t n, float* dst) {
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes) {
+    const v16u l = bf16_bits16(load16(lo + j));
+    const v16u pair = hi ? l | (bf16_bits16(load16(hi + j)) << 16) : l;
+    std::memcpy(dst + j, &pair, sizeof pair);
+  }
+  for (; j < n; ++j) {
+    const uint32_t pair = bf16_bits(lo[j]) | (hi ? bf16_bits(hi[j]) << 16 : 0u);
+    std::memcpy(dst + j, &pair, sizeof pair);
   }
 }
 

@@ -1,19 +1,23 @@
-// The CpuBackend of each instruction set (cpu_backend.cpp, compiled once per
-// set); make_cpu_backend (cpu_backend_factory.cpp) picks one.
+// The CpuBackend and the 16-bit conversions of each instruction set
+// (cpu_backend.cpp and convert16.cpp, compiled once per set);
+// cpu_backend_factory.cpp picks one.
 #pragma once
 
 #include <memory>
 
 #include "nn/backend.h"
+#include "nn/cpu/convert16.h"
 
 namespace lockstep::nn::cpu {
 
 // bf16_dot: bf16 products on vdpbf16ps (avx512 only).
 namespace avx2 {
 std::unique_ptr<Backend> make_isa_backend(int threads, Precision precision, bool bf16_dot);
-}
+extern const Convert16Kernels kConvert16Kernels;
+}  // namespace avx2
 namespace avx512 {
 std::unique_ptr<Backend> make_isa_backend(int threads, Precision precision, bool bf16_dot);
-}
+extern const Convert16Kernels kConvert16Kernels;
+}  // namespace avx512
 
 }  // namespace lockstep::nn::cpu

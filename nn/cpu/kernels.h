@@ -20,8 +20,8 @@ void conv2d_backward_data(ThreadPool& pool, const Conv2dGeometry& g, const float
 void conv2d_backward_filter(ThreadPool& pool, const Conv2dGeometry& g, const float* x,
                             const float* dy, float* dw, float* db);
 
-// conv_bf16.cpp: the same ops with the inputs of every product rounded to
-// bf16 (gemm_bf16.h); dot: on vdpbf16ps.
+// conv_bf16.cpp, conv_bf16_filter.cpp: the same ops with the inputs of
+// every product rounded to bf16 (gemm_bf16.h); dot: on vdpbf16ps.
 void conv2d_forward_bf16(ThreadPool& pool, const Conv2dGeometry& g, const float* x, const float* w,
                          const float* b, float* y, bool dot);
 void conv2d_backward_data_bf16(ThreadPool& pool, const Conv2dGeometry& g, const float* w,
@@ -70,6 +70,7 @@ void fill(ThreadPool& pool, int64_t n, float value, float* x);
 void scale(ThreadPool& pool, int64_t n, float alpha, float* x);
 void axpy(ThreadPool& pool, int64_t n, float alpha, const float* x, float* y);
 void copy(ThreadPool& pool, int64_t n, const float* src, float* dst);
+bool any_non_finite(int64_t n, const float* x);
 
 // dense.cpp
 void gemm(ThreadPool& pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,

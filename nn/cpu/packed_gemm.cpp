@@ -11,6 +11,7 @@
 
 #include "nn/cpu/scratch.h"
 #include "nn/cpu/simd.h"
+#include "nn/cpu/simd_native.h"
 
 namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA {
 namespace {
@@ -117,13 +118,14 @@ void pack_a_panel(StridedMatrix a, int64_t r, int64_t k, float* dst) {
     }
     return;
   }
-  if (a.col_stride == 1 && r == kMr) {  // rows contiguous: 16 columns at a time via registers
-    for (; p0 + kLanes <= k; p0 += kLanes) {
-      v16 t[kLanes] = {};
-      for (int rr = 0; rr < kMr; ++rr) t[rr] = load16(a.data + rr * a.row_stride + p0);
-      transpose16x16(t);
-      for (int q = 0; q < kLanes; ++q)
-        std::memcpy(dst + (p0 + q) * kMr, &t[q], kMr * sizeof(float));
+  if (a.col_stride == 1 && r == kMr) {  // rows contiguous: a register of columns at a time
+    constexpr int V = kNativeLanes;
+    static_assert(kMr <= V, "a panel's rows fit one square block");
+    for (; p0 + V <= k; p0 += V) {
+      vn t[V] = {};
+      for (int rr = 0; rr < kMr; ++rr) t[rr] = loadn(a.data + rr * a.row_stride + p0);
+      transpose_square(t);
+      for (int q = 0; q < V; ++q) std::memcpy(dst + (p0 + q) * kMr, &t[q], kMr * sizeof(float));
     }
   }
   for (int64_t p = p0; p < k; ++p) {
@@ -135,17 +137,19 @@ void pack_a_panel(StridedMatrix a, int64_t r, int64_t k, float* dst) {
 
 // One (kc, kNr) panel from w <= kNr columns of B whose elements are
 // row_stride apart down a column (B transposed: row_stride 1), columns
-// col_stride apart; 16 x 16 blocks go through registers.
+// col_stride apart; square register blocks (16 x 16, or 8 x 8 in the avx2
+// build) go through registers.
 void pack_b_transposed(const float* s, int64_t row_stride, int64_t col_stride, int64_t kc,
                        int64_t w, float* d) {
+  constexpr int V = kNativeLanes;
   int64_t p0 = 0;
   if (row_stride == 1 && w == kNr) {
-    for (; p0 + kLanes <= kc; p0 += kLanes) {
-      for (int j0 = 0; j0 < kNr; j0 += kLanes) {
-        v16 r[kLanes];
-        for (int t = 0; t < kLanes; ++t) r[t] = load16(s + (j0 + t) * col_stride + p0);
-        transpose16x16(r);
-        for (int t = 0; t < kLanes; ++t) store16(d + (p0 + t) * kNr + j0, r[t]);
+    for (; p0 + V <= kc; p0 += V) {
+      for (int j0 = 0; j0 < kNr; j0 += V) {
+        vn r[V];
+        for (int t = 0; t < V; ++t) r[t] = loadn(s + (j0 + t) * col_stride + p0);
+        transpose_square(r);
+        for (int t = 0; t < V; ++t) storen(d + (p0 + t) * kNr + j0, r[t]);
       }
     }
   }

@@ -8,7 +8,6 @@
 
 #include "nn/cpu/kernels.h"
 #include "nn/cpu/pool_2x2.h"
-#include "nn/cpu/simd.h"
 
 namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA {
 namespace {
@@ -53,11 +52,8 @@ void backward_plane(const Pool2dGeometry& g, const float* x, const float* dy, fl
   }
 }
 
-// The vectorised 2x2 kernels deinterleave pairs of 16-float vectors, which
-// GCC lowers element by element when a v16 spans two AVX registers: the
-// avx2 build takes the window loops.
 bool vector_2x2(const Pool2dGeometry& g) {
-  return kWideRegisters && g.kernel == 2 && g.stride == 2;
+  return g.kernel == 2 && g.stride == 2;
 }
 
 }  // namespace

@@ -6,8 +6,8 @@
 // strip of row pairs is laid out flat: the top rows, cut to their 2Q used
 // columns, one after another in `top`, the bottom rows in `bottom`. Window w
 // of the strip then has candidates a = top[2w], b = top[2w+1], c =
-// bottom[2w], d = bottom[2w+1]: sixteen windows are two vector loads per
-// row, deinterleaved, whatever Q is.
+// bottom[2w], d = bottom[2w+1]: a register of windows (16, or 8 in the avx2
+// build) is two vector loads per row, deinterleaved, whatever Q is.
 #include "nn/cpu/pool_2x2.h"
 
 #include <algorithm>
@@ -18,27 +18,43 @@
 namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA {
 namespace {
 
-using v16i = int32_t __attribute__((vector_size(64)));
+// Windows per step: one register of each candidate (8 or 16 windows).
+constexpr int kW = kNativeLanes;
+using vni = int32_t __attribute__((vector_size(sizeof(vn))));
 
 // Windows per strip: the strip's rows stay in L1.
 constexpr int64_t kStripWindows = 512;
 
-inline v16i takes_over16(v16 v, v16 best) {
+inline vni takes_over(vn v, vn best) {
   return (v > best) | (v != v);
 }
 
-inline v16 even(v16 lo, v16 hi) {
+// The even and odd lanes of lo:hi, and the lanes of a and b interleaved
+// (the low and the high half of the result); each build uses one width.
+[[maybe_unused]] inline v16 even(v16 lo, v16 hi) {
   return __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
 }
-inline v16 odd(v16 lo, v16 hi) {
+[[maybe_unused]] inline v16 odd(v16 lo, v16 hi) {
   return __builtin_shufflevector(lo, hi, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
 }
-inline v16 interleave_low(v16 a, v16 b) {
+[[maybe_unused]] inline v16 interleave_low(v16 a, v16 b) {
   return __builtin_shufflevector(a, b, 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
 }
-inline v16 interleave_high(v16 a, v16 b) {
+[[maybe_unused]] inline v16 interleave_high(v16 a, v16 b) {
   return __builtin_shufflevector(a, b, 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15,
                                  31);
+}
+[[maybe_unused]] inline v8 even(v8 lo, v8 hi) {
+  return __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14);
+}
+[[maybe_unused]] inline v8 odd(v8 lo, v8 hi) {
+  return __builtin_shufflevector(lo, hi, 1, 3, 5, 7, 9, 11, 13, 15);
+}
+[[maybe_unused]] inline v8 interleave_low(v8 a, v8 b) {
+  return __builtin_shufflevector(a, b, 0, 8, 1, 9, 2, 10, 3, 11);
+}
+[[maybe_unused]] inline v8 interleave_high(v8 a, v8 b) {
+  return __builtin_shufflevector(a, b, 4, 12, 5, 13, 6, 14, 7, 15);
 }
 
 // Row pairs [r0, r0 + rows) of the planes, flattened.
@@ -95,19 +111,19 @@ void maxpool2x2_forward(const Pool2dGeometry& g, const float* x, float* y, int64
                         int64_t last) {
   for_each_strip(g, x, first, last, [&](const Strip& s, float*, int64_t) {
     float* out = y + s.r0 * g.out_w();
-    for (int64_t w = 0; w < s.windows(); w += 16) {
-      const v16 t0 = load16(s.top + 2 * w), t1 = load16(s.top + 2 * w + 16);
-      const v16 b0 = load16(s.bottom + 2 * w), b1 = load16(s.bottom + 2 * w + 16);
-      v16 best = even(t0, t1);
-      const v16 b = odd(t0, t1), c = even(b0, b1), d = odd(b0, b1);
-      best = takes_over16(b, best) ? b : best;
-      best = takes_over16(c, best) ? c : best;
-      best = takes_over16(d, best) ? d : best;
-      if (w + 16 <= s.windows()) {
-        store16(out + w, best);
+    for (int64_t w = 0; w < s.windows(); w += kW) {
+      const vn t0 = loadn(s.top + 2 * w), t1 = loadn(s.top + 2 * w + kW);
+      const vn b0 = loadn(s.bottom + 2 * w), b1 = loadn(s.bottom + 2 * w + kW);
+      vn best = even(t0, t1);
+      const vn b = odd(t0, t1), c = even(b0, b1), d = odd(b0, b1);
+      best = takes_over(b, best) ? b : best;
+      best = takes_over(c, best) ? c : best;
+      best = takes_over(d, best) ? d : best;
+      if (w + kW <= s.windows()) {
+        storen(out + w, best);
       } else {
-        float tmp[16];
-        store16(tmp, best);
+        float tmp[kLanes];  // copy_short may move 16 at a time
+        storen(tmp, best);
         copy_short(tmp, out + w, s.windows() - w);
       }
     }
@@ -121,24 +137,24 @@ void maxpool2x2_backward(const Pool2dGeometry& g, const float* x, const float* d
     float* dtop = grads;
     float* dbottom = grads + capacity;
     const float* grad = dy + s.r0 * g.out_w();
-    for (int64_t w = 0; w < s.windows(); w += 16) {
-      const v16 t0 = load16(s.top + 2 * w), t1 = load16(s.top + 2 * w + 16);
-      const v16 b0 = load16(s.bottom + 2 * w), b1 = load16(s.bottom + 2 * w + 16);
-      const v16 a = even(t0, t1), b = odd(t0, t1), c = even(b0, b1), d = odd(b0, b1);
+    for (int64_t w = 0; w < s.windows(); w += kW) {
+      const vn t0 = loadn(s.top + 2 * w), t1 = loadn(s.top + 2 * w + kW);
+      const vn b0 = loadn(s.bottom + 2 * w), b1 = loadn(s.bottom + 2 * w + kW);
+      const vn a = even(t0, t1), b = odd(t0, t1), c = even(b0, b1), d = odd(b0, b1);
       // the winner is d if it takes over, else c if it does, else b, else a
-      const v16i tb = takes_over16(b, a);
-      const v16 ab = tb ? b : a;
-      const v16i tc = takes_over16(c, ab);
-      const v16i td = takes_over16(d, tc ? c : ab);
-      float gtmp[16] = {};
-      copy_short(grad + w, gtmp, std::min<int64_t>(16, s.windows() - w));
-      const v16 gv = load16(gtmp), zero = {};
-      const v16 ga = (tb | tc | td) ? zero : gv, gb = (tb & ~(tc | td)) ? gv : zero;
-      const v16 gc = (tc & ~td) ? gv : zero, gd = td ? gv : zero;
-      store16(dtop + 2 * w, interleave_low(ga, gb));
-      store16(dtop + 2 * w + 16, interleave_high(ga, gb));
-      store16(dbottom + 2 * w, interleave_low(gc, gd));
-      store16(dbottom + 2 * w + 16, interleave_high(gc, gd));
+      const vni tb = takes_over(b, a);
+      const vn ab = tb ? b : a;
+      const vni tc = takes_over(c, ab);
+      const vni td = takes_over(d, tc ? c : ab);
+      float gtmp[kLanes] = {};
+      copy_short(grad + w, gtmp, std::min<int64_t>(kW, s.windows() - w));
+      const vn gv = loadn(gtmp), zero = {};
+      const vn ga = (tb | tc | td) ? zero : gv, gb = (tb & ~(tc | td)) ? gv : zero;
+      const vn gc = (tc & ~td) ? gv : zero, gd = td ? gv : zero;
+      storen(dtop + 2 * w, interleave_low(ga, gb));
+      storen(dtop + 2 * w + kW, interleave_high(ga, gb));
+      storen(dbottom + 2 * w, interleave_low(gc, gd));
+      storen(dbottom + 2 * w + kW, interleave_high(gc, gd));
     }
     for (int64_t i = 0; i < s.rows; ++i) {
       float* d0 = dx + s.offsets[i];

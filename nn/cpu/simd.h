@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA {
 
@@ -129,58 +130,44 @@ inline v16 transpose_sum16(const v16 (&a)[16]) {
   return fold_singles(p[0], p[1]);
 }
 
+// Lane l of the two halves of one butterfly stage of transpose16x16 over
+// a top row a and the row b below it (index 16 + l: lane l of b).
+constexpr int top_lane(int l, int b) {
+  return (l & b) ? 16 + l - b : l;
+}
+constexpr int bottom_lane(int l, int b) {
+  return (l & b) ? 16 + l : l + b;
+}
+template <int B, int... L>
+inline v16 butterfly_top(v16 a, v16 b, std::integer_sequence<int, L...>) {
+  return __builtin_shufflevector(a, b, top_lane(L, B)...);
+}
+template <int B, int... L>
+inline v16 butterfly_bottom(v16 a, v16 b, std::integer_sequence<int, L...>) {
+  return __builtin_shufflevector(a, b, bottom_lane(L, B)...);
+}
+
+// Stage B of transpose16x16: swaps the off-diagonal B x B blocks of every
+// 2B x 2B block (lane l of a top row takes lane l - B of the row B below it).
+template <int B>
+inline void transpose_stage(v16 (&r)[16]) {
+  constexpr auto lanes = std::make_integer_sequence<int, 16>{};
+  for (int i = 0; i < 16; ++i) {
+    if (i & B) continue;
+    const v16 t = butterfly_top<B>(r[i], r[i + B], lanes);
+    const v16 u = butterfly_bottom<B>(r[i], r[i + B], lanes);
+    r[i] = t;
+    r[i + B] = u;
+  }
+}
+
 // In-place transpose of the 16 x 16 block held in r[0..16): four butterfly
-// stages, stage b swapping the off-diagonal b x b blocks of every 2b x 2b
-// block (lane l of a top row takes lane l - b of the row b below it).
+// stages.
 inline void transpose16x16(v16 (&r)[16]) {
-  auto stage = [&r](int b, auto top, auto bottom) {
-    for (int i = 0; i < 16; ++i) {
-      if (i & b) continue;
-      const v16 t = top(r[i], r[i + b]), u = bottom(r[i], r[i + b]);
-      r[i] = t;
-      r[i + b] = u;
-    }
-  };
-  stage(
-      1,
-      [](v16 a, v16 b) {
-        return __builtin_shufflevector(a, b, 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14,
-                                       30);
-      },
-      [](v16 a, v16 b) {
-        return __builtin_shufflevector(a, b, 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15,
-                                       31);
-      });
-  stage(
-      2,
-      [](v16 a, v16 b) {
-        return __builtin_shufflevector(a, b, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28,
-                                       29);
-      },
-      [](v16 a, v16 b) {
-        return __builtin_shufflevector(a, b, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30,
-                                       31);
-      });
-  stage(
-      4,
-      [](v16 a, v16 b) {
-        return __builtin_shufflevector(a, b, 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26,
-                                       27);
-      },
-      [](v16 a, v16 b) {
-        return __builtin_shufflevector(a, b, 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30,
-                                       31);
-      });
-  stage(
-      8,
-      [](v16 a, v16 b) {
-        return __builtin_shufflevector(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22,
-                                       23);
-      },
-      [](v16 a, v16 b) {
-        return __builtin_shufflevector(a, b, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29,
-                                       30, 31);
-      });
+  transpose_stage<1>(r);
+  transpose_stage<2>(r);
+  transpose_stage<4>(r);
+  transpose_stage<8>(r);
 }
 
 // Sum of x[0..n) with four vector accumulators (a float reduction the

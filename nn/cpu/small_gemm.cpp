@@ -6,6 +6,7 @@
 #include "nn/cpu/gemm_tile.h"
 #include "nn/cpu/scratch.h"
 #include "nn/cpu/simd.h"
+#include "nn/cpu/simd_native.h"
 
 namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA {
 namespace {
@@ -55,6 +56,23 @@ void nn_tail(int64_t m, int64_t k, int64_t r, StridedMatrix a, RowMatrix b, floa
     std::copy(staged + i * kLanes, staged + i * kLanes + r, c + i * ldc);
 }
 
+// sums[t] = the sum of the 16 partial sums of acc[t] (lane l of register u
+// holding lane u * kNativeLanes + l), for t < T: transpose_sum16's order of
+// additions in both builds, so that they give the same bits.
+template <int T, typename Acc>
+[[gnu::always_inline]] inline void reduce_tile(const Acc& acc, float* sums) {
+  if constexpr (kWideRegisters) {
+    v16 whole[kLanes] = {};
+    for (int t = 0; t < T; ++t) std::memcpy(&whole[t], acc[t], sizeof whole[t]);
+    store16(sums, transpose_sum16(whole));
+  } else {  // the first fold of transpose_sum16 adds the two registers
+    v8 halves[T];
+    for (int t = 0; t < T; ++t) halves[t] = acc[t][0] + acc[t][1];
+    store8(sums, transpose_sum8<(T < 8 ? T : 8)>(halves));
+    if constexpr (T > 8) store8(sums + 8, transpose_sum8<T - 8>(halves + 8));
+  }
+}
+
 // --- C += A * B^T: MR x NR dot products in registers, reduced at the end ----
 // a: (MR, len) per segment, rows lda; b: NR rows per segment; c: (MR, NR)
 template <int MR, int NR>
@@ -84,23 +102,23 @@ void nt_tile(const float* a, int64_t lda, RowMatrix b, const Segments& seg, floa
       }
     }
   }
-  v16 whole[kLanes] = {};  // lane l of whole[t]: the partial sum of lane l
-  for (int t = 0; t < MR * NR; ++t) std::memcpy(&whole[t], acc[t], sizeof whole[t]);
   float sums[kLanes];  // through memory: cheaper than 16 lane extractions
-  store16(sums, transpose_sum16(whole));
+  reduce_tile<MR * NR>(acc, sums);
   for (int i = 0; i < MR; ++i) {
     for (int j = 0; j < NR; ++j) c[i * ldc + j] += sums[i * NR + j] + tail[i * NR + j];
   }
 }
 
-// Rows and columns of the dot-product tiles: 4 x 4 accumulators on AVX-512,
-// 2 x 2 on AVX (whose 16 registers hold 8 vectors).
-constexpr int kDotTile = kWideRegisters ? 4 : 2;
+// Rows and columns of the dot-product tiles: 4 x 4 accumulators on AVX-512;
+// on AVX, whose 16 registers hold 8 vectors of 16 floats, 3 x 2 (12
+// registers of independent sums: enough to hide the latency of the FMAs).
+constexpr int kDotRows = kWideRegisters ? 4 : 3;
+constexpr int kDotCols = kWideRegisters ? 4 : 2;
 
 template <int NR>
 void nt_rows(int64_t m, const float* a, int64_t lda, RowMatrix b, const Segments& seg, float* c,
              int64_t ldc) {
-  balanced_tiles(m, kDotTile, [&](int64_t i, int rows) {
+  balanced_tiles(m, kDotRows, [&](int64_t i, int rows) {
     switch (rows) {
       case 4:
         nt_tile<4, NR>(a + i * lda, lda, b, seg, c + i * ldc, ldc);
@@ -171,7 +189,7 @@ void gemm_nn(int64_t m, int64_t n, int64_t k, StridedMatrix a, RowMatrix b, floa
 void gemm_nt_acc(int64_t m, int64_t n, const float* a, int64_t lda, RowMatrix b,
                  const Segments& seg, float* c, int64_t ldc) {
   if (m <= 0) return;
-  balanced_tiles(n, kDotTile, [&](int64_t j, int cols) {
+  balanced_tiles(n, kDotCols, [&](int64_t j, int cols) {
     const RowMatrix bj = b.rows_from(j);
     switch (cols) {
       case 4:

@@ -19,6 +19,8 @@
 #include <optional>
 #include <span>
 
+#include "nn/enum_table.h"
+
 namespace lockstep::nn::cuda {
 
 // The cuDNN math types (cudnnMathType_t).
@@ -55,19 +57,15 @@ inline std::optional<size_t> choose_algorithm(std::span<const AlgorithmCandidate
   return std::nullopt;
 }
 
+inline constexpr EnumEntry<ConvMath, const char*> kConvMathNames[] = {
+    {ConvMath::kDefault, "DEFAULT"},
+    {ConvMath::kTensorOp, "TENSOR_OP"},
+    {ConvMath::kTensorOpAllowConversion, "TENSOR_OP_ALLOW_CONVERSION"},
+    {ConvMath::kFma, "FMA"}};
+
 // "FMA", "TENSOR_OP", ... for messages.
 inline const char* to_string(ConvMath math) {
-  switch (math) {
-    case ConvMath::kDefault:
-      return "DEFAULT";
-    case ConvMath::kTensorOp:
-      return "TENSOR_OP";
-    case ConvMath::kTensorOpAllowConversion:
-      return "TENSOR_OP_ALLOW_CONVERSION";
-    case ConvMath::kFma:
-      return "FMA";
-  }
-  return "?";
+  return value_of(kConvMathNames, math).value_or("?");
 }
 
 }  // namespace lockstep::nn::cuda

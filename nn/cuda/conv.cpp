@@ -39,6 +39,35 @@ void widen(DeviceContext& ctx, int64_t n, const void* low, float* out) {
   if (ctx.precision() != Precision::kFp32) from_low_precision(ctx, n, low, out);
 }
 
+// An operand of a convolution call: its descriptor, element count and
+// float32 data.
+template <typename Desc, typename T>
+struct Operand {
+  Desc desc;
+  int64_t n;
+  T* data;
+};
+
+// out = op(a, b), one cuDNN convolution call (named `what` in errors) in the
+// context's precision: a and b rounded into scratch buffers kLowA and kLowB,
+// the result widened into out.
+template <typename DescA, typename DescB, typename DescOut, typename Algo>
+void run(DeviceContext& ctx, const char* what,
+         cudnnStatus_t (*op)(cudnnHandle_t, const void*, DescA, const void*, DescB, const void*,
+                             cudnnConvolutionDescriptor_t, Algo, void*, size_t, const void*,
+                             DescOut, void*),
+         const ConvPlan& p, const ConvAlgorithm<Algo>& algo, Operand<DescA, const float> a,
+         Operand<DescB, const float> b, Operand<DescOut, float> out) {
+  const void* al = operand(ctx, Scratch::kLowA, a.n, a.data);
+  const void* bl = operand(ctx, Scratch::kLowB, b.n, b.data);
+  void* outl = result(ctx, out.n, out.data);
+  void* ws = ctx.workspace(algo.workspace_bytes);
+  LOCKSTEP_LIBRARY_CHECK(op(ctx.cudnn(), &kOne, a.desc, al, b.desc, bl, p.conv.get(), algo.algo, ws,
+                            algo.workspace_bytes, &kZero, out.desc, outl),
+                         what, CUDNN_STATUS_SUCCESS, throw_cudnn_error);
+  widen(ctx, out.n, outl, out.data);
+}
+
 }  // namespace
 
 // x: (N, C, H, W), w: (K, C, R, S), b: (K) or null -> y: (N, K, P, Q)
@@ -46,15 +75,8 @@ void conv2d_forward(DeviceContext& ctx, const Conv2dGeometry& g, const float* x,
                     const float* b, float* y) {
   if (g.batch == 0) return;
   ConvPlan& p = ctx.conv_plan(g);
-  const auto& algo = p.forward;
-  const void* xs = operand(ctx, Scratch::kLowA, numel_x(g), x);
-  const void* wl = operand(ctx, Scratch::kLowB, numel_w(g), w);
-  void* ys = result(ctx, numel_y(g), y);
-  void* ws = ctx.workspace(algo.workspace_bytes);
-  CUDNN_CHECK(cudnnConvolutionForward(ctx.cudnn(), &kOne, p.x.get(), xs, p.w.get(), wl,
-                                      p.conv.get(), algo.algo, ws, algo.workspace_bytes, &kZero,
-                                      p.y.get(), ys));
-  widen(ctx, numel_y(g), ys, y);
+  run(ctx, "cudnnConvolutionForward", cudnnConvolutionForward, p, p.forward,
+      {p.x.get(), numel_x(g), x}, {p.w.get(), numel_w(g), w}, {p.y.get(), numel_y(g), y});
   if (b != nullptr) {
     CUDNN_CHECK(cudnnAddTensor(ctx.cudnn(), &kOne, p.bias.get(), b, &kOne, p.y32.get(), y));
   }
@@ -65,15 +87,8 @@ void conv2d_backward_data(DeviceContext& ctx, const Conv2dGeometry& g, const flo
                           const float* dy, float* dx) {
   if (g.batch == 0) return;
   ConvPlan& p = ctx.conv_plan(g);
-  const auto& algo = p.backward_data;
-  const void* wl = operand(ctx, Scratch::kLowA, numel_w(g), w);
-  const void* dyl = operand(ctx, Scratch::kLowB, numel_y(g), dy);
-  void* dxl = result(ctx, numel_x(g), dx);
-  void* ws = ctx.workspace(algo.workspace_bytes);
-  CUDNN_CHECK(cudnnConvolutionBackwardData(ctx.cudnn(), &kOne, p.w.get(), wl, p.y.get(), dyl,
-                                           p.conv.get(), algo.algo, ws, algo.workspace_bytes,
-                                           &kZero, p.x.get(), dxl));
-  widen(ctx, numel_x(g), dxl, dx);
+  run(ctx, "cudnnConvolutionBackwardData", cudnnConvolutionBackwardData, p, p.backward_data,
+      {p.w.get(), numel_w(g), w}, {p.y.get(), numel_y(g), dy}, {p.x.get(), numel_x(g), dx});
 }
 
 // x: (N, C, H, W), dy: (N, K, P, Q) -> dw: (K, C, R, S), db: (K) or null
@@ -85,15 +100,8 @@ void conv2d_backward_filter(DeviceContext& ctx, const Conv2dGeometry& g, const f
     return;
   }
   ConvPlan& p = ctx.conv_plan(g);
-  const auto& algo = p.backward_filter;
-  const void* xl = operand(ctx, Scratch::kLowA, numel_x(g), x);
-  const void* dyl = operand(ctx, Scratch::kLowB, numel_y(g), dy);
-  void* dwl = result(ctx, numel_w(g), dw);
-  void* ws = ctx.workspace(algo.workspace_bytes);
-  CUDNN_CHECK(cudnnConvolutionBackwardFilter(ctx.cudnn(), &kOne, p.x.get(), xl, p.y.get(), dyl,
-                                             p.conv.get(), algo.algo, ws, algo.workspace_bytes,
-                                             &kZero, p.w.get(), dwl));
-  widen(ctx, numel_w(g), dwl, dw);
+  run(ctx, "cudnnConvolutionBackwardFilter", cudnnConvolutionBackwardFilter, p, p.backward_filter,
+      {p.x.get(), numel_x(g), x}, {p.y.get(), numel_y(g), dy}, {p.w.get(), numel_w(g), dw});
   if (db != nullptr) {
     CUDNN_CHECK(cudnnConvolutionBackwardBias(ctx.cudnn(), &kOne, p.y32.get(), dy, &kZero,
                                              p.bias.get(), db));

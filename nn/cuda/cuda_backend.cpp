@@ -28,166 +28,130 @@ class CudaBackend final : public Backend {
   void conv2d_forward(const Conv2dGeometry& g, const float* x, const float* w, const float* b,
                       float* y) override {
     g.validate();
-    ctx_.activate();
-    cuda::conv2d_forward(ctx_, g, x, w, b, y);
+    cuda::conv2d_forward(active(), g, x, w, b, y);
   }
   void conv2d_backward_data(const Conv2dGeometry& g, const float* w, const float* dy,
                             float* dx) override {
     g.validate();
-    ctx_.activate();
-    cuda::conv2d_backward_data(ctx_, g, w, dy, dx);
+    cuda::conv2d_backward_data(active(), g, w, dy, dx);
   }
   void conv2d_backward_filter(const Conv2dGeometry& g, const float* x, const float* dy, float* dw,
                               float* db) override {
     g.validate();
-    ctx_.activate();
-    cuda::conv2d_backward_filter(ctx_, g, x, dy, dw, db);
+    cuda::conv2d_backward_filter(active(), g, x, dy, dw, db);
   }
 
   void maxpool2d_forward(const Pool2dGeometry& g, const float* x, float* y) override {
     g.validate();
-    ctx_.activate();
-    cuda::maxpool2d_forward(ctx_, g, x, y);
+    cuda::maxpool2d_forward(active(), g, x, y);
   }
   void maxpool2d_backward(const Pool2dGeometry& g, const float* x, const float* /*y*/,
                           const float* dy, float* dx) override {
     g.validate();
-    ctx_.activate();
-    cuda::maxpool2d_backward(ctx_, g, x, dy, dx);
+    cuda::maxpool2d_backward(active(), g, x, dy, dx);
   }
 
   void avgpool2d_forward(const Pool2dGeometry& g, const float* x, float* y) override {
-    ctx_.activate();
-    cuda::avgpool2d_forward(ctx_, g, x, y);
+    cuda::avgpool2d_forward(active(), g, x, y);
   }
   void avgpool2d_backward(const Pool2dGeometry& g, const float* dy, float* dx) override {
-    ctx_.activate();
-    cuda::avgpool2d_backward(ctx_, g, dy, dx);
+    cuda::avgpool2d_backward(active(), g, dy, dx);
   }
   void row_mean_forward(int64_t rows, int64_t cols, const float* x, float* y) override {
-    ctx_.activate();
-    cuda::row_mean_forward(ctx_, rows, cols, x, y);
+    cuda::row_mean_forward(active(), rows, cols, x, y);
   }
   void row_mean_backward(int64_t rows, int64_t cols, const float* dy, float* dx) override {
-    ctx_.activate();
-    cuda::row_mean_backward(ctx_, rows, cols, dy, dx);
+    cuda::row_mean_backward(active(), rows, cols, dy, dx);
   }
   void channel_pad_forward(const ChannelPadGeometry& g, const float* x, float* y) override {
-    ctx_.activate();
-    cuda::channel_pad_forward(ctx_, g, x, y);
+    cuda::channel_pad_forward(active(), g, x, y);
   }
   void channel_pad_backward(const ChannelPadGeometry& g, const float* dy, float* dx) override {
-    ctx_.activate();
-    cuda::channel_pad_backward(ctx_, g, dy, dx);
+    cuda::channel_pad_backward(active(), g, dy, dx);
   }
   void add_forward(int64_t n, const float* a, const float* b, bool relu, float* y) override {
-    ctx_.activate();
-    cuda::add_forward(ctx_, n, a, b, relu, y);
+    cuda::add_forward(active(), n, a, b, relu, y);
   }
   void batchnorm_stats(const BatchNormGeometry& g, const float* x, double* sum,
                        double* sumsq) override {
-    ctx_.activate();
-    cuda::batchnorm_stats(ctx_, g, x, sum, sumsq);
+    cuda::batchnorm_stats(active(), g, x, sum, sumsq);
   }
   void batchnorm_apply(const BatchNormGeometry& g, const float* x, const float* coef, bool relu,
                        float* y) override {
-    ctx_.activate();
-    cuda::batchnorm_apply(ctx_, g, x, coef, relu, y);
+    cuda::batchnorm_apply(active(), g, x, coef, relu, y);
   }
   void batchnorm_backward_sums(const BatchNormGeometry& g, const float* x, const float* y,
                                const float* dy, const float* coef, double* sum_dy,
                                double* sum_dy_xhat) override {
-    ctx_.activate();
-    cuda::batchnorm_backward_sums(ctx_, g, x, y, dy, coef, sum_dy, sum_dy_xhat);
+    cuda::batchnorm_backward_sums(active(), g, x, y, dy, coef, sum_dy, sum_dy_xhat);
   }
   void batchnorm_backward_apply(const BatchNormGeometry& g, const float* x, const float* y,
                                 const float* dy, const float* coef, float* dx) override {
-    ctx_.activate();
-    cuda::batchnorm_backward_apply(ctx_, g, x, y, dy, coef, dx);
+    cuda::batchnorm_backward_apply(active(), g, x, y, dy, coef, dx);
   }
 
   void relu_forward(int64_t n, const float* x, float* y) override {
-    ctx_.activate();
-    cuda::relu_forward(ctx_, n, x, y);
+    cuda::relu_forward(active(), n, x, y);
   }
   void relu_backward(int64_t n, const float* y, const float* dy, float* dx) override {
-    ctx_.activate();
-    cuda::relu_backward(ctx_, n, y, dy, dx);
+    cuda::relu_backward(active(), n, y, dy, dx);
   }
 
   void dropout_forward(const DropoutGeometry& g, const int64_t* sample_ids, const float* x,
                        float* y, float* mask) override {
     LOCKSTEP_CHECK(g.p >= 0.0f && g.p < 1.0f, "dropout probability ", g.p, " not in [0, 1)");
-    ctx_.activate();
-    cuda::dropout_forward(ctx_, g, sample_ids, x, y, mask);
+    cuda::dropout_forward(active(), g, sample_ids, x, y, mask);
   }
   void dropout_backward(const DropoutGeometry& g, const float* mask, const float* dy,
                         float* dx) override {
-    ctx_.activate();
-    cuda::dropout_backward(ctx_, g, mask, dy, dx);
+    cuda::dropout_backward(active(), g, mask, dy, dx);
   }
 
   void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
             const float* a, const float* b, float beta, float* c) override {
-    ctx_.activate();
-    cuda::gemm(ctx_, trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
+    cuda::gemm(active(), trans_a, trans_b, m, n, k, alpha, a, b, beta, c);
   }
   void add_row_bias(int64_t rows, int64_t cols, const float* bias, float* y) override {
-    ctx_.activate();
-    cuda::add_row_bias(ctx_, rows, cols, bias, y);
+    cuda::add_row_bias(active(), rows, cols, bias, y);
   }
   void sum_rows(int64_t rows, int64_t cols, const float* dy, float* db) override {
-    ctx_.activate();
-    cuda::sum_rows(ctx_, rows, cols, dy, db);
+    cuda::sum_rows(active(), rows, cols, dy, db);
   }
 
   void log_softmax_forward(int64_t rows, int64_t cols, const float* x, float* y) override {
-    ctx_.activate();
-    cuda::log_softmax_forward(ctx_, rows, cols, x, y);
+    cuda::log_softmax_forward(active(), rows, cols, x, y);
   }
   void log_softmax_backward(int64_t rows, int64_t cols, const float* y, const float* dy,
                             float* dx) override {
-    ctx_.activate();
-    cuda::log_softmax_backward(ctx_, rows, cols, y, dy, dx);
+    cuda::log_softmax_backward(active(), rows, cols, y, dy, dx);
   }
   LossStats nll_loss(int64_t rows, int64_t cols, const float* logp, const int32_t* labels,
                      float grad_scale, float* dlogp) override {
-    ctx_.activate();
-    return cuda::nll_loss(ctx_, rows, cols, logp, labels, grad_scale, dlogp);
+    return cuda::nll_loss(active(), rows, cols, logp, labels, grad_scale, dlogp);
   }
   LossStats softmax_cross_entropy(int64_t rows, int64_t cols, const float* logits,
                                   const int32_t* labels, float grad_scale, float* dlogits,
                                   float label_smoothing) override {
-    ctx_.activate();
-    return cuda::softmax_cross_entropy(ctx_, rows, cols, logits, labels, grad_scale, dlogits,
+    return cuda::softmax_cross_entropy(active(), rows, cols, logits, labels, grad_scale, dlogits,
                                        label_smoothing);
   }
 
   void sgd_update(int64_t n, const SgdParams& p, float* w, const float* grad,
                   float* velocity) override {
-    ctx_.activate();
-    cuda::sgd_update(ctx_, n, p, w, grad, velocity);
+    cuda::sgd_update(active(), n, p, w, grad, velocity);
   }
   void adam_update(int64_t n, const AdamParams& p, float* w, const float* grad, float* m,
                    float* v) override {
-    ctx_.activate();
-    cuda::adam_update(ctx_, n, p, w, grad, m, v);
+    cuda::adam_update(active(), n, p, w, grad, m, v);
   }
-  void fill(int64_t n, float value, float* x) override {
-    ctx_.activate();
-    cuda::fill(ctx_, n, value, x);
-  }
-  void scale(int64_t n, float alpha, float* x) override {
-    ctx_.activate();
-    cuda::scale(ctx_, n, alpha, x);
-  }
+  void fill(int64_t n, float value, float* x) override { cuda::fill(active(), n, value, x); }
+  void scale(int64_t n, float alpha, float* x) override { cuda::scale(active(), n, alpha, x); }
   void axpy(int64_t n, float alpha, const float* x, float* y) override {
-    ctx_.activate();
-    cuda::axpy(ctx_, n, alpha, x, y);
+    cuda::axpy(active(), n, alpha, x, y);
   }
-  void copy(int64_t n, const float* src, float* dst) override {
-    ctx_.activate();
-    cuda::copy(ctx_, n, src, dst);
+  void copy(int64_t n, const float* src, float* dst) override { cuda::copy(active(), n, src, dst); }
+  bool any_non_finite(std::span<const ConstFloats> arrays) override {
+    return cuda::any_non_finite(active(), arrays);
   }
   void synchronize() override {
     ctx_.activate();
@@ -202,6 +166,12 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // The context, its device made current on the calling thread.
+  cuda::DeviceContext& active() {
+    ctx_.activate();
+    return ctx_;
+  }
+
   cuda::DeviceContext ctx_;
 };
 

@@ -52,9 +52,8 @@ struct CudaRuntime {
   const char* hint = status == cudaErrorMemoryAllocation
                          ? " ---> HINT: the GPU is out of memory; lower batch_size"
                          : "";
-  throw LibraryError(detail::concat("CUDA call failed: ", expression, " (", file, ":", line,
-                                    "): ", cudaGetErrorName(status), ": ",
-                                    cudaGetErrorString(status), hint));
+  fail_library_call("CUDA", expression, file, line, cudaGetErrorName(status), ": ",
+                    cudaGetErrorString(status), hint);
 }
 
 [[noreturn]] inline void throw_cudnn_error(cudnnStatus_t status, const char* expression,
@@ -66,30 +65,23 @@ struct CudaRuntime {
   cudnnGetLastErrorString(last, sizeof(last));
   std::string detail_text(last);
   for (char& c : detail_text) c = (c == '\n' || c == '\r') ? ' ' : c;
-  throw LibraryError(detail::concat("cuDNN call failed: ", expression, " (", file, ":", line,
-                                    "): ", cudnnGetErrorString(status),
-                                    detail_text.empty() ? "" : ": ", detail_text));
+  fail_library_call("cuDNN", expression, file, line, cudnnGetErrorString(status),
+                    detail_text.empty() ? "" : ": ", detail_text);
 }
 
 [[noreturn]] inline void throw_cublas_error(cublasStatus_t status, const char* expression,
                                             const char* file, int line) {
   CudaRuntime runtime;
   consume_failure(runtime, cudaSuccess);  // a runtime failure inside cuBLAS, if any
-  throw LibraryError(detail::concat("cuBLAS call failed: ", expression, " (", file, ":", line,
-                                    "): ", cublasGetStatusName(status), ": ",
-                                    cublasGetStatusString(status)));
+  fail_library_call("cuBLAS", expression, file, line, cublasGetStatusName(status), ": ",
+                    cublasGetStatusString(status));
 }
 
 }  // namespace lockstep::nn::cuda
 
-#define CUDA_CHECK(expression)                                                             \
-  do {                                                                                     \
-    const cudaError_t lockstep_cuda_status_ = (expression);                                \
-    if (lockstep_cuda_status_ != cudaSuccess) {                                            \
-      ::lockstep::nn::cuda::throw_cuda_error(lockstep_cuda_status_, #expression, __FILE__, \
-                                             __LINE__);                                    \
-    }                                                                                      \
-  } while (0)
+#define CUDA_CHECK(expression)                                 \
+  LOCKSTEP_LIBRARY_CHECK(expression, #expression, cudaSuccess, \
+                         ::lockstep::nn::cuda::throw_cuda_error)
 
 #define CUDA_CHECK_LAUNCH()                                             \
   do {                                                                  \
@@ -103,20 +95,10 @@ struct CudaRuntime {
     CUDA_CHECK(::lockstep::nn::cuda::discard_probe_errors(lockstep_runtime_)); \
   } while (0)
 
-#define CUDNN_CHECK(expression)                                                              \
-  do {                                                                                       \
-    const cudnnStatus_t lockstep_cudnn_status_ = (expression);                               \
-    if (lockstep_cudnn_status_ != CUDNN_STATUS_SUCCESS) {                                    \
-      ::lockstep::nn::cuda::throw_cudnn_error(lockstep_cudnn_status_, #expression, __FILE__, \
-                                              __LINE__);                                     \
-    }                                                                                        \
-  } while (0)
+#define CUDNN_CHECK(expression)                                         \
+  LOCKSTEP_LIBRARY_CHECK(expression, #expression, CUDNN_STATUS_SUCCESS, \
+                         ::lockstep::nn::cuda::throw_cudnn_error)
 
-#define CUBLAS_CHECK(expression)                                                               \
-  do {                                                                                         \
-    const cublasStatus_t lockstep_cublas_status_ = (expression);                               \
-    if (lockstep_cublas_status_ != CUBLAS_STATUS_SUCCESS) {                                    \
-      ::lockstep::nn::cuda::throw_cublas_error(lockstep_cublas_status_, #expression, __FILE__, \
-                                               __LINE__);                                      \
-    }                                                                                          \
-  } while (0)
+#define CUBLAS_CHECK(expression)                                         \
+  LOCKSTEP_LIBRARY_CHECK(expression, #expression, CUBLAS_STATUS_SUCCESS, \
+                         ::lockstep::nn::cuda::throw_cublas_error)

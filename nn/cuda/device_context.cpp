@@ -5,58 +5,50 @@
 #include <span>
 #include <sstream>
 
+#include "nn/enum_table.h"
+
 namespace lockstep::nn::cuda {
 namespace {
 
 constexpr size_t kMaxWorkspaceBytes = size_t{1} << 30;
 
+constexpr EnumEntry<ConvMath, cudnnMathType_t> kCudnnMath[] = {
+    {ConvMath::kDefault, CUDNN_DEFAULT_MATH},
+    {ConvMath::kTensorOp, CUDNN_TENSOR_OP_MATH},
+    {ConvMath::kTensorOpAllowConversion, CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION},
+    {ConvMath::kFma, CUDNN_FMA_MATH}};
+
+constexpr EnumEntry<Precision, cudnnDataType_t> kCudnnDataType[] = {
+    {Precision::kFp32, CUDNN_DATA_FLOAT},
+    {Precision::kBf16, CUDNN_DATA_BFLOAT16},
+    {Precision::kFp16, CUDNN_DATA_HALF}};
+
 ConvMath to_conv_math(cudnnMathType_t math) {
-  switch (math) {
-    case CUDNN_TENSOR_OP_MATH:
-      return ConvMath::kTensorOp;
-    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION:
-      return ConvMath::kTensorOpAllowConversion;
-    case CUDNN_FMA_MATH:
-      return ConvMath::kFma;
-    default:
-      return ConvMath::kDefault;
-  }
+  return key_of(kCudnnMath, math).value_or(ConvMath::kDefault);
 }
-
 cudnnMathType_t to_cudnn_math(ConvMath math) {
-  switch (math) {
-    case ConvMath::kTensorOp:
-      return CUDNN_TENSOR_OP_MATH;
-    case ConvMath::kTensorOpAllowConversion:
-      return CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
-    case ConvMath::kFma:
-      return CUDNN_FMA_MATH;
-    case ConvMath::kDefault:
-      break;
-  }
-  return CUDNN_DEFAULT_MATH;
+  return value_of(kCudnnMath, math).value_or(CUDNN_DEFAULT_MATH);
 }
-
 cudnnDataType_t data_type(Precision p) {
-  switch (p) {
-    case Precision::kBf16:
-      return CUDNN_DATA_BFLOAT16;
-    case Precision::kFp16:
-      return CUDNN_DATA_HALF;
-    case Precision::kFp32:
-      break;
-  }
-  return CUDNN_DATA_FLOAT;
+  return value_of(kCudnnDataType, p).value_or(CUDNN_DATA_FLOAT);
 }
 
-// query(capacity, &count, results) runs cudnnGet*_v7 or cudnnFind*;
-// workspace_size(algo) asks cuDNN what (descriptor, algo) needs.
-template <typename Perf, typename Query, typename WorkspaceSize>
-auto choose(const char* direction, const Conv2dGeometry& g, const AlgorithmRequirements& need,
-            Query query, WorkspaceSize workspace_size) {
+// The algorithm of one direction and its workspace, from the calls of that
+// direction on its descriptors in cuDNN's order (forward: x, w, conv, y;
+// backward data: w, dy, conv, dx; backward filter: x, dy, conv, dw):
+// search is cudnnGet*_v7 (heuristics) or cudnnFind* (timed),
+// workspace_size asks what (descriptors, algorithm) needs.
+template <typename A, typename B, typename C, typename Perf, typename Algo>
+ConvAlgorithm<Algo> choose(
+    const char* direction, const Conv2dGeometry& g, const AlgorithmRequirements& need,
+    cudnnHandle_t cudnn, A a, B b, cudnnConvolutionDescriptor_t conv, C c,
+    cudnnStatus_t (*search)(cudnnHandle_t, A, B, cudnnConvolutionDescriptor_t, C, int, int*, Perf*),
+    cudnnStatus_t (*workspace_size)(cudnnHandle_t, A, B, cudnnConvolutionDescriptor_t, C, Algo,
+                                    size_t*)) {
   std::array<Perf, 16> results{};
   int count = 0;
-  query(static_cast<int>(results.size()), &count, results.data());
+  CUDNN_CHECK(
+      search(cudnn, a, b, conv, c, static_cast<int>(results.size()), &count, results.data()));
   CUDA_CLEAR_PROBE_ERRORS();  // the search's failed trials are not ours to report later
   std::array<AlgorithmCandidate, 16> candidates{};
   for (int i = 0; i < count; ++i) {
@@ -74,8 +66,9 @@ auto choose(const char* direction, const Conv2dGeometry& g, const AlgorithmRequi
         need.workspace_limit, " bytes; ", count, " candidates) ---> HINT: lower batch_size",
         need.deterministic ? " or turn off deterministic" : ""));
   }
-  const auto algo = results[*best].algo;
-  return ConvAlgorithm<std::remove_const_t<decltype(algo)>>{algo, workspace_size(algo)};
+  ConvAlgorithm<Algo> chosen{results[*best].algo, 0};
+  CUDNN_CHECK(workspace_size(cudnn, a, b, conv, c, chosen.algo, &chosen.workspace_bytes));
+  return chosen;
 }
 
 }  // namespace
@@ -168,54 +161,20 @@ ConvPlan& DeviceContext::conv_plan(const Conv2dGeometry& g) {
 void DeviceContext::choose_algorithms(const Conv2dGeometry& g, ConvPlan& p) {
   const AlgorithmRequirements need{conv_math(precision_), deterministic_, workspace_limit()};
   const bool heuristic = deterministic_;
-  p.forward = choose<cudnnConvolutionFwdAlgoPerf_t>(
-      "forward", g, need,
-      [&](int capacity, int* count, auto* r) {
-        CUDNN_CHECK(
-            heuristic
-                ? cudnnGetConvolutionForwardAlgorithm_v7(
-                      cudnn(), p.x.get(), p.w.get(), p.conv.get(), p.y.get(), capacity, count, r)
-                : cudnnFindConvolutionForwardAlgorithm(cudnn(), p.x.get(), p.w.get(), p.conv.get(),
-                                                       p.y.get(), capacity, count, r));
-      },
-      [&](cudnnConvolutionFwdAlgo_t algo) {
-        size_t bytes = 0;
-        CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(cudnn(), p.x.get(), p.w.get(),
-                                                            p.conv.get(), p.y.get(), algo, &bytes));
-        return bytes;
-      });
-  p.backward_data = choose<cudnnConvolutionBwdDataAlgoPerf_t>(
-      "backward-data", g, need,
-      [&](int capacity, int* count, auto* r) {
-        CUDNN_CHECK(
-            heuristic
-                ? cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                      cudnn(), p.w.get(), p.y.get(), p.conv.get(), p.x.get(), capacity, count, r)
-                : cudnnFindConvolutionBackwardDataAlgorithm(
-                      cudnn(), p.w.get(), p.y.get(), p.conv.get(), p.x.get(), capacity, count, r));
-      },
-      [&](cudnnConvolutionBwdDataAlgo_t algo) {
-        size_t bytes = 0;
-        CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
-            cudnn(), p.w.get(), p.y.get(), p.conv.get(), p.x.get(), algo, &bytes));
-        return bytes;
-      });
-  p.backward_filter = choose<cudnnConvolutionBwdFilterAlgoPerf_t>(
-      "backward-filter", g, need,
-      [&](int capacity, int* count, auto* r) {
-        CUDNN_CHECK(
-            heuristic
-                ? cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                      cudnn(), p.x.get(), p.y.get(), p.conv.get(), p.w.get(), capacity, count, r)
-                : cudnnFindConvolutionBackwardFilterAlgorithm(
-                      cudnn(), p.x.get(), p.y.get(), p.conv.get(), p.w.get(), capacity, count, r));
-      },
-      [&](cudnnConvolutionBwdFilterAlgo_t algo) {
-        size_t bytes = 0;
-        CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
-            cudnn(), p.x.get(), p.y.get(), p.conv.get(), p.w.get(), algo, &bytes));
-        return bytes;
-      });
+  p.forward = choose(
+      "forward", g, need, cudnn(), p.x.get(), p.w.get(), p.conv.get(), p.y.get(),
+      heuristic ? cudnnGetConvolutionForwardAlgorithm_v7 : cudnnFindConvolutionForwardAlgorithm,
+      cudnnGetConvolutionForwardWorkspaceSize);
+  p.backward_data =
+      choose("backward-data", g, need, cudnn(), p.w.get(), p.y.get(), p.conv.get(), p.x.get(),
+             heuristic ? cudnnGetConvolutionBackwardDataAlgorithm_v7
+                       : cudnnFindConvolutionBackwardDataAlgorithm,
+             cudnnGetConvolutionBackwardDataWorkspaceSize);
+  p.backward_filter =
+      choose("backward-filter", g, need, cudnn(), p.x.get(), p.y.get(), p.conv.get(), p.w.get(),
+             heuristic ? cudnnGetConvolutionBackwardFilterAlgorithm_v7
+                       : cudnnFindConvolutionBackwardFilterAlgorithm,
+             cudnnGetConvolutionBackwardFilterWorkspaceSize);
 }
 
 void DeviceContext::copy_to_host(void* host, const void* device_src, size_t bytes) {

@@ -47,6 +47,14 @@ __global__ void axpy_kernel(int64_t n, float alpha, const float* x, float* y) {
   }
 }
 
+// Sets *flag to 1 when some x[i] is an infinity or NaN (racing writes of
+// the same value).
+__global__ void non_finite_flag_kernel(int64_t n, const float* x, int* flag) {
+  CUDA_KERNEL_LOOP(i, n) {
+    if (!isfinite(x[i])) *flag = 1;
+  }
+}
+
 }  // namespace
 
 // x, y: (N, C, S); mask: (N, C); sample_ids: host (N)
@@ -91,6 +99,18 @@ void copy(DeviceContext& ctx, int64_t n, const float* src, float* dst) {
                  "ranges");
   CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * sizeof(float),
                              cudaMemcpyDeviceToDevice, ctx.stream()));
+}
+
+// One flag on the device for all arrays, read back once.
+bool any_non_finite(DeviceContext& ctx, std::span<const ConstFloats> arrays) {
+  int* flag = ctx.scratch<int>(Scratch::kFlag, 1);
+  CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(int), ctx.stream()));
+  for (const ConstFloats& a : arrays) {
+    if (a.n > 0) launch(non_finite_flag_kernel, a.n, ctx.stream(), a.n, a.data, flag);
+  }
+  int found = 0;
+  ctx.copy_to_host(&found, flag, sizeof(int));
+  return found != 0;
 }
 
 }  // namespace lockstep::nn::cuda

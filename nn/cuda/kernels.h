@@ -69,6 +69,7 @@ void dropout_forward(DeviceContext& ctx, const DropoutGeometry& g, const int64_t
 void dropout_backward(DeviceContext& ctx, const DropoutGeometry& g, const float* mask,
                       const float* dy, float* dx);
 void fill(DeviceContext& ctx, int64_t n, float value, float* x);
+bool any_non_finite(DeviceContext& ctx, std::span<const ConstFloats> arrays);
 void scale(DeviceContext& ctx, int64_t n, float alpha, float* x);
 void axpy(DeviceContext& ctx, int64_t n, float alpha, const float* x, float* y);
 void copy(DeviceContext& ctx, int64_t n, const float* src, float* dst);

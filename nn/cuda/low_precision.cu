@@ -11,52 +11,41 @@
 namespace lockstep::nn::cuda {
 namespace {
 
-// src: (n) float -> dst: (n) 16-bit
-template <typename Low>
-__global__ void to_low_kernel(int64_t n, const float* src, Low* dst) {
+// src: (n) -> dst: (n), float to a 16-bit type or back. The types'
+// constructors from float are __float2bfloat16 and __float2half, which
+// round to nearest even.
+template <typename From, typename To>
+__global__ void convert_kernel(int64_t n, const From* src, To* dst) {
   CUDA_KERNEL_LOOP(i, n) {
-    if constexpr (std::is_same_v<Low, __nv_bfloat16>) {
-      dst[i] = __float2bfloat16_rn(src[i]);
-    } else {
-      dst[i] = __float2half_rn(src[i]);
-    }
+    dst[i] = static_cast<To>(src[i]);
   }
 }
 
-// src: (n) 16-bit -> dst: (n) float
-template <typename Low>
-__global__ void from_low_kernel(int64_t n, const Low* src, float* dst) {
-  CUDA_KERNEL_LOOP(i, n) {
-    if constexpr (std::is_same_v<Low, __nv_bfloat16>) {
-      dst[i] = __bfloat162float(src[i]);
-    } else {
-      dst[i] = __half2float(src[i]);
-    }
-  }
+// f(Low{}) with the context's 16-bit type (__nv_bfloat16 or __half).
+template <typename F>
+void with_low_type(const DeviceContext& ctx, const char* what, F f) {
+  LOCKSTEP_CHECK(ctx.precision() != Precision::kFp32, what, " at fp32");
+  if (ctx.precision() == Precision::kBf16) return f(__nv_bfloat16{});
+  f(__half{});
 }
 
 }  // namespace
 
 void* to_low_precision(DeviceContext& ctx, Scratch slot, int64_t n, const float* src) {
-  LOCKSTEP_CHECK(ctx.precision() != Precision::kFp32, "to_low_precision at fp32");
-  uint16_t* dst = ctx.scratch<uint16_t>(slot, std::max<int64_t>(n, 1));
-  if (ctx.precision() == Precision::kBf16) {
-    launch(to_low_kernel<__nv_bfloat16>, n, ctx.stream(), n, src,
-           reinterpret_cast<__nv_bfloat16*>(dst));
-  } else {
-    launch(to_low_kernel<__half>, n, ctx.stream(), n, src, reinterpret_cast<__half*>(dst));
-  }
+  uint16_t* dst = nullptr;
+  with_low_type(ctx, "to_low_precision", [&](auto low) {
+    using Low = decltype(low);
+    dst = ctx.scratch<uint16_t>(slot, std::max<int64_t>(n, 1));
+    launch(convert_kernel<float, Low>, n, ctx.stream(), n, src, reinterpret_cast<Low*>(dst));
+  });
   return dst;
 }
 
 void from_low_precision(DeviceContext& ctx, int64_t n, const void* src, float* dst) {
-  LOCKSTEP_CHECK(ctx.precision() != Precision::kFp32, "from_low_precision at fp32");
-  if (ctx.precision() == Precision::kBf16) {
-    launch(from_low_kernel<__nv_bfloat16>, n, ctx.stream(), n,
-           static_cast<const __nv_bfloat16*>(src), dst);
-  } else {
-    launch(from_low_kernel<__half>, n, ctx.stream(), n, static_cast<const __half*>(src), dst);
-  }
+  with_low_type(ctx, "from_low_precision", [&](auto low) {
+    using Low = decltype(low);
+    launch(convert_kernel<Low, float>, n, ctx.stream(), n, static_cast<const Low*>(src), dst);
+  });
 }
 
 }  // namespace lockstep::nn::cuda

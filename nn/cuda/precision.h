@@ -14,29 +14,22 @@
 #include <string_view>
 
 #include "nn/cuda/algorithm_choice.h"
+#include "nn/enum_table.h"
 
 namespace lockstep::nn::cuda {
 
 enum class Precision { kFp32, kBf16, kFp16 };
 
+inline constexpr EnumEntry<Precision, const char*> kPrecisionNames[] = {
+    {Precision::kFp32, "fp32"}, {Precision::kBf16, "bf16"}, {Precision::kFp16, "fp16"}};
+
 inline const char* to_string(Precision p) {
-  switch (p) {
-    case Precision::kFp32:
-      return "fp32";
-    case Precision::kBf16:
-      return "bf16";
-    case Precision::kFp16:
-      return "fp16";
-  }
-  return "?";
+  return value_of(kPrecisionNames, p).value_or("?");
 }
 
 // "fp32" | "bf16" | "fp16"; nothing otherwise.
 inline std::optional<Precision> parse_precision(std::string_view text) {
-  for (Precision p : {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {
-    if (text == to_string(p)) return p;
-  }
-  return std::nullopt;
+  return key_of(kPrecisionNames, text);
 }
 
 // The math type of the convolution descriptors (and so of the cuDNN

@@ -87,11 +87,6 @@ void ResidualBlock::forward(Backend& backend, const Tensor& x, Tensor& y,
   backend.add_forward(y.numel(), main_out_.data(), shortcut->data(), relu_, y.data());
 }
 
-void ResidualBlock::backward(Backend& backend, const Tensor& x, const Tensor& y, const Tensor& dy,
-                             Tensor* dx) {
-  backward_announcing(backend, x, y, dy, dx, {});
-}
-
 void ResidualBlock::backward_announcing(Backend& backend, const Tensor& x, const Tensor& y,
                                         const Tensor& dy, Tensor* dx, const GradReady& ready) {
   const Tensor* g = &dy;
@@ -115,25 +110,12 @@ void ResidualBlock::backward_announcing(Backend& backend, const Tensor& x, const
   backend.axpy(dx->numel(), 1.0f, from_shortcut.data(), dx->data());
 }
 
-std::vector<Parameter*> ResidualBlock::parameters() {
-  std::vector<Parameter*> out = main_->parameters();
-  if (projection_) {
-    for (Parameter* p : projection_->parameters()) out.push_back(p);
-  }
-  return out;
+std::vector<Layer*> ResidualBlock::children() const {
+  if (projection_) return {main_.get(), projection_.get()};
+  return {main_.get()};
 }
 
-std::vector<Buffer*> ResidualBlock::buffers() {
-  std::vector<Buffer*> out = main_->buffers();
-  if (projection_) {
-    for (Buffer* b : projection_->buffers()) out.push_back(b);
-  }
-  return out;
-}
-
-void ResidualBlock::reset_parameters(uint64_t seed, Device device) {
-  main_->reset_parameters(seed, device);
-  if (projection_) projection_->reset_parameters(seed, device);
+void ResidualBlock::reset_scratch(Device device) {
   for (Tensor* t : {&main_out_, &short_out_, &grad_, &short_dx_}) *t = Tensor({0}, device);
 }
 

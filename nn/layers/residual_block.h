@@ -21,7 +21,7 @@ namespace lockstep::nn {
 
 enum class ShortcutKind { kIdentity, kPad, kProjection };
 
-class ResidualBlock final : public Layer {
+class ResidualBlock final : public Composite {
  public:
   // kPad: out_channels and stride give the shortcut's output; kProjection:
   // projection is the shortcut (not null); kIdentity: neither.
@@ -33,14 +33,11 @@ class ResidualBlock final : public Layer {
   std::string describe() const override { return what_; }
   Shape output_shape(const Shape& input) const override;
   void forward(Backend& backend, const Tensor& x, Tensor& y, const ForwardContext& ctx) override;
-  void backward(Backend& backend, const Tensor& x, const Tensor& y, const Tensor& dy,
-                Tensor* dx) override;
   void backward_announcing(Backend& backend, const Tensor& x, const Tensor& y, const Tensor& dy,
                            Tensor* dx, const GradReady& ready) override;
-  std::vector<Parameter*> parameters() override;
-  std::vector<Buffer*> buffers() override;
-  void reset_parameters(uint64_t seed, Device device) override;
   void summarize(const Shape& input, int depth, std::vector<SummaryRow>& rows) override;
+  // The main path, then the projection (kProjection only).
+  std::vector<Layer*> children() const override;
 
   Sequential& main_path() const { return *main_; }
   Sequential* projection() const { return projection_.get(); }  // kProjection only
@@ -50,6 +47,7 @@ class ResidualBlock final : public Layer {
   bool fused_relu() const { return relu_; }
 
  private:
+  void reset_scratch(Device device) override;
   ChannelPadGeometry pad_geometry(const Shape& input) const;
   Shape shortcut_shape(const Shape& input) const;
 

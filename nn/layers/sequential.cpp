@@ -39,11 +39,6 @@ void Sequential::forward(Backend& backend, const Tensor& x, Tensor& y, const For
   }
 }
 
-void Sequential::backward(Backend& backend, const Tensor& x, const Tensor& y, const Tensor& dy,
-                          Tensor* dx) {
-  backward_announcing(backend, x, y, dy, dx, {});
-}
-
 void Sequential::backward_announcing(Backend& backend, const Tensor& x, const Tensor& y,
                                      const Tensor& dy, Tensor* dx, const GradReady& ready) {
   if (grad_a_.device() != x.device()) grad_a_ = Tensor({0}, x.device());
@@ -67,24 +62,13 @@ void Sequential::backward_announcing(Backend& backend, const Tensor& x, const Te
   }
 }
 
-std::vector<Parameter*> Sequential::parameters() {
-  std::vector<Parameter*> out;
-  for (Child& c : children_) {
-    for (Parameter* p : c.layer->parameters()) out.push_back(p);
-  }
+std::vector<Layer*> Sequential::children() const {
+  std::vector<Layer*> out;
+  for (const Child& c : children_) out.push_back(c.layer.get());
   return out;
 }
 
-std::vector<Buffer*> Sequential::buffers() {
-  std::vector<Buffer*> out;
-  for (Child& c : children_) {
-    for (Buffer* b : c.layer->buffers()) out.push_back(b);
-  }
-  return out;
-}
-
-void Sequential::reset_parameters(uint64_t seed, Device device) {
-  for (Child& c : children_) c.layer->reset_parameters(seed, device);
+void Sequential::reset_scratch(Device device) {
   for (Tensor& a : activations_) a = Tensor({0}, device);
   grad_a_ = Tensor({0}, device);
   grad_b_ = Tensor({0}, device);

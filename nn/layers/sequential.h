@@ -8,11 +8,11 @@
 
 #include <memory>
 
-#include "nn/layer.h"
+#include "nn/layers/composite.h"
 
 namespace lockstep::nn {
 
-class Sequential final : public Layer {
+class Sequential final : public Composite {
  public:
   // Appends a child; local names must be unique (InputError otherwise).
   void add(std::string local_name, std::unique_ptr<Layer> layer);
@@ -23,25 +23,17 @@ class Sequential final : public Layer {
   std::string describe() const override { return "sequential"; }
   Shape output_shape(const Shape& input) const override;
   void forward(Backend& backend, const Tensor& x, Tensor& y, const ForwardContext& ctx) override;
-  void backward(Backend& backend, const Tensor& x, const Tensor& y, const Tensor& dy,
-                Tensor* dx) override;
   void backward_announcing(Backend& backend, const Tensor& x, const Tensor& y, const Tensor& dy,
                            Tensor* dx, const GradReady& ready) override;
-  std::vector<Parameter*> parameters() override;
-  std::vector<Buffer*> buffers() override;
-  void reset_parameters(uint64_t seed, Device device) override;
   void summarize(const Shape& input, int depth, std::vector<SummaryRow>& rows) override;
   // The children's rows only, at `depth`.
   void summarize_children(const Shape& input, int depth, std::vector<SummaryRow>& rows);
 
-  // The children, in order.
-  std::vector<Layer*> children() const {
-    std::vector<Layer*> out;
-    for (const Child& c : children_) out.push_back(c.layer.get());
-    return out;
-  }
+  std::vector<Layer*> children() const override;
 
  private:
+  void reset_scratch(Device device) override;
+
   struct Child {
     std::string local_name;
     std::unique_ptr<Layer> layer;
