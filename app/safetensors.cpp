@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -46,33 +47,49 @@ std::vector<uint8_t> read_raw(const std::string& path) {
   return bytes;
 }
 
+// info[key] as a list of non-negative integers: a float, a negative number
+// or another type is refused, not converted.
+std::vector<uint64_t> unsigned_list(const std::string& path, const std::string& name,
+                                    const nlohmann::json& info, const char* key) {
+  const auto it = info.find(key);
+  if (it == info.end() || !it->is_array())
+    fail_input(path, ": tensor \"", name, "\" has no ", key, " list");
+  std::vector<uint64_t> out;
+  for (const nlohmann::json& v : *it) {
+    if (!v.is_number_unsigned() || v.get<uint64_t>() > uint64_t{INT64_MAX})
+      fail_input(path, ": tensor \"", name, "\" has ", key, " ", it->dump(),
+                 " (non-negative integers expected)");
+    out.push_back(v.get<uint64_t>());
+  }
+  return out;
+}
+
 CheckpointEntry read_tensor(const std::string& path, const std::string& name,
                             const nlohmann::json& info, const uint8_t* data, uint64_t data_bytes,
                             std::pair<uint64_t, uint64_t>& range) {
-  std::string dtype;
-  nn::Shape shape;
-  try {
-    dtype = info.at("dtype").get<std::string>();
-    shape = info.at("shape").get<nn::Shape>();
-    range = {info.at("data_offsets").at(0).get<uint64_t>(),
-             info.at("data_offsets").at(1).get<uint64_t>()};
-  } catch (const nlohmann::json::exception& e) {
-    fail_input(path, ": tensor \"", name, "\" has a malformed header entry: ", e.what());
-  }
+  if (!info.is_object() || !info.contains("dtype") || !info["dtype"].is_string())
+    fail_input(path, ": tensor \"", name, "\" has a malformed header entry (no dtype string)");
+  const std::string dtype = info["dtype"].get<std::string>();
+  const std::vector<uint64_t> dims = unsigned_list(path, name, info, "shape");
+  const std::vector<uint64_t> offsets = unsigned_list(path, name, info, "data_offsets");
+  if (offsets.size() != 2)
+    fail_input(path, ": tensor \"", name, "\" has ", offsets.size(), " data_offsets (2 expected)");
+  range = {offsets[0], offsets[1]};
   const size_t size = dtype_size(dtype);
   if (size == 0)
     fail_input(path, ": tensor \"", name, "\" has dtype ", dtype,
                " (supported: F32, F16, BF16, F64, I64, I32, U8)");
-  uint64_t numel = 1;
-  for (int64_t d : shape) {
-    if (d < 0) fail_input(path, ": tensor \"", name, "\" has a negative dimension");
-    numel *= static_cast<uint64_t>(d);
-  }
-  if (range.first > range.second || range.second > data_bytes ||
-      range.second - range.first != numel * size) {
+  const nn::Shape shape(dims.begin(), dims.end());
+  uint64_t numel = 1, bytes = 0;
+  bool overflow = false;
+  for (uint64_t d : dims) overflow |= __builtin_mul_overflow(numel, d, &numel);
+  overflow |= __builtin_mul_overflow(numel, uint64_t{size}, &bytes);
+  if (overflow || range.first > range.second || range.second > data_bytes ||
+      range.second - range.first != bytes) {
     fail_input(path, ": tensor \"", name, "\" of shape ", nn::shape_string(shape), " and dtype ",
                dtype, " has data_offsets [", range.first, ", ", range.second, "] that do not fit (",
-               numel * size, " bytes expected, ", data_bytes, " bytes of data in the file)");
+               overflow ? std::string("more than 2^64") : std::to_string(bytes),
+               " bytes expected, ", data_bytes, " bytes of data in the file)");
   }
   CheckpointEntry e{name, shape, std::vector<float>(numel)};
   const uint8_t* p = data + range.first;
@@ -159,6 +176,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
   std::vector<std::pair<std::pair<uint64_t, uint64_t>, CheckpointEntry>> found;
   for (const auto& [name, info] : header.items()) {
     if (name == "__metadata__") {
+      if (!info.is_object()) fail_input(path, ": __metadata__ is not a JSON object");
       for (const auto& [k, v] : info.items()) {
         if (!v.is_string()) fail_input(path, ": __metadata__ value of \"", k, "\" is not a string");
         file.metadata[k] = v.get<std::string>();

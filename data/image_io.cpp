@@ -1,15 +1,7 @@
-// The one translation unit that compiles the stb implementations (Debian's
-// libstb-dev ships headers plus a libstb.so; compiling the headers here keeps
-// the build to the include path CMake already finds). Only the formats an
-// image folder may hold are compiled in.
-#define STB_IMAGE_IMPLEMENTATION
-#define STBI_ONLY_PNG
-#define STBI_ONLY_JPEG
-#define STBI_ONLY_BMP
+// Image files through stb (the implementations are compiled in
+// data/stb_impl.cpp; stb_easy_font is header-only).
 #define STBI_NO_STDIO
-#define STB_IMAGE_WRITE_IMPLEMENTATION
 #define STBI_WRITE_NO_STDIO
-#define STB_IMAGE_RESIZE_IMPLEMENTATION
 #include <stb_easy_font.h>
 #include <stb_image.h>
 #include <stb_image_resize.h>

@@ -13,15 +13,19 @@ case $lane in
     dir=build-asan
     # clang, so that the same build serves the libFuzzer targets.
     extra=(-DCMAKE_CXX_COMPILER=clang++ -DLOCKSTEP_FUZZ=ON)
-    targets+=(fuzz_idx fuzz_cifar10 fuzz_checkpoint fuzz_config fuzz_layers fuzz_image)
+    targets+=(fuzz_idx fuzz_cifar10 fuzz_checkpoint fuzz_config fuzz_layers fuzz_image fuzz_safetensors)
     tests=""
     ;;
   thread)
     dir=build-tsan
-    extra=()
-    # Threads: the compute pool, the batch loader, the gradient reduction
-    # thread, the watchdog; ranks: the mpiexec suites and the failure jobs.
-    tests='^(CpuThreadPool|CpuThreads|Loader|DistributedOptimizer|Timeline|FailureEndToEnd|mpi_tests_)'
+    extra=(-DCMAKE_CXX_COMPILER=clang++)
+    # Threads: the compute pool, the batch loader, parallel image decoding,
+    # the gradient reduction thread with overlap on and off, the stall
+    # watchdog, the timeline; ranks: the 2- and 3-rank suites, multi-rank
+    # training runs and the failure jobs.
+    tests='^(CpuThreadPool|CpuThreads|Loader|ImageFolderLoad|CommThreadQueue|OverlapOnAndOff/'
+    tests+='|DistributedOptimizer|HostReduction|GradientBuckets|Configs/SizeOne|Stall|Timeline'
+    tests+='|ThreadDeterminism|FailureEndToEnd|TrainMpi|mpi_tests_)'
     ;;
   *) echo "sanitize: unknown lane '$lane' (address,undefined or thread)" >&2 && exit 2 ;;
 esac

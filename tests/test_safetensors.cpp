@@ -107,6 +107,26 @@ TEST(Safetensors, DamagedFilesAreOneLineErrorsNamingFileAndTensor) {
                                  {dir.file("none"), "cannot open"}));
 }
 
+// Inputs of tests/fuzz/regression/safetensors: counts that wrapped past 2^64
+// passed the size check, and floats were converted to integers.
+TEST(Safetensors, ShapesAndOffsetsAreExactIntegersWhoseCountsDoNotOverflow) {
+  ScratchDir dir;
+  const std::string p = dir.file("bad.safetensors");
+  write_raw(p, R"({"a":{"dtype":"F32","shape":[4611686018427387905],"data_offsets":[0,4]}})",
+            std::vector<uint8_t>(4));
+  EXPECT_TRUE(throws_input_error([&] { app::load_safetensors(p); }, {p, "\"a\"", "2^64"}));
+  write_raw(p, R"({"a":{"dtype":"U8","shape":[4294967296,4294967296],"data_offsets":[0,0]}})", {});
+  EXPECT_TRUE(throws_input_error([&] { app::load_safetensors(p); }, {p, "\"a\"", "2^64"}));
+  write_raw(p, R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[1e300,1]}})", {1});
+  EXPECT_TRUE(throws_input_error([&] { app::load_safetensors(p); },
+                                 {p, "\"a\"", "data_offsets", "non-negative integers"}));
+  write_raw(p, R"({"a":{"dtype":"U8","shape":[2.5],"data_offsets":[0,2]}})", {1, 2});
+  EXPECT_TRUE(throws_input_error([&] { app::load_safetensors(p); },
+                                 {p, "\"a\"", "shape [2.5]", "non-negative integers"}));
+  write_raw(p, R"({"__metadata__":[1]})", {});
+  EXPECT_TRUE(throws_input_error([&] { app::load_safetensors(p); }, {p, "__metadata__"}));
+}
+
 std::unique_ptr<nn::Model> mnist_net(uint64_t seed) {
   auto m = nn::build_model("mnist_net", {}, {1, 28, 28}, 10, "auto");
   m->reset_parameters(seed, nn::Device::kCpu);
