@@ -1,10 +1,7 @@
 #include "nn/grad_scaler.h"
 
-#include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdint>
-#include <span>
 
 #include "nn/error.h"
 
