@@ -3,7 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <vector>
+
+#include "nn/backend.h"
+#include "nn/cpu_isa.h"
 
 #include "nn/batch_stats_reducer.h"
 #include "nn/layers/batch_norm2d.h"
@@ -161,6 +165,65 @@ TEST(BatchNorm2d, ReducedStatisticsOfTwoIdenticalHalvesMatchTheWholeBatch) {
   for (size_t b = 0; b < 2; ++b) {
     for (int64_t c = 0; c < C; ++c) {
       EXPECT_NEAR(half.buffers()[b]->value.data()[c], whole.buffers()[b]->value.data()[c], 1e-6);
+    }
+  }
+}
+
+// The backend's channel sums against double, over plane sizes that leave a
+// tail in every blocking step of the kernel (16-float vectors, 4 chains of
+// them, a flush into double every 4096 elements), on both instruction sets
+// and 1 or 3 threads (bit-identical: the order depends on the plane size).
+TEST(BatchNormKernels, ChannelSumsMatchDoubleForEveryPlaneSize) {
+  const int64_t N = 3, C = 3;
+  std::vector<std::unique_ptr<Backend>> backends;
+  for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+    for (int threads : {1, 3}) backends.push_back(make_cpu_backend({threads, isa}));
+  }
+  for (int64_t S : {1, 5, 15, 16, 17, 49, 63, 64, 65, 196, 784, 4100}) {
+    const BatchNormGeometry g{N, C, S};
+    Tensor x({N, C, S}), y({N, C, S}), dy({N, C, S});
+    fill_random(x, 11, 0.5f, 2.5f);  // a mean well away from zero
+    fill_random(y, 12);              // the ReLU mask: y > 0 about half the time
+    fill_random(dy, 13);
+    std::vector<double> want(5 * C);  // sum x, sum x^2, sum dy, sum dy x, sum g' x
+    std::vector<double> want_masked(C);
+    for (int64_t c = 0; c < C; ++c) {
+      for (int64_t n = 0; n < N; ++n) {
+        for (int64_t i = (n * C + c) * S; i < (n * C + c + 1) * S; ++i) {
+          const double xi = x.data()[i], di = dy.data()[i], gi = y.data()[i] > 0.0f ? di : 0.0;
+          want[c] += xi, want[C + c] += xi * xi;
+          want[2 * C + c] += di, want[3 * C + c] += di * xi, want[4 * C + c] += gi * xi;
+          want_masked[c] += gi;
+        }
+      }
+    }
+    std::vector<float> coef(2 * C, 0.0f);  // mean 0, invstd 1: sum_dy_xhat = sum g' x
+    for (int64_t c = 0; c < C; ++c) coef[C + c] = 1.0f;
+    std::vector<double> one_thread;
+    for (size_t b = 0; b < backends.size(); ++b) {
+      Backend* backend = backends[b].get();
+      std::vector<double> got(7 * C);
+      backend->batchnorm_stats(g, x.data(), got.data(), got.data() + C);
+      backend->batchnorm_backward_sums(g, x.data(), nullptr, dy.data(), coef.data(),
+                                       got.data() + 2 * C, got.data() + 3 * C);
+      backend->batchnorm_backward_sums(g, x.data(), y.data(), dy.data(), coef.data(),
+                                       got.data() + 5 * C, got.data() + 4 * C);
+      const double count = static_cast<double>(N * S);
+      for (int64_t c = 0; c < C; ++c) {
+        // fp32 lanes of at most ~4100 / 64 + S / 64 terms each: 1e-6 of the
+        // magnitude is a hundred times the expected rounding.
+        for (int k = 0; k < 5; ++k) {
+          EXPECT_NEAR(got[k * C + c], want[k * C + c], 1e-6 * 6.0 * count)
+              << "S=" << S << " sum " << k << " channel " << c << " " << backend->name();
+        }
+        EXPECT_NEAR(got[5 * C + c], want_masked[c], 1e-6 * count) << "S=" << S;
+      }
+      if (b % 2 == 0) {
+        one_thread = got;
+      } else {
+        EXPECT_EQ(got, one_thread) << "S=" << S << ": 3 threads differ from 1, "
+                                   << backend->name();
+      }
     }
   }
 }

@@ -7,6 +7,10 @@
 
 #include "nn/cpu/isa_namespace.h"
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include <cstdint>
 #include <cstring>
 #include <utility>
@@ -23,6 +27,19 @@ inline v16 load16(const float* p) {
 }
 inline void store16(float* p, v16 v) {
   std::memcpy(p, &v, sizeof v);
+}
+// p[0..n) in the first n lanes (0 <= n < 16), zeros after; reads nothing
+// past p + n.
+inline v16 load16_head(const float* p, int64_t n) {
+#if defined(__AVX512F__)
+  return reinterpret_cast<v16>(_mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1u), p));
+#else
+  v16 v{};
+  for (int t = 0; t < kLanes - 1; ++t) {  // fixed trip count: unrolled
+    if (t < n) v[t] = p[t];
+  }
+  return v;
+#endif
 }
 using v8 = float __attribute__((vector_size(32)));
 
