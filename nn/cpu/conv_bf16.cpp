@@ -40,12 +40,12 @@ int64_t pairs_of(int64_t n) {
 // channels: pair c' of sample i (channels 2c', 2c'+1; the high half zero
 // past the last) at dst + i * sample_step + c' * pair_step.
 void pair_channels(const float* src, int64_t gs, int64_t channels, int64_t plane, float* dst,
-                   int64_t sample_step, int64_t pair_step) {
+                   int64_t sample_step, int64_t pair_step, bool dot) {
   for (int64_t i = 0; i < gs; ++i) {
     for (int64_t c = 0; c < pairs_of(channels); ++c) {
       const float* lo = src + (i * channels + 2 * c) * plane;
       bf16_pair_rows(lo, 2 * c + 1 < channels ? lo + plane : nullptr, plane,
-                     dst + i * sample_step + c * pair_step);
+                     dst + i * sample_step + c * pair_step, dot);
     }
   }
 }
@@ -139,7 +139,7 @@ void forward_wide(ThreadPool& pool, const Conv2dGeometry& g, const float* x, con
         for (int64_t h = 0; h < H; ++h) {
           const float* lo = x + ((n * C + 2 * c) * H + h) * W;
           bf16_pair_rows(lo, 2 * c + 1 < C ? lo + H * W : nullptr, W,
-                         xw + c * wd.area + (h + g.pad) * wd.wp + g.pad);
+                         xw + c * wd.area + (h + g.pad) * wd.wp + g.pad, dot);
         }
       }
       if (b) {
@@ -169,7 +169,7 @@ void forward_paired(ThreadPool& pool, const Conv2dGeometry& g, const float* x, c
     float* out = scratch(ScratchSlot::kGather, static_cast<size_t>(K * G * d.pq));
     for (int64_t n = n0; n < n1; n += G) {
       const int64_t gs = std::min(G, n1 - n), ld = gs * d.pq;
-      pair_channels(x + n * d.chw, gs, g.in_channels, hw, xb, paired.in_channels * hw, hw);
+      pair_channels(x + n * d.chw, gs, g.in_channels, hw, xb, paired.in_channels * hw, hw, dot);
       im2col(paired, xb, gs, col, ld);
       float* target = gs == 1 ? y + n * d.kpq : out;
       if (b) {
@@ -211,7 +211,7 @@ void conv2d_backward_data_bf16(ThreadPool& pool, const Conv2dGeometry& g, const 
     float* in = scratch(ScratchSlot::kGather, static_cast<size_t>(pairs_of(K) * G * d.pq));
     for (int64_t n = n0; n < n1; n += G) {
       const int64_t gs = std::min(G, n1 - n), ld = gs * d.pq;
-      pair_channels(dy + n * d.kpq, gs, K, d.pq, in, d.pq, ld);
+      pair_channels(dy + n * d.kpq, gs, K, d.pq, in, d.pq, ld, dot);
       gemm_bf16_pairs(d.crs, ld, pairs_of(K), wtp,
                       PairRows{reinterpret_cast<const uint32_t*>(in), ld}, col, ld, false, dot);
       col2im(g, col, ld, gs, dx + n * d.chw);

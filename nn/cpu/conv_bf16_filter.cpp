@@ -49,11 +49,12 @@ uint16_t* scratch16(ScratchSlot slot, int64_t n) {
 
 // xp (count, C, Hp, Wp) <- bf16 of x (count, C, H, W), zero padding.
 void pad_bf16(const Conv2dGeometry& g, const Sizes& z, const float* x, int64_t count,
-              uint16_t* xp) {
+              uint16_t* xp, bool dot) {
   std::memset(xp, 0, sizeof(uint16_t) * static_cast<size_t>(count * g.in_channels * z.area));
   for (int64_t p = 0; p < count * g.in_channels; ++p) {
     for (int64_t h = 0; h < g.in_h; ++h) {
-      bf16_row(x + (p * g.in_h + h) * g.in_w, g.in_w, xp + p * z.area + (h + g.pad) * z.wp + g.pad);
+      bf16_row(x + (p * g.in_h + h) * g.in_w, g.in_w, xp + p * z.area + (h + g.pad) * z.wp + g.pad,
+               dot);
     }
   }
 }
@@ -136,7 +137,7 @@ void filter_chunk(const Conv2dGeometry& g, const Sizes& z, const float* x, const
       scratch(ScratchSlot::kBf16Input, static_cast<size_t>(z.ld / 2 * z.kpad)));
   for (int64_t n = n0; n < n1; n += z.group) {
     const int64_t gs = std::min(z.group, n1 - n), ld = gs * d.pq, ldp = round_up(ld, 2);
-    pad_bf16(g, z, x + n * d.chw, gs, xp);
+    pad_bf16(g, z, x + n * d.chw, gs, xp, dot);
     im2col_bf16(g, z, xp, gs, col, ldp);
     std::fill(col + d.crs * ldp, col + z.rows * ldp, uint16_t{0});
     const float* dyg = dy + n * d.kpq;  // (K, ld): one sample as it is

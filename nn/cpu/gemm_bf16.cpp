@@ -230,17 +230,29 @@ void gemm_bf16_pairs(int64_t m, int64_t n, int64_t kq, const uint32_t* a_packed,
   }
 }
 
-void bf16_pair_rows(const float* lo, const float* hi, int64_t n, float* dst) {
+void bf16_pair_rows(const float* lo, const float* hi, int64_t n, float* dst, bool dot) {
+#if defined(__AVX512F__)
+  if (dot) return bf16_pair_rows_dot(lo, hi, n, dst);
+#endif
   int64_t j = 0;
   for (; j + kLanes <= n; j += kLanes) {
     const v16u l = bf16_bits16(load16(lo + j));
     const v16u pair = hi ? l | (bf16_bits16(load16(hi + j)) << 16) : l;
     std::memcpy(dst + j, &pair, sizeof pair);
   }
-  for (; j < n; ++j) {
-    const uint32_t pair = bf16_bits(lo[j]) | (hi ? bf16_bits(hi[j]) << 16 : 0u);
-    std::memcpy(dst + j, &pair, sizeof pair);
+  if (j == n) return;
+  const v16u l = bf16_bits16(load16_head(lo + j, n - j));
+  const v16u pair = hi ? l | (bf16_bits16(load16_head(hi + j, n - j)) << 16) : l;
+  for (int t = 0; t < kLanes - 1; ++t) {  // fixed trip count: unrolled
+    if (j + t < n) std::memcpy(dst + j + t, &pair[t], sizeof(uint32_t));
   }
+}
+
+void bf16_row(const float* src, int64_t n, uint16_t* dst, bool dot) {
+#if defined(__AVX512F__)
+  if (dot) return bf16_row_dot(src, n, dst);
+#endif
+  bf16_row(src, n, dst);
 }
 
 void gemm_bf16(int64_t m, int64_t n, int64_t k, StridedMatrix a, StridedMatrix b, float* c,

@@ -63,7 +63,11 @@ void gemm_bf16_rows(int64_t m, int64_t n, int64_t kq, const uint32_t* a, int64_t
 
 // dst[j] = bf16(lo[j]) | bf16(hi[j]) << 16 for j < n, as floats' bits (so
 // that float copies such as im2col move them); hi null: zero high halves.
-void bf16_pair_rows(const float* lo, const float* hi, int64_t n, float* dst);
+// dot: on vcvtne2ps2bf16 (only when the CPU has AVX512_BF16), which also
+// flushes fp32 denormals to zero.
+void bf16_pair_rows(const float* lo, const float* hi, int64_t n, float* dst, bool dot);
+// dst[0..n) = the bf16 of src[0..n), 16 bits each; dot as above.
+void bf16_row(const float* src, int64_t n, uint16_t* dst, bool dot);
 
 // The float nearest x in bf16 (round to nearest even; NaN stays NaN).
 float round_to_bf16(float x);
@@ -79,6 +83,8 @@ void bf16_tile_dot(int rows, int64_t kq, const uint32_t* ap, PairRows b, float* 
 // Its tile: 16 * vectors columns (4, 2 or 1) by 6 rows (4 vectors) or 12.
 void bf16_rows_tile_dot(int vectors, int64_t kq, const uint32_t* a, int64_t lda, const uint32_t* b,
                         int64_t ldb, float* c, int64_t ldc, bool accumulate);
+void bf16_pair_rows_dot(const float* lo, const float* hi, int64_t n, float* dst);
+void bf16_row_dot(const float* src, int64_t n, uint16_t* dst);
 #else
 inline constexpr int kBf16TileCols = 16;
 #endif
