@@ -221,8 +221,7 @@ TEST(BatchNormKernels, ChannelSumsMatchDoubleForEveryPlaneSize) {
       if (b % 2 == 0) {
         one_thread = got;
       } else {
-        EXPECT_EQ(got, one_thread) << "S=" << S << ": 3 threads differ from 1, "
-                                   << backend->name();
+        EXPECT_EQ(got, one_thread) << "S=" << S << ": 3 threads differ from 1, " << backend->name();
       }
     }
   }

@@ -257,10 +257,9 @@ TEST(CpuBf16, EmulatedPathGivesTheSameBitsAsVdpbf16ps) {
   // im2col; wide outputs read in place (rows of 20: a 4-float tail);
   // stride 2 over odd planes (81 and 49 floats: conversion tails of 1), an
   // odd channel count (a zero high half), resnet20's 7 x 7 planes
-  for (const Conv2dGeometry& g : {Conv2dGeometry{4, 16, 12, 12, 24, 3, 3, 1, 1},
-                                  Conv2dGeometry{2, 5, 20, 20, 7, 3, 3, 1, 1},
-                                  Conv2dGeometry{3, 5, 9, 9, 8, 3, 3, 2, 1},
-                                  Conv2dGeometry{2, 32, 7, 7, 32, 3, 3, 1, 1}}) {
+  for (const Conv2dGeometry& g :
+       {Conv2dGeometry{4, 16, 12, 12, 24, 3, 3, 1, 1}, Conv2dGeometry{2, 5, 20, 20, 7, 3, 3, 1, 1},
+        Conv2dGeometry{3, 5, 9, 9, 8, 3, 3, 2, 1}, Conv2dGeometry{2, 32, 7, 7, 32, 3, 3, 1, 1}}) {
     const std::vector<Tensor> a = layer_ops(*dot, g), b = layer_ops(*emulated, g);
     for (size_t i = 0; i < a.size(); ++i)
       EXPECT_TRUE(bitwise_equal(a[i], b[i])) << testing::geometry_name(g) << " output " << i;

@@ -48,8 +48,8 @@ uint16_t* scratch16(ScratchSlot slot, int64_t n) {
 }
 
 // xp (count, C, Hp, Wp) <- bf16 of x (count, C, H, W), zero padding.
-void pad_bf16(const Conv2dGeometry& g, const Sizes& z, const float* x, int64_t count,
-              uint16_t* xp, bool dot) {
+void pad_bf16(const Conv2dGeometry& g, const Sizes& z, const float* x, int64_t count, uint16_t* xp,
+              bool dot) {
   std::memset(xp, 0, sizeof(uint16_t) * static_cast<size_t>(count * g.in_channels * z.area));
   for (int64_t p = 0; p < count * g.in_channels; ++p) {
     for (int64_t h = 0; h < g.in_h; ++h) {

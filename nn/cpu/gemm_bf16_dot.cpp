@@ -76,7 +76,8 @@ void bf16_row_dot(const float* src, int64_t n, uint16_t* dst) {
                         (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(src + j)));
   if (j == n) return;
   const __mmask16 m = head(n - j);
-  _mm256_mask_storeu_epi16(dst + j, m, (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, src + j)));
+  _mm256_mask_storeu_epi16(dst + j, m,
+                           (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, src + j)));
 }
 
 void bf16_tile_dot(int rows, int64_t kq, const uint32_t* ap, PairRows b, float* c, int64_t ldc,
