@@ -244,7 +244,8 @@ void bf16_pair_rows(const float* lo, const float* hi, int64_t n, float* dst, boo
   const v16u l = bf16_bits16(load16_head(lo + j, n - j));
   const v16u pair = hi ? l | (bf16_bits16(load16_head(hi + j, n - j)) << 16) : l;
   for (int t = 0; t < kLanes - 1; ++t) {  // fixed trip count: unrolled
-    if (j + t < n) std::memcpy(dst + j + t, &pair[t], sizeof(uint32_t));
+    const uint32_t word = pair[t];
+    if (j + t < n) std::memcpy(dst + j + t, &word, sizeof word);
   }
 }
 
