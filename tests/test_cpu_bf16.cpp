@@ -6,10 +6,11 @@
 //   inputs (fp32 sums), and within 2^-7 * sum|a b| + that of the exact
 //   product (bf16 keeps 8 significant bits: each input off by at most
 //   2^-9 relative, a product by about 2^-8);
-// - vdpbf16ps and the emulated tile give the same bits (normal numbers):
-//   through the backend, whose avx512 build holds the vdpbf16ps and
-//   vcvtne2ps2bf16 code (this file sees the avx2 build, where the dot flag
-//   of a direct call picks nothing: isa_namespace.h);
+// - vdpbf16ps and the emulated tile give the same bits (normal numbers),
+//   and so do the conversions on vcvtne2ps2bf16: every path this CPU runs
+//   (the avx2 and avx512 builds emulated, the avx512 build on the bf16
+//   instructions), reached through bf16_kernels.h (this file itself is
+//   compiled as avx2: isa_namespace.h), and through the backend;
 // - the GEMMs on operands already paired give gemm_bf16's bits;
 // - each layer op in bf16 against fp32: relative L2 error below 1%;
 // - results independent of the thread count;
@@ -21,10 +22,14 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iterator>
+#include <string>
 #include <vector>
 
 #include "nn/backend.h"
+#include "nn/cpu/bf16_kernels.h"
 #include "nn/cpu/gemm_bf16.h"
+#include "nn/cpu_isa.h"
 #include "nn/error.h"
 #include "support/backend_checks.h"
 
@@ -73,6 +78,23 @@ bool have_dot() {
   return cpu_has_avx512_bf16();
 }
 
+// One way the bf16 kernels can run here: the avx2 build (emulated), the
+// avx512 build emulated, the avx512 build on vdpbf16ps / vcvtne2ps2bf16.
+struct Path {
+  CpuIsa isa;
+  bool dot;
+  const cpu::Bf16Kernels& kernels() const { return cpu::bf16_kernels(isa); }
+  std::string name() const { return to_string(isa) + (dot ? " vdpbf16ps" : " emulated"); }
+};
+
+// Every path this CPU runs, the avx2 emulation first.
+std::vector<Path> paths() {
+  std::vector<Path> out{{CpuIsa::kAvx2, false}};
+  if (detect_cpu_isa() == CpuIsa::kAvx512) out.push_back({CpuIsa::kAvx512, false});
+  if (have_dot()) out.push_back({CpuIsa::kAvx512, true});
+  return out;
+}
+
 TEST(CpuBf16, GemmMatchesDoubleReferenceOverBlockTails) {
   // m: tile rows 6 (1, 5, 13); n: tile 64, block 512 (1, 17, 67, 515);
   // k: pairs (odd 1, 3, 37), block 256 pairs (513, 1030).
@@ -88,12 +110,17 @@ TEST(CpuBf16, GemmMatchesDoubleReferenceOverBlockTails) {
           tb ? StridedMatrix{b.data(), 1, s.k} : StridedMatrix{b.data(), s.n, 1};
       const int64_t ldc = s.n + 3;
       for (bool accumulate : {false, true}) {
-        std::vector<float> c0 = random_values(s.m * ldc, 3);
-        std::vector<float> emulated = c0, dot = c0;
-        cpu::gemm_bf16(s.m, s.n, s.k, av, bv, emulated.data(), ldc, accumulate, false);
-        if (have_dot()) cpu::gemm_bf16(s.m, s.n, s.k, av, bv, dot.data(), ldc, accumulate, true);
+        const std::vector<float> c0 = random_values(s.m * ldc, 3);
+        std::vector<std::vector<float>> got;
+        for (const Path& path : paths()) {
+          got.push_back(c0);
+          path.kernels().gemm(s.m, s.n, s.k, av.data, av.row_stride, av.col_stride, bv.data,
+                              bv.row_stride, bv.col_stride, got.back().data(), ldc, accumulate,
+                              path.dot);
+        }
         SCOPED_TRACE(::testing::Message() << s.m << "x" << s.n << "x" << s.k << " ta " << ta
                                           << " tb " << tb << " accumulate " << accumulate);
+        const std::vector<float>& emulated = got.front();
         int bad = 0;
         for (int64_t i = 0; i < s.m && bad < 5; ++i) {
           for (int64_t j = 0; j < s.n && bad < 5; ++j) {
@@ -106,22 +133,66 @@ TEST(CpuBf16, GemmMatchesDoubleReferenceOverBlockTails) {
               mag += std::abs(x * y);
             }
             const double sum_bound = double(s.k + 2) * std::ldexp(1.0, -23) * (mag + 1.0);
-            const double got = emulated[i * ldc + j];
-            if (std::abs(got - rounded) > sum_bound ||
-                std::abs(got - exact) > std::ldexp(1.0, -7) * mag + sum_bound) {
+            const double value = emulated[i * ldc + j];
+            if (std::abs(value - rounded) > sum_bound ||
+                std::abs(value - exact) > std::ldexp(1.0, -7) * mag + sum_bound) {
               ++bad;
-              ADD_FAILURE() << "(" << i << ", " << j << "): " << got << " vs " << rounded
+              ADD_FAILURE() << "(" << i << ", " << j << "): " << value << " vs " << rounded
                             << " (bf16 inputs), " << exact << " (exact)";
             }
-            if (have_dot() && dot[i * ldc + j] != emulated[i * ldc + j]) {
-              ++bad;
-              ADD_FAILURE() << "(" << i << ", " << j << "): vdpbf16ps " << dot[i * ldc + j]
-                            << ", emulated " << emulated[i * ldc + j];
+            for (size_t q = 1; q < got.size(); ++q) {
+              if (got[q][i * ldc + j] != value) {
+                ++bad;
+                ADD_FAILURE() << "(" << i << ", " << j << "): " << paths()[q].name() << " "
+                              << got[q][i * ldc + j] << ", avx2 emulated " << value;
+              }
             }
           }
         }
       }
     }
+  }
+}
+
+// The conversions into pair words and 16-bit rows, every length to past two
+// vectors (each tail), with ties, NaN, infinities and signed zeros: the bits
+// of round_to_bf16 on every path. The vcvtne2ps2bf16 path also flushes
+// fp32 denormals to signed zero; the emulation rounds them.
+TEST(CpuBf16, ConversionsGiveTheBitsOfRoundToBf16OnEveryPath) {
+  std::vector<float> lo = random_values(40, 7), hi = random_values(40, 8);
+  const uint32_t specials[] = {0x3f808000u, 0x3f818000u, 0x7fc00001u, 0xff800000u,
+                               0x80000000u, 0x7f7fffffu, 0x00000000u, 0xffa00000u};
+  for (size_t i = 0; i < std::size(specials); ++i) {
+    lo[3 * i] = bits_float(specials[i]);
+    hi[3 * i + 1] = bits_float(specials[i]);
+  }
+  auto bf16 = [](float x) {
+    uint32_t u;
+    const float r = cpu::round_to_bf16(x);
+    std::memcpy(&u, &r, sizeof u);
+    return u >> 16;
+  };
+  for (const Path& path : paths()) {
+    for (int64_t n = 0; n <= 40; ++n) {
+      for (bool paired : {true, false}) {
+        std::vector<uint32_t> words(static_cast<size_t>(n) + 1, 0xdeadbeefu);
+        path.kernels().pair_rows(lo.data(), paired ? hi.data() : nullptr, n,
+                                 reinterpret_cast<float*>(words.data()), path.dot);
+        for (int64_t j = 0; j < n; ++j) {
+          const uint32_t want = bf16(lo[j]) | (paired ? bf16(hi[j]) << 16 : 0u);
+          ASSERT_EQ(words[j], want) << path.name() << " n " << n << " j " << j;
+        }
+        ASSERT_EQ(words[n], 0xdeadbeefu) << path.name() << ": wrote past " << n;
+      }
+      std::vector<uint16_t> halves(static_cast<size_t>(n) + 1, 0xbeefu);
+      path.kernels().row(lo.data(), n, halves.data(), path.dot);
+      for (int64_t j = 0; j < n; ++j) ASSERT_EQ(halves[j], bf16(lo[j])) << path.name() << " " << j;
+      ASSERT_EQ(halves[n], 0xbeefu) << path.name() << ": wrote past " << n;
+    }
+    const float denormal = bits_float(0x807fffffu);  // rounds to -0x0080, the least normal
+    uint32_t word = 0;
+    path.kernels().pair_rows(&denormal, nullptr, 1, reinterpret_cast<float*>(&word), path.dot);
+    EXPECT_EQ(word, path.dot ? 0x8000u : 0x8080u) << path.name();
   }
 }
 
@@ -148,13 +219,8 @@ TEST(CpuBf16, PairedOperandsGiveTheBitsOfGemmBf16) {
   const std::vector<GemmCase> cases = {{1, 3, 1}, {7, 67, 37}, {13, 16, 300}, {24, 48, 259}};
   for (const GemmCase& s : cases) {
     const std::vector<float> a = random_values(s.m * s.k, 4), b = random_values(s.k * s.n, 5);
-    std::vector<float> want(static_cast<size_t>(s.m * s.n));
-    cpu::gemm_bf16(s.m, s.n, s.k, StridedMatrix{a.data(), s.k, 1}, StridedMatrix{b.data(), s.n, 1},
-                   want.data(), s.n, false, false);
     const int64_t kq = (s.k + 1) / 2, ldb = s.n + 5;
     const std::vector<uint32_t> bw = pair_words(b, s.k, s.n, ldb);
-    std::vector<uint32_t> ap(static_cast<size_t>(cpu::packed_a_bf16_size(s.m, s.k)));
-    cpu::pack_a_bf16(s.m, s.k, StridedMatrix{a.data(), s.k, 1}, ap.data());
     // rows: m and n rounded up to whole tiles, A as pair words (its transpose's pairs)
     const int64_t mr = (s.m + 11) / 12 * 12, nr = (s.n + 15) / 16 * 16;
     std::vector<float> at(static_cast<size_t>(s.k * mr), 0.0f);
@@ -167,16 +233,20 @@ TEST(CpuBf16, PairedOperandsGiveTheBitsOfGemmBf16) {
       for (int64_t q = 0; q < kq; ++q) a_rows[i * kq + q] = aw[q * mr + i];
     }
     const std::vector<uint32_t> bw_rows = pair_words(b, s.k, s.n, nr);
-    for (bool dot : {false, true}) {
-      if (dot && !have_dot()) continue;
-      SCOPED_TRACE(::testing::Message() << s.m << "x" << s.n << "x" << s.k << " dot " << dot);
+    for (const Path& path : paths()) {
+      SCOPED_TRACE(::testing::Message() << s.m << "x" << s.n << "x" << s.k << " " << path.name());
+      const cpu::Bf16Kernels& kernels = path.kernels();
+      std::vector<float> want(static_cast<size_t>(s.m * s.n));
+      kernels.gemm(s.m, s.n, s.k, a.data(), s.k, 1, b.data(), s.n, 1, want.data(), s.n, false,
+                   path.dot);
+      std::vector<uint32_t> ap(static_cast<size_t>(kernels.packed_a_size(s.m, s.k)));
+      kernels.pack_a(s.m, s.k, a.data(), s.k, 1, ap.data());
       std::vector<float> got(static_cast<size_t>(s.m * s.n), -1.0f);
-      cpu::gemm_bf16_pairs(s.m, s.n, kq, ap.data(), cpu::PairRows{bw.data(), ldb}, got.data(), s.n,
-                           false, dot);
+      kernels.gemm_pairs(s.m, s.n, kq, ap.data(), bw.data(), ldb, got.data(), s.n, false, path.dot);
       EXPECT_EQ(got, want);
       std::vector<float> rows(static_cast<size_t>(mr * nr), -1.0f);
-      cpu::gemm_bf16_rows(mr, nr, kq, a_rows.data(), kq, bw_rows.data(), nr, 0, rows.data(), nr,
-                          false, dot);
+      kernels.gemm_rows(mr, nr, kq, a_rows.data(), kq, bw_rows.data(), nr, 0, rows.data(), nr,
+                        false, path.dot);
       for (int64_t i = 0; i < s.m; ++i) {
         for (int64_t j = 0; j < s.n; ++j)
           ASSERT_EQ(rows[i * nr + j], want[i * s.n + j]) << "rows (" << i << ", " << j << ")";

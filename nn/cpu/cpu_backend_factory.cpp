@@ -34,6 +34,12 @@ const Convert16Kernels& convert16_kernels(CpuIsa isa) {
   return isa == CpuIsa::kAvx512 ? avx512::kConvert16Kernels : avx2::kConvert16Kernels;
 }
 
+const Bf16Kernels& bf16_kernels(CpuIsa isa) {
+  LOCKSTEP_CHECK(static_cast<int>(isa) <= static_cast<int>(detect_cpu_isa()),
+                 "bf16_kernels: this CPU has no ", to_string(isa));
+  return isa == CpuIsa::kAvx512 ? avx512::kBf16Kernels : avx2::kBf16Kernels;
+}
+
 const Convert16Kernels& convert16_kernels() {
   static const Convert16Kernels& widest = convert16_kernels(detect_cpu_isa());
   return widest;

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "nn/cpu/bf16_convert.h"
+#include "nn/cpu/bf16_kernels.h"
 #include "nn/cpu/scratch.h"
 #include "nn/cpu/simd.h"
 
@@ -265,5 +266,24 @@ void gemm_bf16(int64_t m, int64_t n, int64_t k, StridedMatrix a, StridedMatrix b
   pack_a_bf16(m, k, a, a_packed);
   gemm_bf16_prepacked(m, n, k, a_packed, b, c, ldc, accumulate, dot);
 }
+
+extern const Bf16Kernels kBf16Kernels{
+    [](int64_t m, int64_t n, int64_t k, const float* a, int64_t a_row, int64_t a_col,
+       const float* b, int64_t b_row, int64_t b_col, float* c, int64_t ldc, bool accumulate,
+       bool dot) {
+      gemm_bf16(m, n, k, StridedMatrix{a, a_row, a_col}, StridedMatrix{b, b_row, b_col}, c, ldc,
+                accumulate, dot);
+    },
+    packed_a_bf16_size,
+    [](int64_t m, int64_t k, const float* a, int64_t a_row, int64_t a_col, uint32_t* dst) {
+      pack_a_bf16(m, k, StridedMatrix{a, a_row, a_col}, dst);
+    },
+    [](int64_t m, int64_t n, int64_t kq, const uint32_t* a_packed, const uint32_t* b, int64_t ld,
+       float* c, int64_t ldc, bool accumulate, bool dot) {
+      gemm_bf16_pairs(m, n, kq, a_packed, PairRows{b, ld}, c, ldc, accumulate, dot);
+    },
+    gemm_bf16_rows,
+    bf16_pair_rows,
+    [](const float* src, int64_t n, uint16_t* dst, bool dot) { bf16_row(src, n, dst, dot); }};
 
 }  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA
