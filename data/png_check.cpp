@@ -1,6 +1,7 @@
 #include "data/png_check.h"
 
 #include <algorithm>
+#include <string>
 #include <string_view>
 
 #include "nn/error.h"
@@ -18,6 +19,14 @@ uint32_t be32(std::span<const uint8_t> b, size_t at) {
 
 std::string_view chunk_type(std::span<const uint8_t> b, size_t at) {
   return {reinterpret_cast<const char*>(b.data() + at + 4), 4};
+}
+
+// A chunk type as text: its four letters, or "damaged" when it has others.
+std::string printable(std::string_view type) {
+  const bool letters = std::all_of(type.begin(), type.end(), [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z');
+  });
+  return letters ? std::string(type) : std::string("damaged");
 }
 
 }  // namespace
@@ -41,12 +50,20 @@ void check_png_structure(std::span<const uint8_t> bytes, const std::string& path
     fail_input(path, ": image of ", width, "x", height, " pixels is over the limit of ",
                max_pixels / 1000000, " megapixels; refused before decoding");
   }
+  // Every chunk up to IEND must end inside the file: stb_image grows its
+  // buffer to a chunk's claimed length before it reads the data, so one
+  // damaged length field would cost up to 4 GiB.
+  bool image_data = false;
   for (size_t at = kSignatureBytes; at + kChunkOverhead <= bytes.size();) {
     const uint64_t length = be32(bytes, at);
     const std::string_view type = chunk_type(bytes, at);
-    if (type == "IDAT") {
-      if (length > 0) return;
-      fail_input(path, ": damaged PNG: an empty IDAT chunk before any image data");
+    if (at + kChunkOverhead + length > bytes.size()) {
+      fail_input(path, ": truncated PNG: the ", printable(type), " chunk at byte ", at, " claims ",
+                 length, " bytes, past the end of the file (", bytes.size(), " bytes)");
+    }
+    if (type == "IDAT" && !image_data) {
+      if (length == 0) fail_input(path, ": damaged PNG: an empty IDAT chunk before any image data");
+      image_data = true;
     }
     if (type == "IEND") return;
     at += kChunkOverhead + length;

@@ -62,12 +62,13 @@ template <typename... Details>
 }  // namespace lockstep
 
 // Internal invariant: a failure here is a lockstep bug, not a user error.
-#define LOCKSTEP_CHECK(cond, ...)                                                               \
-  do {                                                                                          \
-    if (!(cond)) {                                                                              \
-      throw ::lockstep::Error(::lockstep::detail::concat(                                       \
-          "internal check failed: " #cond " (", __FILE__, ":", __LINE__, ") ", ##__VA_ARGS__)); \
-    }                                                                                           \
+#define LOCKSTEP_CHECK(cond, ...)                                                              \
+  do {                                                                                         \
+    if (!(cond)) {                                                                             \
+      throw ::lockstep::Error(::lockstep::detail::concat("internal check failed: " #cond " (", \
+                                                         __FILE__, ":", __LINE__,              \
+                                                         ") " __VA_OPT__(, ) __VA_ARGS__));    \
+    }                                                                                          \
   } while (0)
 
 // The body of each library's check macro (CUDA_CHECK, MPI_CHECK, ...): runs

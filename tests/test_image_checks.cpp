@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <algorithm>
+#include <cstddef>
+#include <string>
 #include <vector>
 
 #include "data/image_io.h"
@@ -59,6 +62,23 @@ TEST(PngCheck, DamagedChunksAreRefusedBeforeDecoding) {
   fix_crc(empty_idat, 33);
   EXPECT_TRUE(throws_input_error([&] { data::decode_image(empty_idat, "i.png"); },
                                  {"i.png", "empty IDAT"}));
+  // A chunk after the image data whose length runs past the end of the file
+  // (found by tests/fuzz/fuzz_image: stb grew its buffer to the claimed
+  // length first, 2 GiB here), and one with a damaged type.
+  for (const char* type : {"IDAT", "\x01\x02zz"}) {
+    std::vector<uint8_t> overlong = gray_png();
+    const uint8_t header[] = {0x80, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4};
+    const size_t iend = overlong.size() - 12;
+    overlong.insert(overlong.begin() + static_cast<std::ptrdiff_t>(iend), header, header + 12);
+    std::copy(type, type + 4, overlong.begin() + static_cast<std::ptrdiff_t>(iend) + 4);
+    const std::string name = type[0] == 'I' ? "IDAT" : "damaged";
+    EXPECT_TRUE(throws_input_error(
+        [&] { data::decode_image(overlong, "o.png"); },
+        {"o.png", "truncated PNG", "the " + name + " chunk at byte " + std::to_string(iend),
+         "claims 2147483648 bytes",
+         "past the end of the file (" + std::to_string(overlong.size()) + " bytes)"}))
+        << name;
+  }
   // Zero pixels.
   std::vector<uint8_t> zero = gray_png();
   put_be32(zero, 16, 0);
