@@ -72,8 +72,13 @@ std::string truncation(std::span<const uint8_t> b) {
                                 : "";
   }
   if (is_bmp(b) && b.size() >= 34 && le32(b, 14) >= 40) {
-    const uint32_t compression = le32(b, 30);
-    if (compression != 0 && compression != 3) return "";  // RLE: stb checks
+    // stb reads the field as a signed int: it refuses 1, 2 (RLE) and 4 and
+    // up, but decodes a negative one as uncompressed pixels.
+    const auto compression = static_cast<int32_t>(le32(b, 30));
+    if (compression < 0) {
+      return detail::concat("damaged BMP (compression type ", le32(b, 30), ")");
+    }
+    if (compression != 0 && compression != 3) return "";  // stb refuses it
     const int64_t width = static_cast<int32_t>(le32(b, 18));
     const int64_t height = std::abs(static_cast<int64_t>(static_cast<int32_t>(le32(b, 22))));
     const int64_t bits = static_cast<int64_t>(b[28]) | static_cast<int64_t>(b[29]) << 8;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "data/image_io.h"
@@ -19,6 +20,10 @@ using testing::throws_input_error;
 
 void put_be32(std::vector<uint8_t>& b, size_t at, uint32_t v) {
   for (int i = 0; i < 4; ++i) b[at + i] = static_cast<uint8_t>(v >> (24 - 8 * i));
+}
+
+void put_le32(std::vector<uint8_t>& b, size_t at, uint32_t v) {
+  for (int i = 0; i < 4; ++i) b[at + i] = static_cast<uint8_t>(v >> (8 * i));
 }
 
 // Recomputes the CRC of the chunk starting at `at` (length, type, data, CRC).
@@ -85,6 +90,36 @@ TEST(PngCheck, DamagedChunksAreRefusedBeforeDecoding) {
   fix_crc(zero, 8);
   EXPECT_TRUE(throws_input_error([&] { data::image_info(zero, "z.png"); }, {"z.png", "0x1"}));
   EXPECT_NO_THROW(data::decode_image(gray_png(), "ok.png"));
+}
+
+// A BMP whose compression field reads as a negative int (found by
+// tests/fuzz/fuzz_image): stb decoded the 70-byte file as 11524 x 4864
+// uncompressed pixels, seconds of work; refused before decoding.
+TEST(BmpCheck, NegativeCompressionTypeIsRefusedBeforeDecoding) {
+  // 2 x 2, 24 bits: file header, 40-byte info header, rows of 8 bytes.
+  std::vector<uint8_t> bmp(54 + 16, 7);
+  bmp[0] = 'B', bmp[1] = 'M';
+  for (auto [at, v] : {std::pair<size_t, uint32_t>{2, 70},
+                       {6, 0},
+                       {10, 54},
+                       {14, 40},
+                       {18, 2},
+                       {22, 2},
+                       {26, 1 | 24 << 16},
+                       {30, 0},
+                       {34, 16},
+                       {38, 0},
+                       {42, 0},
+                       {46, 0},
+                       {50, 0}}) {
+    put_le32(bmp, at, v);
+  }
+  EXPECT_EQ(data::decode_image(bmp, "ok.bmp").width, 2);
+  put_le32(bmp, 18, 11524);
+  put_le32(bmp, 22, 4864);
+  put_le32(bmp, 30, 0xff00ff00u);
+  EXPECT_TRUE(throws_input_error([&] { data::decode_image(bmp, "c.bmp"); },
+                                 {"c.bmp", "damaged BMP", "compression type 4278255360"}));
 }
 
 // A DHT segment whose table declares more than 256 codes (found by
