@@ -20,7 +20,7 @@ list(REMOVE_ITEM lockstep_cpu_kernel_sources ${lockstep_cpu_common_sources})
 # their ABI differs from an AVX-512 build's; the namespaces keep them apart.
 # lockstep_build_target names the baseline in the start-up CPU check.
 if(LOCKSTEP_NATIVE)
-  set(lockstep_baseline_flags -march=native)
+  set(lockstep_baseline_flags -march=native ${lockstep_native_tune})
   set(lockstep_build_target "the CPU of the build machine (-march=native)")
   set(lockstep_avx2_flags -mno-avx512f -Wno-psabi)
 else()
