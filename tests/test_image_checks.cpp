@@ -138,5 +138,29 @@ TEST(JpegCheck, OverfullHuffmanTableIsRefused) {
                                  {"h.jpg", "Huffman table declares 512 codes (at most 256)"}));
 }
 
+// A scan whose component selects a Huffman table that no DHT segment
+// defined (found by tests/fuzz/fuzz_image: stb_image decoded with the
+// table's uninitialised memory and read past its 256 symbols).
+TEST(JpegCheck, ScanWithAnUndefinedHuffmanTableIsRefused) {
+  const data::Image image{8, 8, 3, std::vector<uint8_t>(192, 100)};
+  for (int which : {0, 1}) {  // the DC or the AC selector of the first component
+    std::vector<uint8_t> jpeg = data::encode_jpeg(image);
+    EXPECT_NO_THROW(data::decode_image(jpeg, "ok.jpg"));
+    size_t sos = 2;
+    while (sos + 1 < jpeg.size() && !(jpeg[sos] == 0xFF && jpeg[sos + 1] == 0xDA)) {
+      sos += 2 + (static_cast<size_t>(jpeg[sos + 2]) << 8 | jpeg[sos + 3]);
+    }
+    ASSERT_LT(sos + 6, jpeg.size()) << "no SOS segment";
+    uint8_t& selector = jpeg[sos + 6];  // FF DA, length, Ns, component id, selector
+    selector = which == 0 ? static_cast<uint8_t>(0x30 | (selector & 15))
+                          : static_cast<uint8_t>((selector & 0xF0) | 3);
+    EXPECT_TRUE(
+        throws_input_error([&] { data::decode_image(jpeg, "t.jpg"); },
+                           {"t.jpg", "damaged JPEG",
+                            std::string("a scan uses ") + (which == 0 ? "DC" : "AC") +
+                                " Huffman table 3, which no DHT segment before it defines"}));
+  }
+}
+
 }  // namespace
 }  // namespace lockstep
