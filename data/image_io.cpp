@@ -157,9 +157,14 @@ ImageInfo image_info(std::span<const uint8_t> bytes, const std::string& path) {
     fail_input(path, ": cannot read the image header (", cut.empty() ? "stb_image: " + reason : cut,
                ")");
   }
-  ImageInfo info{h, w, c};
+  // stb_image reports a top-down BMP's height as negative (its decoder takes
+  // the absolute value): the limit below must see the magnitude.
+  ImageInfo info{std::abs(static_cast<int64_t>(h)), w, c};
+  if (info.width <= 0 || info.height == 0) {
+    fail_input(path, ": damaged image header: it claims ", w, "x", h, " pixels");
+  }
   if (info.height * info.width > kMaxImagePixels) {
-    fail_input(path, ": image of ", w, "x", h, " pixels is over the limit of ",
+    fail_input(path, ": image of ", info.width, "x", info.height, " pixels is over the limit of ",
                kMaxImagePixels / 1000000, " megapixels; refused before decoding");
   }
   return info;

@@ -115,6 +115,16 @@ TEST(BmpCheck, NegativeCompressionTypeIsRefusedBeforeDecoding) {
     put_le32(bmp, at, v);
   }
   EXPECT_EQ(data::decode_image(bmp, "ok.bmp").width, 2);
+  // Top-down (negative height): decoded; and its magnitude is what the
+  // pixel limit sees (found by fuzz_image: 37 x -14352382 passed the limit
+  // as a negative product and stb allocated 1.6 GB).
+  std::vector<uint8_t> top_down = bmp;
+  put_le32(top_down, 22, static_cast<uint32_t>(-2));
+  EXPECT_EQ(data::decode_image(top_down, "down.bmp").height, 2);
+  put_le32(top_down, 18, 37);
+  put_le32(top_down, 22, static_cast<uint32_t>(-14352382));
+  EXPECT_TRUE(throws_input_error([&] { data::image_info(top_down, "tall.bmp"); },
+                                 {"tall.bmp", "37x14352382 pixels", "over the limit"}));
   put_le32(bmp, 18, 11524);
   put_le32(bmp, 22, 4864);
   put_le32(bmp, 30, 0xff00ff00u);
