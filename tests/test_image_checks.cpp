@@ -132,16 +132,23 @@ TEST(BmpCheck, NegativeCompressionTypeIsRefusedBeforeDecoding) {
                                  {"c.bmp", "damaged BMP", "compression type 4278255360"}));
 }
 
+// The offset of the first segment with `marker` in a JPEG that
+// stb_image_write made (segments back to back from byte 2), or past its end.
+size_t find_segment(const std::vector<uint8_t>& jpeg, uint8_t marker) {
+  size_t at = 2;
+  while (at + 3 < jpeg.size() && !(jpeg[at] == 0xFF && jpeg[at + 1] == marker)) {
+    at += 2 + (static_cast<size_t>(jpeg[at + 2]) << 8 | jpeg[at + 3]);
+  }
+  return at;
+}
+
 // A DHT segment whose table declares more than 256 codes (found by
 // tests/fuzz/fuzz_image: stb_image wrote past the table).
 TEST(JpegCheck, OverfullHuffmanTableIsRefused) {
   const data::Image image{8, 8, 1, std::vector<uint8_t>(64, 100)};
   std::vector<uint8_t> jpeg = data::encode_jpeg(image);
   EXPECT_NO_THROW(data::decode_image(jpeg, "ok.jpg"));
-  size_t dht = 2;
-  while (dht + 1 < jpeg.size() && !(jpeg[dht] == 0xFF && jpeg[dht + 1] == 0xC4)) {
-    dht += 2 + (static_cast<size_t>(jpeg[dht + 2]) << 8 | jpeg[dht + 3]);
-  }
+  const size_t dht = find_segment(jpeg, 0xC4);
   ASSERT_LT(dht + 21, jpeg.size()) << "no DHT segment";
   for (size_t i = 5; i < 21; ++i) jpeg[dht + i] = 0x20;  // 16 lengths x 32 codes = 512
   EXPECT_TRUE(throws_input_error([&] { data::decode_image(jpeg, "h.jpg"); },
@@ -156,10 +163,7 @@ TEST(JpegCheck, ScanWithAnUndefinedHuffmanTableIsRefused) {
   for (int which : {0, 1}) {  // the DC or the AC selector of the first component
     std::vector<uint8_t> jpeg = data::encode_jpeg(image);
     EXPECT_NO_THROW(data::decode_image(jpeg, "ok.jpg"));
-    size_t sos = 2;
-    while (sos + 1 < jpeg.size() && !(jpeg[sos] == 0xFF && jpeg[sos + 1] == 0xDA)) {
-      sos += 2 + (static_cast<size_t>(jpeg[sos + 2]) << 8 | jpeg[sos + 3]);
-    }
+    const size_t sos = find_segment(jpeg, 0xDA);
     ASSERT_LT(sos + 6, jpeg.size()) << "no SOS segment";
     uint8_t& selector = jpeg[sos + 6];  // FF DA, length, Ns, component id, selector
     selector = which == 0 ? static_cast<uint8_t>(0x30 | (selector & 15))
