@@ -10,6 +10,8 @@
 
 #include <cstring>
 
+#include "nn/cpu/simd.h"
+
 namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA {
 namespace {
 
@@ -40,11 +42,6 @@ void tile(int64_t kq, const uint32_t* a, int64_t lda, PairRows b, float* c, int6
   }
 }
 
-// The first n (< 16) lanes.
-__mmask16 head(int64_t n) {
-  return static_cast<__mmask16>((1u << n) - 1u);
-}
-
 }  // namespace
 
 // vcvtne2ps2bf16 rounds to nearest even and quiets NaN as bf16_bits does,
@@ -64,7 +61,7 @@ void bf16_pair_rows_dot(const float* lo, const float* hi, int64_t n, float* dst)
     _mm512_storeu_si512(dst + j, pairs(_mm512_loadu_ps(lo + j), h));
   }
   if (j == n) return;
-  const __mmask16 m = head(n - j);
+  const __mmask16 m = head_mask16(n - j);
   const __m512 h = hi ? _mm512_maskz_loadu_ps(m, hi + j) : _mm512_setzero_ps();
   _mm512_mask_storeu_epi32(dst + j, m, pairs(_mm512_maskz_loadu_ps(m, lo + j), h));
 }
@@ -75,7 +72,7 @@ void bf16_row_dot(const float* src, int64_t n, uint16_t* dst) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + j),
                         (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(src + j)));
   if (j == n) return;
-  const __mmask16 m = head(n - j);
+  const __mmask16 m = head_mask16(n - j);
   _mm256_mask_storeu_epi16(dst + j, m,
                            (__m256i)_mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, src + j)));
 }

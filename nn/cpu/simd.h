@@ -28,11 +28,17 @@ inline v16 load16(const float* p) {
 inline void store16(float* p, v16 v) {
   std::memcpy(p, &v, sizeof v);
 }
+#if defined(__AVX512F__)
+// The first n lanes (0 <= n < 16) of a 16-lane mask register.
+inline __mmask16 head_mask16(int64_t n) {
+  return static_cast<__mmask16>((1u << n) - 1u);
+}
+#endif
 // p[0..n) in the first n lanes (0 <= n < 16), zeros after; reads nothing
 // past p + n.
 inline v16 load16_head(const float* p, int64_t n) {
 #if defined(__AVX512F__)
-  return reinterpret_cast<v16>(_mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1u), p));
+  return reinterpret_cast<v16>(_mm512_maskz_loadu_ps(head_mask16(n), p));
 #else
   v16 v{};
   for (int t = 0; t < kLanes - 1; ++t) {  // fixed trip count: unrolled
