@@ -1,9 +1,12 @@
-// The MPI environment (MPI_Init_thread / MPI_Finalize) and the library
-// version string.
+// The MPI environment (MPI_Init_thread / MPI_Finalize), the end of a job
+// (end_job, abort_job) and the library version string.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <exception>
+#include <memory>
 #include <string>
+#include <thread>
 
 #include "distributed/failure.h"
 #include "distributed/mpi_check.h"
@@ -72,10 +75,46 @@ MpiEnvironment::~MpiEnvironment() noexcept {
     std::fputs(line.c_str(), stderr);
     std::fflush(stderr);
     pause_for_launcher();
-    silence_stderr();
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    abort_job(1);
   }
   MPI_Finalize();
+}
+
+int MpiEnvironment::end_job(std::unique_ptr<Communicator> comm, int exit_code) {
+  LOCKSTEP_CHECK(comm != nullptr, "end_job needs the job's communicator");
+  if (comm->size() > 1) {
+    // Ranks that finished early wait for the others without spinning a core
+    // (polled, with pauses) and without stall warnings: rank 0 may still be
+    // writing files or running a rank-0-only command.
+    StallPolicy quiet;
+    quiet.warning_seconds = 1e9;
+    comm->set_stall_policy(quiet);
+    comm->set_stall_label("end of job");
+    comm->barrier();
+  }
+  const bool spans_nodes = comm->node_count() > 1;
+  comm.reset();
+  if (spans_nodes && owns_) {
+    std::fflush(nullptr);
+    std::_Exit(exit_code);
+  }
+  return exit_code;
+}
+
+void abort_job(int exit_code, double deadline_seconds) noexcept {
+  try {
+    std::thread([exit_code, deadline_seconds] {
+      std::this_thread::sleep_for(std::chrono::duration<double>(deadline_seconds));
+      std::_Exit(exit_code);
+    }).detach();
+  } catch (...) {
+    // No thread: MPI_Abort without a deadline.
+  }
+  silence_stderr();  // our line says why; MPICH's "Abort(1) on node 0" banner would repeat it
+  // MPI_COMM_WORLD, not a duplicate: MPICH 4.0 ends only the calling process
+  // when MPI_Abort is given a duplicated communicator.
+  MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);
 }
 
 }  // namespace lockstep::distributed
