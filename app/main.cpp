@@ -2,6 +2,7 @@
 // Any error on any rank prints one line tagged with the rank and ends the
 // whole job non-zero (distributed/failure.h).
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <iostream>
 #include <vector>
 
@@ -70,7 +71,7 @@ int main(int argc, char** argv) {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = comm->rank() == 0 ? cli.exit(e) : e.get_exit_code();
-    return mpi.end_job(std::move(comm), code);
+    return mpi.end_job(std::move(comm), code, std::getenv("PMI_FD"));
   }
 
   const bool root = comm->rank() == 0;
@@ -97,5 +98,5 @@ int main(int argc, char** argv) {
     trainer.run();
     return 0;
   });
-  return mpi.end_job(std::move(comm), code);
+  return mpi.end_job(std::move(comm), code, std::getenv("PMI_FD"));
 }

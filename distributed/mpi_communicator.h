@@ -67,15 +67,17 @@ class MpiEnvironment {
   // Ends a job whose every rank calls this after its last collective on
   // `comm` (collective; takes the communicator, which must be the last one
   // alive). The ranks first meet in a barrier, so that none leaves while
-  // another still works. Then a job on one node returns `exit_code` (and the
-  // destructor runs MPI_Finalize). A job spanning nodes flushes stdio and
-  // ends the process with `exit_code` without MPI_Finalize: MPICH 4.0's
-  // finalize closes every UCX endpoint and, over TCP, a close that still
-  // needs a reply from a peer already waiting in the launcher's barrier
-  // waits forever (tried here: 3 in 12 two-node jobs of a plain MPI program
-  // on an idle machine, 12 in 16 on a loaded one). The launcher sees every
-  // process exit with its code, as after a finalize.
-  int end_job(std::unique_ptr<Communicator> comm, int exit_code);
+  // another still works. Then it returns `exit_code` (and the destructor
+  // runs MPI_Finalize), except in a job that spans nodes under MPICH's
+  // launcher (`launcher_fd`: the value of PMI_FD, or null): there each rank
+  // tells its launcher it finalized, flushes stdio and ends the process with
+  // `exit_code` without MPI_Finalize. MPICH 4.0's finalize closes every UCX
+  // endpoint and, over TCP, a close that still needs a reply from a peer
+  // already waiting in the launcher's barrier waits forever (tried here: 3
+  // in 12 two-node jobs of a plain MPI program on an idle machine, 12 in 16
+  // on a loaded one). The launcher sees each process finalize and exit with
+  // its code.
+  int end_job(std::unique_ptr<Communicator> comm, int exit_code, const char* launcher_fd);
 
  private:
   bool owns_ = false;
