@@ -7,11 +7,13 @@
 // sums of the unchecked reduction.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <future>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "app/train_settings.h"
 #include "distributed/distributed_optimizer.h"
 #include "support/dopt_test_util.h"
 
@@ -120,6 +122,14 @@ TEST(DistributedOptimizerVerify, CleanStepsPassWithTheSameSums) {
     }
   }
   for (size_t i = 1; i < sums.size(); ++i) EXPECT_EQ(sums[i], sums[0]) << "run " << i;
+}
+
+// The lockstep command turns the check on from LOCKSTEP_VERIFY_BUCKETS.
+TEST(DistributedOptimizerVerify, TheTrainerTakesItFromTheEnvironment) {
+  ::setenv("LOCKSTEP_VERIFY_BUCKETS", "1", 1);
+  EXPECT_TRUE(app::dopt_config(app::TrainConfig{}).verify_buckets);
+  ::unsetenv("LOCKSTEP_VERIFY_BUCKETS");
+  EXPECT_FALSE(app::dopt_config(app::TrainConfig{}).verify_buckets);
 }
 
 }  // namespace

@@ -66,7 +66,9 @@ int64_t expect_two_ranks_match_one(int64_t train, const std::string& extra) {
                              extra + " --run-dir ";
   auto r = run_command(mpiexec(1, "train " + common + one.path() + " --batch-size 64"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  r = run_command(mpiexec(2, "train " + common + two.path() + " --batch-size 32"));
+  // With the bucket check on: backward never writes a bucket MPI reads.
+  r = run_command("LOCKSTEP_VERIFY_BUCKETS=1 " +
+                  mpiexec(2, "train " + common + two.path() + " --batch-size 32"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   if (::testing::Test::HasFailure()) return -1;
   const auto a = final_checkpoint(one.path());
