@@ -126,10 +126,13 @@ TEST(DistributedOptimizerVerify, CleanStepsPassWithTheSameSums) {
 
 // The lockstep command turns the check on from LOCKSTEP_VERIFY_BUCKETS.
 TEST(DistributedOptimizerVerify, TheTrainerTakesItFromTheEnvironment) {
+  const char* was = std::getenv("LOCKSTEP_VERIFY_BUCKETS");  // the TSan lane sets it
+  const std::string saved = was ? was : "";
   ::setenv("LOCKSTEP_VERIFY_BUCKETS", "1", 1);
   EXPECT_TRUE(app::dopt_config(app::TrainConfig{}).verify_buckets);
   ::unsetenv("LOCKSTEP_VERIFY_BUCKETS");
   EXPECT_FALSE(app::dopt_config(app::TrainConfig{}).verify_buckets);
+  if (was != nullptr) ::setenv("LOCKSTEP_VERIFY_BUCKETS", saved.c_str(), 1);
 }
 
 }  // namespace
