@@ -41,7 +41,7 @@ export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # TSan does not see MPI's reads of a gradient bucket: the trainer checks them
 # itself (distributed/host_reduction.h, verify_unchanged).
-[ "$lane" = thread ] && export LOCKSTEP_VERIFY_BUCKETS=1
+if [ "$lane" = thread ]; then export LOCKSTEP_VERIFY_BUCKETS=1; fi
 export TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp:halt_on_error=1:second_deadlock_stack=1"
 # Each name the lane selects must still name a test: a renamed test would
 # otherwise leave the lane quietly (the whole selection empty: --no-tests).
