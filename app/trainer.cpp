@@ -157,7 +157,7 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   const int64_t k = config_.backward_passes_per_step;
   const int64_t batches = sampler.steps(config_.batch_size);
   const int64_t steps = (batches + k - 1) / k;
-  check_batch_count(r.epoch, batches);
+  check_batch_count(comm_, r.epoch, batches);
   if (steps == 0) fail_input("epoch ", r.epoch, ": no batch (batch_size too large?)");
 
   data::BatchLoaderOptions lo;
@@ -203,14 +203,15 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
 
 // Every rank must take the same number of steps; the sampler guarantees it,
 // and one small collective checks it rather than trusting it.
-void Trainer::check_batch_count(int64_t epoch_number, int64_t batches) {
-  comm_.set_stall_label("epoch " + std::to_string(epoch_number) + " step-count check");
+void check_batch_count(distributed::Communicator& comm, int64_t epoch_number, int64_t batches) {
+  comm.set_stall_label("epoch " + std::to_string(epoch_number) + " step-count check");
   int64_t range[2] = {batches, -batches};
-  comm_.allreduce(std::span<int64_t>(range, 2), distributed::ReduceOp::kMax);
+  comm.allreduce(std::span<int64_t>(range, 2), distributed::ReduceOp::kMax);
   if (range[0] != batches || -range[1] != batches) {
-    throw DistributedError(detail::concat("ranks disagree on batches in epoch ", epoch_number,
-                                          ": rank ", comm_.rank(), " has ", batches,
-                                          ", others up to ", range[0]));
+    throw DistributedError(
+        detail::concat("ranks disagree on the number of batches in epoch ", epoch_number, ": from ",
+                       -range[1], " to ", range[0], " across ranks, rank ", comm.rank(), " has ",
+                       batches, " (every rank must see the same data set and batch size)"));
   }
 }
 
