@@ -5,7 +5,7 @@
 #   tests/cluster/cluster_test.sh CASE BUILD_DIR
 #
 # CASE: exit | topology | same_numbers | crash | freeze | partition |
-# slow_link | sigterm | scale. Each case makes its own cluster (prefix "c" + case)
+# slow_link | sigterm | stall_partition | scale. Each case makes its own cluster (prefix "c" + case)
 # and tears it down, also on failure. Where namespaces cannot be made (not
 # root, no iproute2) a case skips (exit 77) saying why, except under CI=true,
 # where it fails: CI runs as root and must run them.
@@ -249,6 +249,22 @@ case_partition() {
   expect_no_leftovers "partition (link still down)" 45
   bash "$fc" heal -p "$prefix" node1
   resume_and_compare partition
+}
+
+case_stall_partition() {
+  # Without the heartbeat, the stall watchdog ends a partitioned job; the
+  # ranks cut off on node1 reach it too, and their MPI_Abort, which cannot
+  # reach the launcher, gives up after its deadline instead of blocking.
+  bash "$fc" up -p "$prefix" -n 2
+  # shellcheck disable=SC2046
+  cluster_mpiexec 2 2 "$lockstep" $(train_args --epochs 4 --train-subset 8192 --stall-abort-s 20 \
+    --liveness-timeout-s 0 --run-dir "$work/faulted") >"$work/faulted.txt" 2>&1 &
+  job_pid=$!
+  wait_for_line "$work/faulted.txt" "^epoch +1/4" "$job_pid"
+  fault_start=$(date +%s.%N)
+  bash "$fc" partition -p "$prefix" node1
+  finish_faulted_run stall_partition "rank 0: stall: .*missing ranks: 2, 3"
+  expect_no_leftovers "stall_partition (link still down)" 60
 }
 
 case_slow_link() {
