@@ -4,8 +4,6 @@
 
 #include <algorithm>
 
-#include "app/loss_scaling.h"
-
 namespace lockstep::app {
 
 int compute_threads(const TrainConfig& config, const distributed::Communicator& comm) {
@@ -24,7 +22,6 @@ distributed::DistributedOptimizerConfig dopt_config(const TrainConfig& c) {
   d.compression = distributed::parse_compression(c.compression);
   d.backward_passes_per_step = static_cast<int>(c.backward_passes_per_step);
   d.overlap = c.overlap;
-  d.keep_non_finite = loss_scaling_on(c);  // the scaler skips such steps
   d.grad_clip_norm = c.grad_clip_norm;
   return d;
 }

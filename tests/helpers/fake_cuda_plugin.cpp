@@ -1,6 +1,6 @@
 // Stand-ins for liblockstep_cuda.so (tests/test_cuda_plugin.cpp):
-// FAKE_PLUGIN_ABI is the ABI version it claims; FAKE_PLUGIN_NO_ENTRY builds
-// one without the entry point. A plugin of the right ABI sees no device.
+// FAKE_PLUGIN_ABI is the ABI version it claims (the previous one: refused); FAKE_PLUGIN_NO_ENTRY
+// builds one without the entry point. A plugin of the right ABI sees no device.
 #include <cstring>
 
 #include "distributed/cuda/cuda_plugin_abi.h"

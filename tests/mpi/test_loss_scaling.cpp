@@ -6,9 +6,9 @@
 #include <cmath>
 #include <limits>
 
-#include "app/loss_scaling.h"
 #include "distributed/distributed_optimizer.h"
 #include "mpi/mpi_test_util.h"
+#include "nn/grad_scaler.h"
 #include "nn/model_zoo.h"
 #include "support/training_fixtures.h"
 
@@ -45,13 +45,13 @@ TEST(LossScalingMpi, OneRanksInfSkipsTheSameStepOnEveryRank) {
     auto model = testing::custom_model({"conv2d out=4 kernel=3", "relu", "max_pool2d kernel=2",
                                         "flatten", "linear out=16", "relu", "linear out=10"},
                                        {1, 8, 8}, 11);
-    auto inner = nn::make_optimizer({.kind = "sgd", .momentum = 0.9f}, model->parameters(),
-                                    nn::Device::kCpu);
+    auto inner = nn::make_optimizer({.kind = nn::OptimizerKind::kSgd, .momentum = 0.9f},
+                                    model->parameters(), nn::Device::kCpu);
+    nn::GradScaler scaler({.init_scale = 256.0f, .growth_interval = 2});
     DistributedOptimizerConfig config;
     config.compression = compression;
-    config.keep_non_finite = true;
+    config.grad_scaler = &scaler;
     DistributedOptimizer dopt(*comm, *backend, model->parameters(), *inner, config);
-    nn::GradScaler scaler({.init_scale = 256.0f, .growth_interval = 2});
     const std::vector<int32_t> labels = {1, 3, 5, 7};
     std::vector<int64_t> stepped;
     for (int64_t step = 0; step < 4; ++step) {
@@ -63,11 +63,10 @@ TEST(LossScalingMpi, OneRanksInfSkipsTheSameStepOnEveryRank) {
       model->loss(*backend, labels.data(), scaler.loss_factor() / 4.0f, true);
       model->backward(*backend, dopt.grad_ready_callback());
       if (step != 1) {
-        stepped.push_back(app::scaled_step(scaler, dopt, *inner, *backend, *comm,
-                                           model->parameters(), 0.05f, nullptr));
+        stepped.push_back(dopt.step(0.05));
         continue;
       }
-      // The check itself, without the flag allreduce of scaled_step: the
+      // The check itself, without the flag allreduce of step(): the
       // reduced sums are not finite on every rank, the poisoned one or not.
       const std::vector<float> before = weights(*model);
       dopt.reduce_gradients();
