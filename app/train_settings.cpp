@@ -5,8 +5,6 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "app/loss_scaling.h"
-
 namespace lockstep::app {
 
 int compute_threads(const TrainConfig& config, const distributed::Communicator& comm) {
@@ -25,7 +23,6 @@ distributed::DistributedOptimizerConfig dopt_config(const TrainConfig& c) {
   d.compression = distributed::parse_compression(c.compression);
   d.backward_passes_per_step = static_cast<int>(c.backward_passes_per_step);
   d.overlap = c.overlap;
-  d.keep_non_finite = loss_scaling_on(c);  // the scaler skips such steps
   d.grad_clip_norm = c.grad_clip_norm;
   // A debug check, not a setting (it is not in the fingerprint): a gradient
   // written while MPI reads its bucket ends the run (host_reduction.h).

@@ -58,7 +58,7 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
 
   backend_ = make_backend(config_, comm_, threads_);
   const std::string kernels = kernels_label(backend_->device(), config_.precision);
-  report_->set_run_labels(config_.precision, kernels);
+  report_->set_run_labels(nn::to_string(config_.precision), kernels);
   stager_ = std::make_unique<BatchStager>(*backend_);
   model_ =
       nn::build_model(config_.model, config_.layers, {train_.channels, train_.height, train_.width},
@@ -74,12 +74,14 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
   scaler_ = make_grad_scaler(config_);
   if (!config_.timeline.empty()) {
     timeline_ = distributed::make_timeline(config_.timeline, comm_);
-    timeline_->label_process("precision " + config_.precision + ", kernels " + kernels);
+    timeline_->label_process(std::string("precision ") + nn::to_string(config_.precision) +
+                             ", kernels " + kernels);
   }
   gradient_comm_ = make_gradient_communicator(*backend_, comm_, config_.gradient_engine);
   auto dconfig = dopt_config(config_);
   dconfig.timeline = timeline_.get();
   dconfig.gradient_comm = gradient_comm_.get();
+  dconfig.grad_scaler = scaler_.get();
   dopt_ = std::make_unique<distributed::DistributedOptimizer>(
       comm_, *backend_, model_->parameters(), *optimizer_, dconfig);
   arm_stall_abort(false);
@@ -244,12 +246,7 @@ void Trainer::train_step(data::BatchLoader& loader, data::Batch& batch, int64_t 
   }
   {
     distributed::TimelineSpan span(timeline_.get(), "optimizer step", "compute");
-    if (scaler_) {
-      scaled_step(*scaler_, *dopt_, *optimizer_, *backend_, comm_, model_->parameters(),
-                  static_cast<float>(lr), timeline_.get());
-    } else {
-      dopt_->step(static_cast<float>(lr));
-    }
+    dopt_->step(lr);
   }
   ++global_step_;
   if (!stall_abort_armed_) arm_stall_abort(true);  // the first step of this launch is done

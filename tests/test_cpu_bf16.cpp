@@ -60,16 +60,21 @@ TEST(CpuBf16, RoundsToNearestEven) {
 }
 
 TEST(CpuBf16, PrecisionNamesAndRefusals) {
-  EXPECT_EQ(parse_precision("bf16", "k"), Precision::kBf16);
-  EXPECT_EQ(parse_precision("fp32", "k"), Precision::kFp32);
-  for (const char* bad : {"fp16", "int8"}) {
-    try {
-      parse_precision(bad, "config key precision");
-      FAIL() << bad;
-    } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find("config key precision"), std::string::npos);
-    }
+  EXPECT_EQ(parse_precision("bf16"), Precision::kBf16);
+  EXPECT_EQ(parse_precision("fp32"), Precision::kFp32);
+  EXPECT_EQ(parse_precision("fp16"), Precision::kFp16);
+  EXPECT_FALSE(parse_precision("int8").has_value());
+  EXPECT_NO_THROW(check_cpu_precision(Precision::kBf16, "k"));
+  // fp16 runs on CUDA only: the check and the CPU backend refuse it.
+  try {
+    check_cpu_precision(Precision::kFp16, "config key precision");
+    FAIL() << "fp16 accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("config key precision = \"fp16\": the CPU backend"),
+              std::string::npos)
+        << e.what();
   }
+  EXPECT_THROW(make_cpu_backend({.threads = 1, .precision = Precision::kFp16}), InputError);
 }
 
 struct GemmCase {

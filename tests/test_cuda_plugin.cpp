@@ -37,9 +37,8 @@ TEST(CudaPlugin, MissingFileIsRefusedWithItsPath) {
 TEST(CudaPlugin, WrongAbiIsRefused) {
   const auto load = load_cuda_plugin_from(LOCKSTEP_FAKE_PLUGIN_ABI);
   EXPECT_EQ(load.plugin, nullptr);
-  EXPECT_TRUE(contains(load.error, "has plugin ABI 999, this lockstep needs " +
-                                       std::to_string(LOCKSTEP_CUDA_PLUGIN_ABI)))
-      << load.error;
+  EXPECT_EQ(LOCKSTEP_CUDA_PLUGIN_ABI, 2);  // precision as an integer (ABI 1: as text)
+  EXPECT_TRUE(contains(load.error, "has plugin ABI 1, this lockstep needs 2")) << load.error;
 }
 
 // The right ABI number with a table of another size (a plugin built from
@@ -77,7 +76,7 @@ TEST(CudaPlugin, InfoReportsAMissingOrForeignPlugin) {
       << r.output;
   r = run_command("LOCKSTEP_CUDA_PLUGIN=" LOCKSTEP_FAKE_PLUGIN_ABI " " LOCKSTEP_BINARY " info");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, "plugin ABI 999")) << r.output;
+  EXPECT_TRUE(contains(r.output, "plugin ABI 1,")) << r.output;
 }
 
 TEST(CudaPlugin, GpuRunThatCannotStartSaysWhyInOneLine) {
@@ -177,6 +176,7 @@ TEST(CudaPlugin, NcclEngineIsRefusedWhenAutoLandsOnTheCpu) {
 TEST(CudaPlugin, RealPluginLoadsAndReportsVersionsWithoutAGpu) {
   const auto load = load_cuda_plugin_from(LOCKSTEP_BUILD_DIR "/liblockstep_cuda.so");
   ASSERT_NE(load.plugin, nullptr) << load.error;
+  EXPECT_EQ(load.plugin->abi_version, 2u) << "precision crosses the ABI as an integer since ABI 2";
   LockstepCudaVersions v{};
   load.plugin->versions(&v);
   EXPECT_GT(v.runtime, 0);
@@ -185,7 +185,8 @@ TEST(CudaPlugin, RealPluginLoadsAndReportsVersionsWithoutAGpu) {
   EXPECT_GT(v.nccl, 0);
   const auto r = run_lockstep("info");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, "plugin " LOCKSTEP_BUILD_DIR "/liblockstep_cuda.so (ABI 1)"))
+  EXPECT_TRUE(contains(r.output, "plugin " LOCKSTEP_BUILD_DIR "/liblockstep_cuda.so (ABI " +
+                                     std::to_string(LOCKSTEP_CUDA_PLUGIN_ABI) + ")"))
       << r.output;
   for (const char* part : {"runtime ", "cuDNN ", "cuBLAS ", "NCCL "}) {
     EXPECT_TRUE(contains(r.output, part)) << part << " missing:\n" << r.output;

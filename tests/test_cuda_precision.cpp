@@ -23,18 +23,18 @@
 #include <type_traits>
 #include <vector>
 
-#include "support/cuda_test_util.h"
 #include "nn/cuda/cuda_backend.h"
 #include "nn/cuda/device_context.h"
 #include "nn/cuda/precision.h"
 #include "nn/error.h"
 #include "nn/model_zoo.h"
 #include "nn/optimizer.h"
+#include "support/cuda_test_util.h"
 
 namespace lockstep::nn {
 namespace {
 
-using cuda::Precision;
+using nn::Precision;
 using namespace cuda_test;  // support/cuda_test_util.h
 
 template <Precision P>
@@ -47,7 +47,7 @@ class CudaPrecisionTest : public ::testing::Test {
   void SetUp() override {
     if (cuda_device_count() == 0) {
       GTEST_SKIP() << "no CUDA device visible (" << cuda_devices_description() << "): the "
-                   << cuda::to_string(kPrecision) << " CUDA path is not tested";
+                   << nn::to_string(kPrecision) << " CUDA path is not tested";
     }
     cpu_ = make_cpu_backend(2);
     gpu_ = make_cuda_backend(0, true, kPrecision);
@@ -72,7 +72,7 @@ class PrecisionNames {
  public:
   template <typename T>
   static std::string GetName(int) {
-    return cuda::to_string(T::value);
+    return nn::to_string(T::value);
   }
 };
 TYPED_TEST_SUITE(CudaPrecisionTest, Precisions, PrecisionNames);
@@ -90,7 +90,7 @@ TYPED_TEST(CudaPrecisionTest, NameSaysThePrecision) {
   if (this->kPrecision == Precision::kFp32) {
     EXPECT_EQ(name.find("fp32"), std::string::npos) << name;
   } else {
-    EXPECT_NE(name.find(cuda::to_string(this->kPrecision)), std::string::npos) << name;
+    EXPECT_NE(name.find(nn::to_string(this->kPrecision)), std::string::npos) << name;
   }
 }
 

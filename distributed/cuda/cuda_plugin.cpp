@@ -64,10 +64,11 @@ void describe_devices(char* out, size_t size) {
   copy_out(text, out, size);
 }
 
-void* make_backend(int device, int deterministic, const char* precision) {
-  const auto parsed = nn::cuda::parse_precision(precision);
-  LOCKSTEP_CHECK(parsed.has_value(), "precision ", precision, " passed validation");
-  return nn::make_cuda_backend(device, deterministic != 0, *parsed).release();
+void* make_backend(int device, int deterministic, int precision) {
+  const auto p = static_cast<nn::Precision>(precision);
+  LOCKSTEP_CHECK(nn::value_of(nn::kPrecisionNames, p).has_value(), "precision ", precision,
+                 " is not an nn::Precision");
+  return nn::make_cuda_backend(device, deterministic != 0, p).release();
 }
 
 void upload(void* backend, const void* host, void* device, size_t bytes) {

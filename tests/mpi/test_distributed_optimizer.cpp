@@ -44,7 +44,7 @@ std::unique_ptr<nn::Model> small_model(uint64_t seed, int64_t hidden = 16) {
 }
 
 nn::OptimizerConfig sgd_momentum() {
-  return {.kind = "sgd", .momentum = 0.9f, .weight_decay = 1e-4f};
+  return {.kind = nn::OptimizerKind::kSgd, .momentum = 0.9f, .weight_decay = 1e-4f};
 }
 
 void backward(nn::Model& m, nn::Backend& backend, const Batch& b, float grad_scale,

@@ -1,7 +1,7 @@
 // Loss scaling across ranks: when one rank's local gradient holds inf/NaN,
 // the reduced sums do on every rank, so every rank finds them and skips the
-// same step; when one rank alone sees inf after the reduction, scaled_step's
-// flag allreduce makes every rank skip too; the replicas stay identical
+// same step; when one rank alone sees inf after the reduction, the flag
+// allreduce of DistributedOptimizer::step makes every rank skip too; the replicas stay identical
 // (plain and fp16 wire).
 #include <gtest/gtest.h>
 
@@ -11,9 +11,9 @@
 #include <limits>
 #include <string>
 
-#include "app/loss_scaling.h"
 #include "distributed/distributed_optimizer.h"
 #include "mpi/mpi_test_util.h"
+#include "nn/grad_scaler.h"
 #include "nn/model_zoo.h"
 #include "support/training_fixtures.h"
 
@@ -43,7 +43,7 @@ nn::Tensor batch_input(int rank, int64_t step, bool poison) {
 // The gradient communicator, through which the bucket sums come back; when
 // armed, the next bucket sum of rank `victim` comes back with an infinity in
 // it (as from a fault on that rank alone): only that rank sees inf after
-// the reduction, and only the flag allreduce of scaled_step tells the others.
+// the reduction, and only the flag allreduce of DistributedOptimizer::step tells the others.
 class InfOnOneRank final : public Communicator {
  public:
   InfOnOneRank(Communicator& comm, int victim) : comm_(comm), victim_(victim) {}
@@ -92,15 +92,15 @@ TEST(LossScalingMpi, OneRanksInfSkipsTheSameStepOnEveryRank) {
     auto model = testing::custom_model({"conv2d out=4 kernel=3", "relu", "max_pool2d kernel=2",
                                         "flatten", "linear out=16", "relu", "linear out=10"},
                                        {1, 8, 8}, 11);
-    auto inner = nn::make_optimizer({.kind = "sgd", .momentum = 0.9f}, model->parameters(),
-                                    nn::Device::kCpu);
+    auto inner = nn::make_optimizer({.kind = nn::OptimizerKind::kSgd, .momentum = 0.9f},
+                                    model->parameters(), nn::Device::kCpu);
+    nn::GradScaler scaler({.init_scale = 256.0f, .growth_interval = 2});
     InfOnOneRank gradient_comm(*comm, size - 1);
     DistributedOptimizerConfig config;
     config.compression = compression;
-    config.keep_non_finite = true;
+    config.grad_scaler = &scaler;
     config.gradient_comm = &gradient_comm;
     DistributedOptimizer dopt(*comm, *backend, model->parameters(), *inner, config);
-    nn::GradScaler scaler({.init_scale = 256.0f, .growth_interval = 2});
     const std::vector<int32_t> labels = {1, 3, 5, 7};
     std::vector<int64_t> stepped;
     for (int64_t step = 0; step < 5; ++step) {
@@ -114,11 +114,10 @@ TEST(LossScalingMpi, OneRanksInfSkipsTheSameStepOnEveryRank) {
       model->loss(*backend, labels.data(), scaler.loss_factor() / 4.0f, true);
       model->backward(*backend, dopt.grad_ready_callback());
       if (step != 1) {
-        stepped.push_back(app::scaled_step(scaler, dopt, *inner, *backend, *comm,
-                                           model->parameters(), 0.05f, nullptr));
+        stepped.push_back(dopt.step(0.05));
         continue;
       }
-      // The check itself, without the flag allreduce of scaled_step: the
+      // The check itself, without the flag allreduce of step(): the
       // reduced sums are not finite on every rank, the poisoned one or not.
       const std::vector<float> before = weights(*model);
       dopt.reduce_gradients();
