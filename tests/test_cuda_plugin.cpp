@@ -3,6 +3,8 @@
 // says why. The plugin's versions are read without a GPU.
 #include <gtest/gtest.h>
 
+#include "support/gpu_skip.h"
+
 #include <string>
 
 #include "app/cuda_plugin.h"
@@ -119,7 +121,7 @@ TEST(CudaPlugin, RealPluginLoadsAndReportsVersionsWithoutAGpu) {
 }
 #else
 TEST(CudaPlugin, RealPluginLoadsAndReportsVersionsWithoutAGpu) {
-  GTEST_SKIP() << "this build has no CUDA plugin (LOCKSTEP_CUDA=OFF or the toolkit is missing)";
+  LOCKSTEP_SKIP_NOT_BUILT("no CUDA plugin (LOCKSTEP_CUDA=OFF or the toolkit is missing)");
 }
 #endif
 
