@@ -109,8 +109,9 @@ gtest_step() {
     status=fail detail="no tests ran ($name.log)"
   elif gpu_step && ((xml_skipped > 0)); then
     status=fail detail+="; skipped on a GPU: $(head -n3 <<<"$xml_skip_text" | tr '\n' ';')"
-  elif ! gpu_step && grep -q "CUDA code not built" <<<"$xml_skip_text"; then
-    status=fail detail+="; the bundle's tests have no CUDA code"
+  elif ! gpu_step && [[ -n $xml_skip_text ]] && grep -qv '^no device' <<<"$xml_skip_text"; then
+    status=fail detail+="; a skip other than 'no device': $(grep -v '^no device' <<<"$xml_skip_text" |
+      head -n1)"
   elif ! gpu_step && [[ $status == pass ]]; then
     status="no GPU" detail+=" (the CPU-side tests passed; the rest skip: no device)"
   fi
@@ -132,7 +133,8 @@ train_step() {
     --data-dir "$here/data" --run-dir "$results/$name" --checkpoint-every 0 "$@"
   status=$(status_of "$run_rc")
   metrics_summary "$results/$name/metrics.csv"
-  detail="wall $run_seconds s, $csv_summary"
+  detail="wall $run_seconds s, ${csv_summary:-no epoch finished}"
+  [[ $status == pass ]] || detail+="; $(tail -n1 "$results/$name.log")"
   metric[$name]=$detail
 }
 if gpu_step; then

@@ -47,16 +47,17 @@ status_of() {
 }
 
 # xml_counts FILE: sets xml_tests, xml_failures, xml_skipped and xml_skip_text
-# (the distinct skip messages, one a line) from a gtest XML report.
+# (the distinct skip messages, without gtest's file:line, one a line) from a
+# gtest XML report.
 xml_counts() {
   xml_tests=0 xml_failures=0 xml_skipped=0 xml_skip_text=""
   [[ -f $1 ]] || return 0
   xml_tests=$(grep -c '<testcase ' "$1" || true)
   xml_failures=$(grep -c '<failure ' "$1" || true)
   xml_skipped=$(grep -c 'result="skipped"' "$1" || true)
-  xml_skip_text=$(grep -o '<skipped message="[^"]*"' "$1" | sed 's/^<skipped message="//; s/"$//' |
-    sed 's/&#x0A;.*//; s/&quot;/"/g; s/&apos;/'"'"'/g; s/&lt;/</g; s/&gt;/>/g; s/&amp;/\&/g' |
-    sed 's/^[^:]*:[0-9]*: *//; s/^Skipped *//' | sort -u || true)
+  xml_skip_text=$(grep -o '<skipped message="[^"]*"' "$1" |
+    sed 's/^<skipped message="//; s/"$//; s/^[^&]*&#x0A;//; s/&#x0A;/ /g' |
+    sed 's/&quot;/"/g; s/&apos;/'"'"'/g; s/&lt;/</g; s/&gt;/>/g; s/&amp;/\&/g' | sort -u || true)
 }
 
 json_string() {
