@@ -117,7 +117,8 @@ gtest_step() {
   fi
   record "$name" "$status" "$run_seconds" "$detail"
 }
-gpu_filter='Cuda*:Cudnn*:*/Cuda*:CheckpointFormat.DeviceTensors*:-CudaPlugin.*'
+# (CudaPlugin.* and CudaLibraries.* need the build tree's helper files: CI runs them.)
+gpu_filter='Cuda*:Cudnn*:*/Cuda*:CheckpointFormat.DeviceTensors*:-CudaPlugin.*:CudaLibraries.*'
 gtest_step gpu_tests "$results/gpu_tests.xml" 180 "$tests/lockstep_tests" \
   "--gtest_filter=$gpu_filter" "--gtest_output=xml:$results/gpu_tests.xml"
 gtest_step nccl_tests "$results/nccl_tests.xml" 90 mpiexec -n 1 "$tests/lockstep_mpi_tests" \
@@ -174,7 +175,8 @@ fi
 # --- 5 compute-sanitizer ---------------------------------------------------------------------
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 subset='CudaBackendTest.ReluMatchesCpuExactly:CudaBackendTest.GemmMatchesCpu:CudaBackendTest.LossesMatchCpu'
-subset+=':CudaBackendTest.SgdMatchesCpu:CudaBackendTest.DropoutMasksAreBitIdenticalToCpu:*CudaPoolTest*/0'
+subset+=':CudaBackendTest.SgdMatchesCpu:CudaBackendTest.DropoutMasksAreBitIdenticalToCpu'
+subset+=':CudaShapes/CudaPoolTest.MatchesCpuExactly/n8_c10_24x24_k2_s2:CudaBackendTest.BatchNormMatchesCpu'
 for tool in memcheck racecheck synccheck; do
   if ! gpu_step; then
     no_gpu "$tool" "compute-sanitizer --tool $tool on a subset of the GPU tests"
