@@ -9,7 +9,8 @@
 #                             mpiexec and hydra_pmi_proxy
 #                    lib/     shared libraries that are neither the C library
 #                             nor the CUDA stack (MPICH, UCX, hwloc, toml++,
-#                             protobuf/ONNX, libstdc++, ...)
+#                             protobuf/ONNX, ...); lib/fallback/: libstdc++
+#                             and libgcc_s, used when the node's are too old
 #                    tests/   lockstep_tests, lockstep_mpi_tests
 #                    configs/, torch_reference.py, pytorch_models.py, MANIFEST
 #   data.tar.xz      data/    Fashion-MNIST as raw IDX (xz packs it 15%
@@ -90,6 +91,12 @@ add_libraries() {
 }
 mapfile -t elves < <(find "$out/bin" "$out/tests" "$out/lib" -type f)
 add_libraries "${elves[@]}"
+# The C++ runtime only where the node's is too old (gpu_check.sh decides):
+# this one needs glibc 2.36, the rest of the bundle 2.34.
+mkdir -p "$out/lib/fallback"
+for lib in libstdc++.so.6 libgcc_s.so.1; do
+  [[ -e $out/lib/$lib ]] && mv "$out/lib/$lib" "$out/lib/fallback/$lib"
+done
 
 mkdir -p "$out/data"
 cp "$root"/configs/*.toml "$out/configs/"

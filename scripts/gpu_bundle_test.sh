@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes the GPU bundle from an existing CUDA build and proves it closed (the
 # ctest test gpu_bundle, tests/CMakeLists.txt):
-#   1. with the loader limited to BUNDLE/lib, ldd resolves every dependency
+#   1. with the loader limited to BUNDLE/lib (and lib/fallback: the C++
+#      runtime for nodes whose own is too old), ldd resolves every dependency
 #      of every bundled ELF file inside the bundle, except the C library and
 #      the CUDA stack;
 #   2. lockstep info, lockstep doctor and a short CPU training run work from
@@ -33,7 +34,7 @@ while read -r file; do
     [[ $arrow == "=>" ]] || continue
     [[ $name =~ $libc_re || $name =~ $cuda_re ]] && continue
     [[ $path == "$bundle"/* ]] || fail "${file#"$bundle"/} needs $name, found at '$path $rest', not in the bundle"
-  done < <(env -u LD_PRELOAD LD_LIBRARY_PATH="$bundle/lib" ldd "$file")
+  done < <(env -u LD_PRELOAD LD_LIBRARY_PATH="$bundle/lib:$bundle/lib/fallback" ldd "$file")
 done < <(find "$bundle" -type f)
 ((checked >= 6)) || fail "only $checked ELF files in $bundle"
 echo "gpu_bundle_test: $checked ELF files resolve inside the bundle (besides libc and CUDA)"

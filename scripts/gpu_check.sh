@@ -40,6 +40,11 @@ source "$here/gpu_check_lib.sh"
 lockstep=$here/bin/lockstep
 tests=$here/tests
 export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The bundle's C++ runtime only when the node's lacks a version it needs.
+if ldd "$here/bin/lockstep" "$here/tests/lockstep_tests" 2>&1 |
+  grep -Eq "(libstdc\+\+|libgcc_s)[^ ]* => not found|version .GLIBCXX|version .GCC_"; then
+  LD_LIBRARY_PATH="$here/lib:$here/lib/fallback${LD_LIBRARY_PATH#"$here/lib"}"
+fi
 export PATH="$here/bin:$PATH"
 python=${PYTHON:-$(command -v python3 || true)}
 
