@@ -7,6 +7,7 @@
 #include <string>
 
 #include "app/cuda_plugin.h"
+#include "support/gpu_skip.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"
 #include "support/run_files.h"
@@ -194,7 +195,7 @@ TEST(CudaPlugin, RealPluginLoadsAndReportsVersionsWithoutAGpu) {
 }
 #else
 TEST(CudaPlugin, RealPluginLoadsAndReportsVersionsWithoutAGpu) {
-  GTEST_SKIP() << "this build has no CUDA plugin (LOCKSTEP_CUDA=OFF or the toolkit is missing)";
+  LOCKSTEP_SKIP_NOT_BUILT("no CUDA plugin (LOCKSTEP_CUDA=OFF or the toolkit is missing)");
 }
 #endif
 

@@ -14,6 +14,8 @@
 // compiles one test that skips.
 #include <gtest/gtest.h>
 
+#include "support/gpu_skip.h"
+
 #include "nn/backend.h"
 
 #if LOCKSTEP_HAVE_CUDA
@@ -46,8 +48,8 @@ class CudaPrecisionTest : public ::testing::Test {
   static constexpr Precision kPrecision = T::value;
   void SetUp() override {
     if (cuda_device_count() == 0) {
-      GTEST_SKIP() << "no CUDA device visible (" << cuda_devices_description() << "): the "
-                   << nn::to_string(kPrecision) << " CUDA path is not tested";
+      LOCKSTEP_SKIP_NO_DEVICE(cuda_devices_description() << ": the " << nn::to_string(kPrecision)
+                                                         << " CUDA path is not tested");
     }
     cpu_ = make_cpu_backend(2);
     gpu_ = make_cuda_backend(0, true, kPrecision);
@@ -230,7 +232,7 @@ TYPED_TEST(CudaPrecisionTest, TrainingLossTracksFp32) {
 #else  // !LOCKSTEP_HAVE_CUDA
 
 TEST(CudaPrecision, NotBuilt) {
-  GTEST_SKIP() << "this build has no CUDA (LOCKSTEP_HAVE_CUDA=0): no 16-bit CUDA paths to test";
+  LOCKSTEP_SKIP_NOT_BUILT("no 16-bit CUDA paths to test");
 }
 
 #endif
