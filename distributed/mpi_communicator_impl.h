@@ -16,12 +16,12 @@
 #include <utility>
 #include <vector>
 
+#include "common/enum_table.h"
+#include "common/error.h"
 #include "distributed/communicator.h"
 #include "distributed/failure.h"
 #include "distributed/mpi_check.h"
 #include "distributed/mpi_communicator.h"
-#include "nn/enum_table.h"
-#include "nn/error.h"
 
 namespace lockstep::distributed::mpi_detail {
 

@@ -5,10 +5,10 @@
 #include <exception>
 #include <string>
 
+#include "common/error.h"
 #include "distributed/failure.h"
 #include "distributed/mpi_check.h"
 #include "distributed/mpi_communicator.h"
-#include "nn/error.h"
 
 namespace lockstep::distributed {
 

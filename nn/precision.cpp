@@ -1,7 +1,7 @@
 #include "nn/precision.h"
 
-#include "nn/enum_table.h"
-#include "nn/error.h"
+#include "common/enum_table.h"
+#include "common/error.h"
 
 namespace lockstep::nn {
 

@@ -23,13 +23,13 @@
 #include <type_traits>
 #include <vector>
 
-#include "support/cuda_test_util.h"
+#include "common/error.h"
 #include "nn/cuda/cuda_backend.h"
 #include "nn/cuda/device_context.h"
 #include "nn/cuda/precision.h"
-#include "nn/error.h"
 #include "nn/model_zoo.h"
 #include "nn/optimizer.h"
+#include "support/cuda_test_util.h"
 
 namespace lockstep::nn {
 namespace {

@@ -14,11 +14,11 @@
 #include <tuple>
 #include <vector>
 
-#include "support/cuda_test_util.h"
-#include "nn/error.h"
+#include "common/error.h"
 #include "nn/model_zoo.h"
 #include "nn/optimizer.h"
 #include "nn/tensor.h"
+#include "support/cuda_test_util.h"
 
 namespace lockstep::nn {
 namespace {

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "nn/clock.h"
+#include "common/clock.h"
 #include "support/run_command.h"
 
 namespace {

@@ -1,4 +1,4 @@
-// Loss scaling as the trainer takes a step (app/loss_scaling.h): a skipped
+// Loss scaling as the trainer takes a step (app/run/loss_scaling.h): a skipped
 // step leaves weights and optimizer state untouched, a taken step equals
 // the unscaled one bit for bit, and the scaler's state survives the
 // checkpoint's JSON.
@@ -6,7 +6,7 @@
 
 #include <limits>
 
-#include "app/loss_scaling.h"
+#include "app/run/loss_scaling.h"
 #include "support/dopt_test_util.h"
 
 namespace lockstep::app {

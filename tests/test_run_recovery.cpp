@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "app/checkpoint.h"
+#include "app/checkpoint/checkpoint.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"
 #include "support/run_files.h"

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <regex>
 
-#include "app/checkpoint.h"
+#include "app/checkpoint/checkpoint.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"
 

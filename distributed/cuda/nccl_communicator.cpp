@@ -5,9 +5,9 @@
 #include <cstdlib>
 #include <thread>
 
+#include "common/enum_table.h"
 #include "distributed/cuda/nccl_communicator_impl.h"
 #include "nn/cuda/cuda_check.h"
-#include "nn/enum_table.h"
 
 namespace lockstep::distributed::nccl_detail {
 

@@ -13,8 +13,8 @@
 #include <optional>
 #include <string_view>
 
+#include "common/enum_table.h"
 #include "nn/cuda/algorithm_choice.h"
-#include "nn/enum_table.h"
 
 namespace lockstep::nn::cuda {
 

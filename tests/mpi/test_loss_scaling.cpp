@@ -6,7 +6,7 @@
 #include <cmath>
 #include <limits>
 
-#include "app/loss_scaling.h"
+#include "app/run/loss_scaling.h"
 #include "distributed/distributed_optimizer.h"
 #include "mpi/mpi_test_util.h"
 #include "nn/model_zoo.h"
