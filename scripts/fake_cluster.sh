@@ -120,6 +120,7 @@ node_exec() {
   local node=$1
   shift
   need_node "$node"
+  # shellcheck disable=SC2016 # expanded by the node's shell
   exec ip netns exec "$(node_ns "$node")" unshare --uts -- \
     sh -c 'hostname "$0" && exec "$@"' "$node" "$@"
 }
@@ -207,6 +208,11 @@ case "$command" in
     state=down
     [ "$command" = heal ] && state=up
     ip -n "$(switch_ns)" link set "p${node#node}" "$state"
+    if [ "$state" = up ]; then
+      # Neighbours that went unanswered during the partition are marked
+      # failed ("No route to host" for a while): forget them.
+      for other in $(existing_nodes); do ip -n "$(node_ns "$other")" neigh flush all; done
+    fi
     ;;
   freeze) parse_options "$@"; signal_node STOP "${rest[0]:?freeze wants NODE}" ;;
   thaw) parse_options "$@"; signal_node CONT "${rest[0]:?thaw wants NODE}" ;;

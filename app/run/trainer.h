@@ -24,6 +24,7 @@
 #include "data/transform.h"
 #include "distributed/communicator.h"
 #include "distributed/distributed_optimizer.h"
+#include "distributed/liveness.h"
 #include "distributed/timeline.h"
 #include "nn/backend.h"
 #include "nn/batch_stats_reducer.h"
@@ -84,7 +85,8 @@ class Trainer {
 
   TrainConfig config_;
   distributed::Communicator& comm_;
-  data::Dataset train_, test_, val_;  // val_: empty without val_fraction
+  std::unique_ptr<distributed::LivenessMonitor> liveness_;  // null: one rank, or turned off
+  data::Dataset train_, test_, val_;                        // val_: empty without val_fraction
   data::Normalization normalization_;
   data::Augmentation augmentation_;
   std::unique_ptr<nn::Backend> backend_;
