@@ -8,7 +8,7 @@
 #include <system_error>
 #include <utility>
 
-#include "nn/error.h"
+#include "common/error.h"
 
 namespace lockstep::data {
 namespace {

@@ -3,7 +3,7 @@
 // commit() syncs it (when asked), closes it and renames it over the target,
 // then syncs the folder. Destroyed without commit() (an error, an
 // exception), it removes the temporary and the target is untouched. Serves
-// checkpoints (app/checkpoint_write.cpp), images, caches and exports.
+// checkpoints (app/checkpoint/checkpoint_write.cpp), images, caches and exports.
 //
 // Errors: InputError "cannot write <what> <path>: <step> failed: <reason>;
 // <remedy>", the previous file being kept wherever the rename has not

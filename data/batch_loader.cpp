@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "nn/error.h"
+#include "common/error.h"
 
 namespace lockstep::data {
 

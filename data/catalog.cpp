@@ -1,8 +1,8 @@
 #include "data/catalog.h"
 
+#include "common/error.h"
 #include "data/cifar10.h"
 #include "data/idx.h"
-#include "nn/error.h"
 
 namespace lockstep::data {
 

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
+#include "common/error.h"
 #include "data/file_io.h"
-#include "nn/error.h"
 
 namespace lockstep::data {
 

@@ -4,8 +4,8 @@
 
 #include <cstring>
 
+#include "common/error.h"
 #include "nn/counter_rng.h"
-#include "nn/error.h"
 
 namespace lockstep::data {
 

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <memory>
 
-#include "nn/error.h"
+#include "common/error.h"
 
 namespace lockstep::data {
 namespace {

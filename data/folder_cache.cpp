@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/error.h"
 #include "data/image_io.h"
-#include "nn/error.h"
 
 namespace lockstep::data {
 namespace {

@@ -3,10 +3,10 @@
 #include <filesystem>
 #include <string>
 
+#include "common/error.h"
 #include "data/image_folder.h"
 #include "data/image_io.h"
 #include "data/parallel_for.h"
-#include "nn/error.h"
 
 namespace lockstep::data {
 namespace {

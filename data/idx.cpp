@@ -5,8 +5,8 @@
 #include <sstream>
 #include <utility>
 
+#include "common/error.h"
 #include "data/file_io.h"
-#include "nn/error.h"
 
 namespace lockstep::data {
 namespace {

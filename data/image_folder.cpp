@@ -6,11 +6,11 @@
 #include <filesystem>
 #include <sstream>
 
+#include "common/error.h"
 #include "data/folder_cache.h"
 #include "data/image_io.h"
 #include "data/parallel_for.h"
 #include "nn/counter_rng.h"
-#include "nn/error.h"
 
 namespace lockstep::data {
 namespace {

@@ -22,10 +22,10 @@
 #include <fstream>
 #include <memory>
 
+#include "common/error.h"
 #include "data/atomic_file.h"
 #include "data/jpeg_check.h"
 #include "data/png_check.h"
-#include "nn/error.h"
 
 namespace lockstep::data {
 namespace {

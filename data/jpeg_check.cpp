@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <tuple>
 
-#include "nn/error.h"
+#include "common/error.h"
 
 namespace lockstep::data {
 namespace {

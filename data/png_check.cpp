@@ -4,7 +4,7 @@
 #include <string>
 #include <string_view>
 
-#include "nn/error.h"
+#include "common/error.h"
 
 namespace lockstep::data {
 namespace {

@@ -4,8 +4,8 @@
 #include <numeric>
 #include <utility>
 
+#include "common/error.h"
 #include "nn/counter_rng.h"
-#include "nn/error.h"
 
 namespace lockstep::data {
 namespace {

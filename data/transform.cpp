@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
+#include "common/error.h"
 #include "nn/counter_rng.h"
-#include "nn/error.h"
 
 namespace lockstep::data {
 namespace {

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/error.h"
 #include "nn/counter_rng.h"
-#include "nn/error.h"
 
 namespace lockstep::data {
 

@@ -1,7 +1,7 @@
 // DistributedOptimizer::broadcast_parameters (distributed_optimizer.h):
 // rank 0's weights and optimizer state to every rank, after a shape check.
+#include "common/error.h"
 #include "distributed/distributed_optimizer.h"
-#include "nn/error.h"
 
 namespace lockstep::distributed {
 

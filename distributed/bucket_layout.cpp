@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "nn/error.h"
+#include "common/error.h"
 
 namespace lockstep::distributed {
 namespace {

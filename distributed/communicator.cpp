@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "nn/enum_table.h"
-#include "nn/error.h"
+#include "common/enum_table.h"
+#include "common/error.h"
 
 namespace lockstep::distributed {
 

@@ -4,8 +4,8 @@
 #include <bit>
 #include <cmath>
 
-#include "nn/enum_table.h"
-#include "nn/error.h"
+#include "common/enum_table.h"
+#include "common/error.h"
 
 namespace lockstep::distributed {
 

@@ -4,9 +4,9 @@
 // bits.
 #include <cstdint>
 
+#include "common/error.h"
 #include "distributed/compression.h"
 #include "nn/cpu/convert16.h"
-#include "nn/error.h"
 
 namespace lockstep::distributed {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "nn/clock.h"
+#include "common/clock.h"
 
 namespace lockstep::distributed {
 

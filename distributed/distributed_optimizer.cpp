@@ -2,11 +2,11 @@
 
 #include <cmath>
 
+#include "common/clock.h"
+#include "common/error.h"
 #include "distributed/device_reducer.h"
 #include "distributed/device_reduction.h"
 #include "distributed/host_reduction.h"
-#include "nn/clock.h"
-#include "nn/error.h"
 #include "nn/grad_clip.h"
 
 namespace lockstep::distributed {

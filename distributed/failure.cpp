@@ -14,7 +14,7 @@
 #include <string>
 #include <thread>
 
-#include "nn/error.h"
+#include "common/error.h"
 
 namespace lockstep::distributed {
 

@@ -6,7 +6,7 @@
 #include <optional>
 #include <sstream>
 
-#include "nn/error.h"
+#include "common/error.h"
 
 namespace lockstep::distributed {
 

@@ -10,8 +10,8 @@
 #include <span>
 #include <string>
 
-#include "nn/clock.h"
-#include "nn/error.h"
+#include "common/clock.h"
+#include "common/error.h"
 
 namespace lockstep::distributed {
 namespace {

@@ -16,9 +16,9 @@
 #include <map>
 #include <thread>
 
+#include "common/error.h"
 #include "distributed/liveness_socket.h"
 #include "distributed/stall.h"
-#include "nn/error.h"
 
 namespace lockstep::distributed {
 

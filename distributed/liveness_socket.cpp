@@ -14,7 +14,7 @@
 #include <chrono>
 #include <cstring>
 
-#include "nn/error.h"
+#include "common/error.h"
 
 namespace lockstep::distributed::liveness_detail {
 namespace {

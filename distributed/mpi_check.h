@@ -12,7 +12,7 @@
 #include <cstdio>
 #include <string>
 
-#include "nn/error.h"
+#include "common/error.h"
 
 namespace lockstep::distributed {
 

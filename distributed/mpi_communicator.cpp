@@ -17,9 +17,9 @@
 #include <thread>
 #include <utility>
 
+#include "common/error.h"
 #include "distributed/mpi_check.h"
 #include "distributed/mpi_communicator_impl.h"
-#include "nn/error.h"
 
 namespace lockstep::distributed {
 namespace mpi_detail {

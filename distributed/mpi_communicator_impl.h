@@ -21,8 +21,8 @@
 #include "distributed/mpi_check.h"
 #include "distributed/mpi_communicator.h"
 #include "distributed/stall_schedule.h"
-#include "nn/enum_table.h"
-#include "nn/error.h"
+#include "common/enum_table.h"
+#include "common/error.h"
 
 namespace lockstep::distributed::mpi_detail {
 

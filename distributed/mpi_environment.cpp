@@ -13,10 +13,10 @@
 #include <string>
 #include <thread>
 
+#include "common/error.h"
 #include "distributed/failure.h"
 #include "distributed/mpi_check.h"
 #include "distributed/mpi_communicator.h"
-#include "nn/error.h"
 
 namespace lockstep::distributed {
 

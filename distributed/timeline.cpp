@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "nn/error.h"
+#include "common/error.h"
 
 namespace lockstep::distributed {
 namespace {

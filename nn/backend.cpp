@@ -1,7 +1,7 @@
 // The geometry checks every backend makes before an op (nn/backend.h).
 #include "nn/backend.h"
 
-#include "nn/error.h"
+#include "common/error.h"
 
 namespace lockstep::nn {
 

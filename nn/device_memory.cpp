@@ -2,7 +2,7 @@
 
 #include <atomic>
 
-#include "nn/error.h"
+#include "common/error.h"
 
 namespace lockstep::nn {
 namespace {

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "nn/error.h"
+#include "common/error.h"
 
 namespace lockstep::nn {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <sstream>
 
-#include "nn/error.h"
+#include "common/error.h"
 #include "nn/layers/activations.h"
 #include "nn/layers/avg_pool2d.h"
 #include "nn/layers/batch_norm2d.h"

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "nn/error.h"
+#include "common/error.h"
 
 namespace lockstep::nn {
 

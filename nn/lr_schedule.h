@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "nn/enum_table.h"
+#include "common/enum_table.h"
 
 namespace lockstep::nn {
 

@@ -4,7 +4,7 @@
 #include <iomanip>
 #include <sstream>
 
-#include "nn/error.h"
+#include "common/error.h"
 
 namespace lockstep::nn {
 

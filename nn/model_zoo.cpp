@@ -4,7 +4,7 @@
 #include <map>
 #include <sstream>
 
-#include "nn/error.h"
+#include "common/error.h"
 #include "nn/layer_spec.h"
 #include "nn/resnet_zoo.h"
 

@@ -3,7 +3,7 @@
 #include <initializer_list>
 #include <utility>
 
-#include "nn/error.h"
+#include "common/error.h"
 
 namespace lockstep::nn {
 namespace {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "nn/backend.h"
-#include "nn/enum_table.h"
+#include "common/enum_table.h"
 #include "nn/layer.h"
 
 namespace lockstep::nn {

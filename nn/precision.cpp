@@ -1,6 +1,6 @@
 #include "nn/precision.h"
 
-#include "nn/error.h"
+#include "common/error.h"
 
 namespace lockstep::nn {
 

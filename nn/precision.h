@@ -15,7 +15,7 @@
 #include <string>
 #include <string_view>
 
-#include "nn/enum_table.h"
+#include "common/enum_table.h"
 
 namespace lockstep::nn {
 

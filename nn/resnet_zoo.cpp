@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "nn/error.h"
+#include "common/error.h"
 
 namespace lockstep::nn {
 namespace {

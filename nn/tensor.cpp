@@ -5,8 +5,8 @@
 #include <numeric>
 #include <sstream>
 
+#include "common/error.h"
 #include "nn/device_memory.h"
-#include "nn/error.h"
 
 namespace lockstep::nn {
 namespace {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "app/train_settings.h"
+#include "app/run/train_settings.h"
 #include "distributed/distributed_optimizer.h"
 #include "support/dopt_test_util.h"
 

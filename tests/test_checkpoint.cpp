@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
-#include "app/checkpoint.h"
+#include "app/checkpoint/checkpoint.h"
 #if LOCKSTEP_HAVE_CUDA
 #include "nn/cuda/cuda_backend.h"
 #endif
-#include "nn/error.h"
+#include "common/error.h"
 #include "nn/tensor.h"
 
 namespace lockstep::app {

@@ -8,8 +8,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "app/checkpoint.h"
-#include "app/class_metrics.h"
+#include "app/checkpoint/checkpoint.h"
+#include "app/run/class_metrics.h"
 #include "data/image_io.h"
 #include "distributed/communicator.h"
 #include "support/dataset_files.h"

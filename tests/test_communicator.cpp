@@ -7,11 +7,11 @@
 #include <cmath>
 #include <vector>
 
+#include "common/error.h"
 #include "distributed/communicator.h"
 #include "distributed/fingerprint.h"
 #include "distributed/mpi_check.h"
 #include "distributed/mpi_communicator.h"
-#include "nn/error.h"
 
 namespace lockstep::distributed {
 namespace {

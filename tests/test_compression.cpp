@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/error.h"
 #include "distributed/compression.h"
-#include "nn/error.h"
 
 #if defined(__F16C__)
 #include <immintrin.h>

@@ -1,4 +1,4 @@
-// The config schema (app/config_schema.h): TOML files through toml++ (syntax,
+// The config schema (app/config/config_schema.h): TOML files through toml++ (syntax,
 // duplicate, unknown and wrong-typed keys), command-line flags (booleans,
 // out-of-range numbers), ranges, the JSON round trip, per-subcommand help,
 // the generated configs/README.md, and the one-line errors of `lockstep`
@@ -10,10 +10,10 @@
 
 #include <gtest/gtest.h>
 
-#include "app/checkpoint.h"
-#include "app/config.h"
-#include "app/config_schema.h"
-#include "nn/error.h"
+#include "app/checkpoint/checkpoint.h"
+#include "app/config/config.h"
+#include "app/config/config_schema.h"
+#include "common/error.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"
 #include "support/run_files.h"

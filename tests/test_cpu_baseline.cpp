@@ -1,4 +1,4 @@
-// The start-up CPU baseline check (app/cpu_baseline.h): the message for a
+// The start-up CPU baseline check (app/platform/cpu_baseline.h): the message for a
 // CPU that lacks features of the build, from fake feature lists; this
 // machine has every feature the build uses; and the lockstep binary, shown a
 // CPU without AVX2 and FMA (LOCKSTEP_TEST_HIDE_CPU_FEATURES), stops with
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "app/cpu_baseline.h"
+#include "app/platform/cpu_baseline.h"
 #include "support/run_command.h"
 
 namespace lockstep::app {

@@ -29,11 +29,11 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "nn/backend.h"
 #include "nn/cpu/bf16_kernels.h"
 #include "nn/cpu/gemm_bf16.h"
 #include "nn/cpu_isa.h"
-#include "nn/error.h"
 #include "support/backend_checks.h"
 
 namespace lockstep::nn {

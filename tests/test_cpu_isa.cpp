@@ -19,9 +19,9 @@
 #include <utility>
 #include <vector>
 
+#include "common/error.h"
 #include "nn/backend.h"
 #include "nn/cpu_isa.h"
-#include "nn/error.h"
 #include "support/backend_checks.h"
 
 namespace lockstep::nn {

@@ -34,9 +34,9 @@
 #include <utility>
 #include <vector>
 
+#include "common/error.h"
 #include "nn/cuda/cuda_backend.h"
 #include "nn/cuda/cuda_check.h"
-#include "nn/error.h"
 #include "nn/tensor.h"
 #include "support/cuda_test_util.h"
 

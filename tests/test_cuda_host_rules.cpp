@@ -10,7 +10,7 @@
 
 #include "distributed/cuda/plugin_text.h"
 #include "nn/cuda/host_rules.h"
-#include "nn/error.h"
+#include "common/error.h"
 
 namespace lockstep::nn::cuda {
 namespace {

@@ -1,4 +1,4 @@
-// app/cuda_libraries.h: the CUDA libraries the loader cannot find in the
+// app/platform/cuda_libraries.h: the CUDA libraries the loader cannot find in the
 // system's places are taken from the pip wheels' folders
 // (site-packages/nvidia/*/lib), and `lockstep info` can name the file loaded.
 #include <gtest/gtest.h>
@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "app/cuda_libraries.h"
-#include "app/cuda_plugin.h"
+#include "app/platform/cuda_libraries.h"
+#include "app/platform/cuda_plugin_loader.h"
 
 namespace lockstep::app {
 namespace {

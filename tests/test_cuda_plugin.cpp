@@ -1,4 +1,4 @@
-// app/cuda_plugin.h: the binary links no CUDA library, finds its plugin, and
+// app/platform/cuda_plugin_loader.h: the binary links no CUDA library, finds its plugin, and
 // refuses a missing or foreign one with one line; a GPU run that cannot start
 // says why. The plugin's versions are read without a GPU.
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <string>
 
-#include "app/cuda_plugin.h"
+#include "app/platform/cuda_plugin_loader.h"
 #include "support/gpu_skip.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"

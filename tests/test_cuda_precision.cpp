@@ -28,7 +28,7 @@
 #include "nn/cuda/cuda_backend.h"
 #include "nn/cuda/device_context.h"
 #include "nn/cuda/precision.h"
-#include "nn/error.h"
+#include "common/error.h"
 #include "nn/model_zoo.h"
 #include "nn/optimizer.h"
 #include "support/cuda_test_util.h"

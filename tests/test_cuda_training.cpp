@@ -16,7 +16,7 @@
 #include <tuple>
 #include <vector>
 
-#include "nn/error.h"
+#include "common/error.h"
 #include "nn/model_zoo.h"
 #include "nn/optimizer.h"
 #include "nn/tensor.h"

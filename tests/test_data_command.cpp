@@ -1,4 +1,4 @@
-// `lockstep data` (app/data_show.h): a dataset exported as an image folder
+// `lockstep data` (app/commands/data_show.h): a dataset exported as an image folder
 // (class folders in label order) reads back as the same samples and the same
 // batches as the IDX data; `data show` draws the contact sheet of what
 // training sees, augmentation included, and names bad arguments.
@@ -8,13 +8,13 @@
 #include <filesystem>
 #include <fstream>
 
-#include "app/data_show.h"
+#include "app/commands/data_show.h"
+#include "common/error.h"
 #include "data/batch_loader.h"
 #include "data/catalog.h"
 #include "data/image_folder.h"
 #include "data/image_io.h"
 #include "data/sampler.h"
-#include "nn/error.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"
 

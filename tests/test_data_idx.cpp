@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "data/catalog.h"
 #include "data/idx.h"
-#include "nn/error.h"
 #include "support/dataset_files.h"
 
 namespace lockstep::data {

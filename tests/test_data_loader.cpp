@@ -5,10 +5,10 @@
 #include <chrono>
 #include <numeric>
 
+#include "common/error.h"
 #include "data/batch_loader.h"
 #include "data/catalog.h"
 #include "data/sampler.h"
-#include "nn/error.h"
 #include "support/dataset_files.h"
 
 namespace lockstep::data {

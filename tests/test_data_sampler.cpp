@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <numeric>
 
+#include "common/error.h"
 #include "data/sampler.h"
-#include "nn/error.h"
 
 namespace lockstep::data {
 namespace {

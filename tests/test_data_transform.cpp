@@ -3,9 +3,9 @@
 
 #include <vector>
 
+#include "common/error.h"
 #include "data/catalog.h"
 #include "data/transform.h"
-#include "nn/error.h"
 
 namespace lockstep::data {
 namespace {

@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "distributed/bucket_layout.h"
 #include "distributed/device_reducer.h"
 #include "distributed/device_reduction.h"
 #include "distributed/distributed_optimizer.h"
-#include "nn/error.h"
 #include "nn/model_zoo.h"
 #include "support/dopt_test_util.h"
 

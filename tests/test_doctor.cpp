@@ -1,4 +1,4 @@
-// `lockstep doctor` (app/doctor.h): the problems it names from gathered
+// `lockstep doctor` (app/commands/doctor.h): the problems it names from gathered
 // reports, and the real command under mpiexec with 2 and 3 ranks, with and
 // without overlapping taskset pinning.
 #include <gtest/gtest.h>
@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "app/doctor.h"
-#include "app/placement.h"
+#include "app/commands/doctor.h"
+#include "app/platform/placement.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"
 

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "app/checkpoint.h"
+#include "app/checkpoint/checkpoint.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"
 #include "support/run_files.h"

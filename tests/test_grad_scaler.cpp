@@ -6,7 +6,7 @@
 #include <limits>
 #include <vector>
 
-#include "nn/error.h"
+#include "common/error.h"
 #include "nn/grad_scaler.h"
 
 namespace lockstep::nn {

@@ -8,10 +8,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/error.h"
 #include "data/catalog.h"
 #include "data/image_folder.h"
 #include "data/image_io.h"
-#include "nn/error.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"
 

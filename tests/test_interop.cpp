@@ -11,9 +11,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "app/checkpoint.h"
-#include "app/safetensors.h"
-#include "app/weights_io.h"
+#include "app/checkpoint/checkpoint.h"
+#include "app/formats/safetensors.h"
+#include "app/formats/weights_io.h"
 #include "data/catalog.h"
 #include "data/image_io.h"
 #include "data/transform.h"

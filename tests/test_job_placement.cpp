@@ -10,8 +10,8 @@
 #include <regex>
 #include <sstream>
 
-#include "app/doctor.h"
-#include "app/placement.h"
+#include "app/commands/doctor.h"
+#include "app/platform/placement.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"
 

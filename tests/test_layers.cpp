@@ -8,7 +8,7 @@
 #include <ostream>
 #include <random>
 
-#include "nn/error.h"
+#include "common/error.h"
 #include "nn/layers/activations.h"
 #include "nn/layers/conv2d.h"
 #include "nn/layers/dropout.h"

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "nn/error.h"
+#include "common/error.h"
 
 namespace lockstep::distributed {
 namespace {

@@ -1,5 +1,5 @@
 // Loss scaling as the trainer takes a step (DistributedOptimizer::step with
-// a GradScaler; app/loss_scaling.h): a skipped step leaves weights and
+// a GradScaler; app/run/loss_scaling.h): a skipped step leaves weights and
 // optimizer state untouched, a taken step equals the unscaled one bit for
 // bit, clipping applies to the unscaled gradients, and the scaler's state
 // survives the checkpoint's JSON.
@@ -7,7 +7,7 @@
 
 #include <limits>
 
-#include "app/loss_scaling.h"
+#include "app/run/loss_scaling.h"
 #include "support/dopt_test_util.h"
 
 namespace lockstep::app {

@@ -3,7 +3,7 @@
 // and cosine decay.
 #include <gtest/gtest.h>
 
-#include "nn/error.h"
+#include "common/error.h"
 #include "nn/lr_schedule.h"
 
 namespace lockstep::nn {

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "nn/error.h"
+#include "common/error.h"
 #include "nn/model_zoo.h"
 #include "support/cpu_backend.h"
 #include "support/gradient_check.h"

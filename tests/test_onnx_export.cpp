@@ -7,8 +7,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "app/checkpoint.h"
-#include "app/onnx_export.h"
+#include "app/checkpoint/checkpoint.h"
+#include "app/formats/onnx_export.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"
 #include "support/run_files.h"

@@ -8,7 +8,7 @@
 
 #include <cmath>
 
-#include "nn/error.h"
+#include "common/error.h"
 #include "nn/optimizer.h"
 #include "support/cpu_backend.h"
 #include "support/hand_parameters.h"

@@ -1,4 +1,4 @@
-// app/placement.h: the GPU each local rank takes and the default thread
+// app/platform/placement.h: the GPU each local rank takes and the default thread
 // count, exhaustively over small nodes; the readers of this process's
 // affinity mask and CUDA_VISIBLE_DEVICES.
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <set>
 
-#include "app/placement.h"
+#include "app/platform/placement.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"
 

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "app/plot_command.h"
+#include "app/commands/plot_command.h"
 #include "data/image_io.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"

@@ -11,10 +11,10 @@
 #include <regex>
 #include <sstream>
 
-#include "app/checkpoint.h"
-#include "app/config.h"
-#include "app/predict.h"
-#include "app/trainer.h"
+#include "app/checkpoint/checkpoint.h"
+#include "app/commands/predict.h"
+#include "app/config/config.h"
+#include "app/run/trainer.h"
 #include "data/batch_loader.h"
 #include "data/catalog.h"
 #include "data/image_folder.h"

@@ -7,7 +7,7 @@
 #include <map>
 #include <string>
 
-#include "nn/error.h"
+#include "common/error.h"
 #include "nn/layer_spec.h"
 #include "nn/model_zoo.h"
 #include "support/cpu_backend.h"

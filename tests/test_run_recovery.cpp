@@ -10,10 +10,10 @@
 #include <sstream>
 #include <type_traits>
 
-#include "app/checkpoint.h"
-#include "app/config_schema.h"
-#include "app/resume_policy.h"
-#include "nn/error.h"
+#include "app/checkpoint/checkpoint.h"
+#include "app/config/config_schema.h"
+#include "app/checkpoint/resume_policy.h"
+#include "common/error.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"
 #include "support/run_files.h"

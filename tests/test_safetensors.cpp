@@ -6,8 +6,8 @@
 #include <cstring>
 #include <fstream>
 
-#include "app/safetensors.h"
-#include "app/weights_io.h"
+#include "app/formats/safetensors.h"
+#include "app/formats/weights_io.h"
 #include "nn/model_zoo.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "nn/backend.h"
-#include "nn/error.h"
 #include "nn/model_zoo.h"
 #include "nn/tensor.h"
 #include "support/backend_checks.h"

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <string>
 
+#include "common/error.h"
 #include "distributed/stall.h"
-#include "nn/error.h"
 
 namespace lockstep::distributed {
 namespace {

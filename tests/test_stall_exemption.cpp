@@ -1,5 +1,5 @@
 // The trainer lifts the stall abort limit over its long local phases
-// (app/trainer.h: arm_stall_abort): start-up (data decoding, the fingerprint
+// (app/run/trainer.h: arm_stall_abort): start-up (data decoding, the fingerprint
 // check, the broadcast), the first training step (autotuning) and the first
 // evaluation; every later collective runs under the configured limit. A
 // communicator records the abort limit in force at each collective.
@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "app/trainer.h"
+#include "app/run/trainer.h"
 #include "support/dataset_files.h"
 
 namespace lockstep {

@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "nn/error.h"
+#include "common/error.h"
 #include "nn/tensor.h"
 
 namespace lockstep::nn {

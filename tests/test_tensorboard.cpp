@@ -13,8 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/tensorboard.h"
-#include "app/tfrecord.h"
+#include "app/formats/tfrecord.h"
+#include "app/run/tensorboard.h"
 #include "support/dataset_files.h"
 #include "support/interop_util.h"
 #include "support/run_command.h"

@@ -14,8 +14,8 @@
 #include <sstream>
 #include <thread>
 
+#include "common/error.h"
 #include "distributed/timeline.h"
-#include "nn/error.h"
 #include "support/run_files.h"
 
 namespace lockstep::distributed {

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "app/timeline_report.h"
+#include "app/commands/timeline_report.h"
 #include "support/run_command.h"
 
 namespace lockstep::app {

@@ -7,8 +7,8 @@
 #include <fstream>
 #include <regex>
 
-#include "app/checkpoint.h"
-#include "app/cpu_isa_env.h"
+#include "app/checkpoint/checkpoint.h"
+#include "app/platform/cpu_isa_env.h"
 #include "nn/cpu_isa.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"
@@ -216,7 +216,7 @@ TEST(TrainE2E, DeviceCudaWithoutAGpuIsAClearError) {
       " --run-dir " +
       dir.path());
   EXPECT_NE(r.exit_code, 0);
-  // One line saying why (app/cuda_plugin.h: no driver, no plugin, ...).
+  // One line saying why (app/platform/cuda_plugin_loader.h: no driver, no plugin, ...).
   EXPECT_TRUE(r.output.find("cannot start a GPU run: ") != std::string::npos) << r.output;
   r = testing::run_lockstep(
       "train --device auto --epochs 1 --train-subset 64 --test-subset 32"

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <regex>
 
-#include "app/checkpoint.h"
+#include "app/checkpoint/checkpoint.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"
 #include "support/run_files.h"

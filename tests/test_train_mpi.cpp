@@ -9,7 +9,7 @@
 #include <regex>
 #include <string>
 
-#include "app/checkpoint.h"
+#include "app/checkpoint/checkpoint.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"
 

@@ -10,7 +10,7 @@
 #include <regex>
 #include <sstream>
 
-#include "app/checkpoint.h"
+#include "app/checkpoint/checkpoint.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"
 #include "support/run_files.h"

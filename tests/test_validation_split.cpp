@@ -13,7 +13,7 @@
 #include <set>
 #include <sstream>
 
-#include "app/checkpoint.h"
+#include "app/checkpoint/checkpoint.h"
 #include "data/validation_split.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"

@@ -8,13 +8,13 @@
 #include <cstring>
 #include <string>
 
+#include "common/error.h"
 #include "distributed/cuda/cuda_plugin_abi.h"
 #include "distributed/cuda/nccl_communicator.h"
 #include "distributed/cuda/plugin_text.h"
 #include "nn/cuda/cuda_backend.h"
 #include "nn/cuda/cuda_device_memory.h"
 #include "nn/cuda/precision.h"
-#include "nn/error.h"
 
 namespace {
 

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "common/enum_table.h"
 #include "distributed/cuda/nccl_communicator_impl.h"
 #include "distributed/cuda/nccl_ops.h"
 #include "distributed/stall_schedule.h"

@@ -29,7 +29,7 @@
 // queues ncclAllReduce (returning once queued), finish makes the
 // caller's stream wait on an event after the last one and polls on the host
 // (asynchronous errors, stall policy) until it has passed. app/ hands it to
-// the DistributedOptimizer on GPUs (app/device.h).
+// the DistributedOptimizer on GPUs (app/platform/device.h).
 //
 // Average is NCCL's ncclAvg (each contribution scaled by 1/size, then
 // summed): the same on every rank, but not bit-identical to the MPI

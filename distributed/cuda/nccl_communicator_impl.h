@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "distributed/communicator.h"
 #include "distributed/cuda/nccl_communicator.h"
 #include "distributed/device_reducer.h"
-#include "nn/error.h"
 
 namespace lockstep::distributed {
 

@@ -7,7 +7,7 @@
 #include <optional>
 
 #include "distributed/communicator.h"
-#include "nn/enum_table.h"
+#include "common/enum_table.h"
 
 namespace lockstep::distributed {
 

@@ -6,10 +6,10 @@
 #include <memory>
 #include <string>
 
+#include "common/error.h"
 #include "nn/backend.h"
 #include "nn/cpu/kernels.h"
 #include "nn/cpu/thread_pool.h"
-#include "nn/error.h"
 
 namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA {
 namespace {

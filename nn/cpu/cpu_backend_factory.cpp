@@ -2,11 +2,11 @@
 // supports, at most the caller's cap; likewise the 16-bit conversions.
 #include <memory>
 
+#include "common/error.h"
 #include "nn/backend.h"
 #include "nn/cpu/convert16.h"
 #include "nn/cpu/isa_backends.h"
 #include "nn/cpu_isa.h"
-#include "nn/error.h"
 
 namespace lockstep::nn {
 

@@ -2,7 +2,7 @@
 // that the OS saves the AVX-512 register state (XGETBV).
 #include "nn/cpu_isa.h"
 
-#include "nn/error.h"
+#include "common/error.h"
 
 namespace lockstep::nn {
 

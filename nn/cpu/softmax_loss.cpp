@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/error.h"
 #include "nn/cpu/kernels.h"
-#include "nn/error.h"
 
 namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA {
 namespace {

@@ -3,7 +3,7 @@
 #include <chrono>
 #include <system_error>
 
-#include "nn/error.h"
+#include "common/error.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>

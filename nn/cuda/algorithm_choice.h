@@ -19,7 +19,7 @@
 #include <optional>
 #include <span>
 
-#include "nn/enum_table.h"
+#include "common/enum_table.h"
 
 namespace lockstep::nn::cuda {
 

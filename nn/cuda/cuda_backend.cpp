@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <sstream>
 
+#include "common/error.h"
 #include "nn/cuda/device_context.h"
 #include "nn/cuda/kernels.h"
-#include "nn/error.h"
 
 namespace lockstep::nn {
 namespace {

@@ -13,8 +13,8 @@
 
 #include <string>
 
+#include "common/error.h"
 #include "nn/cuda/error_rules.h"
-#include "nn/error.h"
 
 namespace lockstep::nn::cuda {
 

@@ -2,7 +2,7 @@
 
 #include <cuda_runtime.h>
 
-#include "nn/error.h"
+#include "common/error.h"
 
 namespace lockstep::nn {
 namespace {

@@ -5,7 +5,7 @@
 #include <span>
 #include <sstream>
 
-#include "nn/enum_table.h"
+#include "common/enum_table.h"
 
 namespace lockstep::nn::cuda {
 namespace {

@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "nn/backend.h"
-#include "nn/error.h"
+#include "common/error.h"
 
 namespace lockstep::nn::cuda {
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/error.h"
 #include "nn/batch_stats_reducer.h"
-#include "nn/error.h"
 
 namespace lockstep::nn {
 

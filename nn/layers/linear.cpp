@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "nn/error.h"
+#include "common/error.h"
 
 namespace lockstep::nn {
 

@@ -1,6 +1,6 @@
 #include "nn/layers/pool2d.h"
 
-#include "nn/error.h"
+#include "common/error.h"
 
 namespace lockstep::nn {
 

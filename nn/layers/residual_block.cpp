@@ -1,6 +1,6 @@
 #include "nn/layers/residual_block.h"
 
-#include "nn/error.h"
+#include "common/error.h"
 
 namespace lockstep::nn {
 

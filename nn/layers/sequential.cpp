@@ -1,6 +1,6 @@
 #include "nn/layers/sequential.h"
 
-#include "nn/error.h"
+#include "common/error.h"
 
 namespace lockstep::nn {
 

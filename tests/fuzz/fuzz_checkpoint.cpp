@@ -1,7 +1,7 @@
 // Checkpoint reader (header, CRC, JSON metadata, entries).
-#include "app/checkpoint.h"
+#include "app/checkpoint/checkpoint.h"
+#include "common/error.h"
 #include "fuzz/fuzz_input.h"
-#include "nn/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   lockstep::fuzz::MemoryFile file(data, size);

@@ -1,7 +1,7 @@
 // CIFAR-10 binary batch reader.
+#include "common/error.h"
 #include "data/cifar10.h"
 #include "fuzz/fuzz_input.h"
-#include "nn/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   lockstep::fuzz::MemoryFile file(data, size);

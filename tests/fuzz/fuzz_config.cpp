@@ -1,8 +1,8 @@
 // Config files: TOML parsing, typing and validation of every key.
 #include <string_view>
 
-#include "app/config.h"
-#include "nn/error.h"
+#include "app/config/config.h"
+#include "common/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -1,8 +1,8 @@
 // IDX reader: the first byte says where the images file ends and the labels
 // file begins (as a fraction of the rest).
+#include "common/error.h"
 #include "data/idx.h"
 #include "fuzz/fuzz_input.h"
-#include "nn/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;

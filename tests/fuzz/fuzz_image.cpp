@@ -5,8 +5,8 @@
 // fuzzer's per-input timeout without being a bug.
 #include <span>
 
+#include "common/error.h"
 #include "data/image_io.h"
-#include "nn/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::span<const uint8_t> bytes(data, size);

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "nn/error.h"
+#include "common/error.h"
 #include "nn/model_zoo.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

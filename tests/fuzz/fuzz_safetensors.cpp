@@ -3,9 +3,9 @@
 // many values as its shape says (what init_weights_from relies on).
 #include <cstdlib>
 
-#include "app/safetensors.h"
+#include "app/formats/safetensors.h"
+#include "common/error.h"
 #include "fuzz/fuzz_input.h"
-#include "nn/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   lockstep::fuzz::MemoryFile file(data, size);

@@ -14,10 +14,10 @@
 #include <thread>
 #include <vector>
 
+#include "common/error.h"
 #include "distributed/failure.h"
 #include "distributed/fingerprint.h"
 #include "distributed/mpi_communicator.h"
-#include "nn/error.h"
 
 using namespace lockstep;
 using namespace lockstep::distributed;

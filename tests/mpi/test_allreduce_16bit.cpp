@@ -11,9 +11,9 @@
 #include <cmath>
 #include <vector>
 
+#include "common/error.h"
 #include "distributed/mpi_communicator.h"
 #include "mpi/mpi_test_util.h"
-#include "nn/error.h"
 
 namespace lockstep::distributed {
 namespace {

@@ -4,8 +4,7 @@
 // tests/mpi/test_timeline.cpp.
 #include <gtest/gtest.h>
 
-
-#include "app/bench.h"
+#include "app/commands/bench.h"
 #include "mpi/mpi_test_util.h"
 #include "nn/model_zoo.h"
 

@@ -15,10 +15,10 @@
 #include <set>
 #include <sstream>
 
+#include "common/error.h"
 #include "distributed/distributed_optimizer.h"
 #include "distributed/timeline.h"
 #include "mpi/mpi_test_util.h"
-#include "nn/error.h"
 #include "nn/model_zoo.h"
 #include "support/training_fixtures.h"
 

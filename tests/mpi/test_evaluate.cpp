@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "app/trainer.h"
+#include "app/run/trainer.h"
 #include "mpi_test_util.h"
 #include "support/dataset_files.h"
 

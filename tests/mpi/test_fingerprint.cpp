@@ -4,9 +4,9 @@
 
 #include <string>
 
+#include "common/error.h"
 #include "distributed/fingerprint.h"
 #include "mpi/mpi_test_util.h"
-#include "nn/error.h"
 
 namespace lockstep::distributed {
 namespace {

@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "mpi/mpi_test_util.h"
 #include "nn/cuda/cuda_backend.h"
-#include "nn/error.h"
 #include "nn/tensor.h"
 #include "support/nccl_test_util.h"
 

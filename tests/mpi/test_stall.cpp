@@ -9,9 +9,9 @@
 #include <thread>
 #include <vector>
 
+#include "common/error.h"
 #include "distributed/mpi_communicator.h"
 #include "mpi/mpi_test_util.h"
-#include "nn/error.h"
 
 namespace lockstep::distributed {
 namespace {

@@ -3,14 +3,14 @@
 // CommBatchStatsReducer, end with the weights and running statistics of one
 // process trained on the whole global batch, including a last step whose
 // batch does not divide evenly over the ranks. Also: per-rank running
-// statistics averaged across ranks (app/model_buffers.h). The statistics'
+// statistics averaged across ranks (app/run/model_buffers.h). The statistics'
 // collectives overlap the gradient thread's bucket reductions.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "app/model_buffers.h"
-#include "distributed/batch_stats_reducer.h"
+#include "app/run/model_buffers.h"
+#include "distributed/comm_batch_stats_reducer.h"
 #include "distributed/distributed_optimizer.h"
 #include "mpi/mpi_test_util.h"
 #include "nn/model_zoo.h"

@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "app/bench.h"
-#include "app/timeline_report.h"
+#include "app/commands/bench.h"
+#include "app/commands/timeline_report.h"
 #include "distributed/distributed_optimizer.h"
 #include "distributed/timeline.h"
 #include "mpi/mpi_test_util.h"

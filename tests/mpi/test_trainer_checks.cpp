@@ -1,13 +1,13 @@
-// The trainer's per-epoch step-count check across ranks (app/trainer.h):
+// The trainer's per-epoch step-count check across ranks (app/run/trainer.h):
 // equal counts pass; a rank with one batch more stops every rank with one
 // message naming the range over the ranks and the rank's own count.
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "app/trainer.h"
+#include "app/run/trainer.h"
 #include "mpi_test_util.h"
-#include "nn/error.h"
+#include "common/error.h"
 
 namespace lockstep {
 namespace {

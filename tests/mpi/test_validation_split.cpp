@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "app/trainer.h"
+#include "app/run/trainer.h"
 #include "data/catalog.h"
 #include "data/validation_split.h"
 #include "mpi_test_util.h"

@@ -5,7 +5,7 @@
 
 #include <memory>
 
-#include "app/cpu_isa_env.h"
+#include "app/platform/cpu_isa_env.h"
 #include "nn/backend.h"
 
 namespace lockstep::testing {

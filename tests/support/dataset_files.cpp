@@ -9,8 +9,8 @@
 #include <fstream>
 #include <stdexcept>
 
+#include "common/error.h"
 #include "nn/counter_rng.h"
-#include "nn/error.h"
 
 namespace lockstep::testing {
 

@@ -13,9 +13,9 @@
 #include <thread>
 #include <vector>
 
+#include "common/error.h"
 #include "distributed/compression.h"
 #include "distributed/distributed_optimizer.h"
-#include "nn/error.h"
 #include "nn/model_zoo.h"
 #include "support/training_fixtures.h"
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "app/checkpoint.h"
+#include "app/checkpoint/checkpoint.h"
 
 namespace lockstep::testing {
 

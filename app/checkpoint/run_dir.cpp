@@ -1,0 +1,48 @@
+#include "app/checkpoint/run_dir.h"
+
+#include <filesystem>
+#include <fstream>
+#include <system_error>
+
+#include "app/checkpoint/checkpoint.h"
+#include "common/error.h"
+
+namespace lockstep::app {
+
+namespace fs = std::filesystem;
+
+void prepare_run_dir(const TrainConfig& config) {
+  const fs::path dir(config.run_dir);
+  std::error_code ec;
+  fs::remove(dir / kCompleteMarker, ec);
+  if (!config.resume.empty()) return;
+  CheckpointStore store((dir / "checkpoints").string(), 0);
+  const auto existing = store.numbered();
+  if (existing.empty()) return;
+  if (!config.overwrite) {
+    fail_input("run_dir ", config.run_dir, " holds ", existing.size(), " checkpoint",
+               existing.size() == 1 ? "" : "s", " of another run (newest ", existing.back(),
+               "); continue it with --resume auto, choose another --run-dir, or pass --overwrite "
+               "to delete its checkpoints and metrics.csv");
+  }
+  for (const std::string& path : existing) {
+    fs::remove(path, ec);
+    if (ec) fail_input("--overwrite: cannot remove ", path, ": ", ec.message());
+  }
+  fs::remove(dir / "metrics.csv", ec);
+}
+
+void mark_run_complete(const std::string& run_dir, int64_t epochs_done, int64_t epochs) {
+  const fs::path marker = fs::path(run_dir) / kCompleteMarker;
+  const fs::path temporary = marker.string() + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << "complete: epoch " << epochs_done << " of " << epochs << "\n";
+    if (!out.flush()) fail_input(temporary.string(), ": cannot write the completion marker");
+  }
+  std::error_code ec;
+  fs::rename(temporary, marker, ec);
+  if (ec) fail_input(marker.string(), ": cannot write the completion marker: ", ec.message());
+}
+
+}  // namespace lockstep::app

@@ -1,0 +1,138 @@
+#include "app/config/config.h"
+
+#include <sstream>
+
+#include "app/config/config_schema.h"
+#include "common/error.h"
+#include "nn/precision.h"
+
+namespace lockstep::app {
+namespace {
+
+using C = TrainConfig;
+
+// Checks that involve more than one key.
+void validate_combinations(const TrainConfig& c) {
+  if (c.gradient_engine == "nccl" && c.device == "cpu") {
+    fail_input("config key gradient_engine = \"nccl\" needs device = \"cuda\" or \"auto\"");
+  }
+  if (c.device == "cpu") {
+    nn::check_cpu_precision(c.precision, "config key precision");  // the CPU: fp32 | bf16
+  }
+  if (c.model != "custom" && !c.layers.empty()) {
+    fail_input("config key layers is set but model is \"", c.model,
+               "\": set model = \"custom\" to use a layer list");
+  }
+  if (c.gradient_predivide_factor != 1.0 && c.reduce_op != "average") {
+    fail_input("config key gradient_predivide_factor needs reduce_op = \"average\"");
+  }
+  if (c.normalize_mean.size() != c.normalize_std.size()) {
+    fail_input("config keys normalize_mean and normalize_std need the same number of values (",
+               c.normalize_mean.size(), " and ", c.normalize_std.size(), ")");
+  }
+  if (c.val_fraction >= 1.0)
+    fail_input("config key val_fraction must be below 1 (some samples must stay for training)");
+  if ((c.keep_best || c.patience > 0) && (c.val_fraction <= 0.0 || c.eval_every <= 0))
+    fail_input(
+        "config keys keep_best and patience need a validation split: set val_fraction > 0 "
+        "(and eval_every > 0)");
+}
+
+std::string commands_of(const Key& key) {
+  std::string out;
+  for (auto [bit, name] :
+       {std::pair{kTrain, "train"}, {kDataShow, "data show"}, {kEvaluate, "evaluate"}}) {
+    if (key.commands & bit) out += (out.empty() ? "" : ", ") + std::string(name);
+  }
+  return out;
+}
+
+// A literal | inside a markdown table cell.
+std::string cell(std::string text) {
+  for (size_t at = text.find('|'); at != std::string::npos; at = text.find('|', at + 2)) {
+    text.replace(at, 1, "\\|");
+  }
+  return text;
+}
+
+}  // namespace
+
+void validate(const TrainConfig& config) {
+  for (const Key& key : config_schema()) check_value(key, config);
+  validate_combinations(config);
+}
+
+nlohmann::json to_json(const TrainConfig& config) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const Key& key : config_schema()) {
+    std::visit(
+        [&](auto C::*field) {
+          if constexpr (std::is_enum_v<std::decay_t<decltype(config.*field)>>) {
+            j[key.name] = enum_name(config.*field);  // as files and flags spell it
+          } else {
+            j[key.name] = config.*field;
+          }
+        },
+        key.field);
+  }
+  return j;
+}
+
+TrainConfig train_config_from_json(const nlohmann::json& j, const std::string& source) {
+  TrainConfig config;
+  try {
+    for (const Key& key : config_schema()) {
+      if (!j.contains(key.name)) continue;
+      std::visit(
+          [&](auto C::*field) {
+            using T = std::decay_t<decltype(config.*field)>;
+            if constexpr (std::is_enum_v<T>) {
+              config.*field = parse_enum<T>(key, j.at(key.name).get<std::string>());
+            } else {
+              j.at(key.name).get_to(config.*field);
+            }
+          },
+          key.field);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    fail_input(source, ": stored config is malformed: ", e.what());
+  }
+  return config;
+}
+
+std::vector<std::pair<std::string, std::string>> fingerprint_items(const TrainConfig& config) {
+  std::vector<std::pair<std::string, std::string>> items;
+  const nlohmann::json j = to_json(config);  // ordered by key name
+  for (auto it = j.cbegin(); it != j.cend(); ++it) {
+    const Key* key = find_key(it.key());
+    if (key != nullptr && key->fingerprint) {
+      items.emplace_back("config." + it.key(), it.value().dump());
+    }
+  }
+  return items;
+}
+
+std::string options_markdown() {
+  std::ostringstream out;
+  out << "| key | type | default | allowed | unit | used by | meaning |\n"
+      << "|---|---|---|---|---|---|---|\n";
+  const TrainConfig defaults;
+  std::string per_rank, fixed;
+  const auto add = [](std::string& list, const Key& key) {
+    list += (list.empty() ? "`" : ", `") + std::string(key.name) + "`";
+  };
+  for (const Key& key : config_schema()) {
+    out << "| `" << key.name << "` | " << type_name(key) << " | `"
+        << cell(display_value(key, defaults)) << "` | " << cell(describe_allowed(key)) << " | "
+        << key.unit << " | " << commands_of(key) << " | " << cell(key.help) << " |\n";
+    if (!key.fingerprint) add(per_rank, key);
+    if (key.on_resume == OnResume::kFixed) add(fixed, key);
+  }
+  out << "\nEvery key must have the same value on every rank (checked at start-up), except "
+      << per_rank << ".\n"
+      << "\nA resumed run may change any key except those that alter the model or the data "
+      << "(refused): " << fixed << ".\n";
+  return out.str();
+}
+
+}  // namespace lockstep::app

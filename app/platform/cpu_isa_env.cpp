@@ -1,0 +1,36 @@
+#include "app/platform/cpu_isa_env.h"
+
+#include <cstdlib>
+
+namespace lockstep::app {
+
+std::optional<nn::CpuIsa> cpu_isa_cap_from_environment() {
+  const char* value = std::getenv("LOCKSTEP_CPU_ISA");
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  return nn::parse_cpu_isa(value, "environment variable LOCKSTEP_CPU_ISA");
+}
+
+nn::CpuBackendOptions cpu_backend_options(int threads, nn::Precision precision) {
+  return {.threads = threads, .isa_cap = cpu_isa_cap_from_environment(), .precision = precision};
+}
+
+std::string cpu_isa_description() {
+  const auto cap = cpu_isa_cap_from_environment();
+  std::string out = nn::to_string(nn::choose_cpu_isa(cap)) + " kernels (CPU has " +
+                    nn::to_string(nn::detect_cpu_isa()) +
+                    (nn::cpu_has_avx512_bf16() ? " + avx512_bf16" : "") + ")";
+  if (cap) out += ", capped by LOCKSTEP_CPU_ISA=" + nn::to_string(*cap);
+  return out;
+}
+
+std::string kernels_label(nn::Device device, nn::Precision precision) {
+  if (device == nn::Device::kCuda) return "cuda";
+  const nn::CpuIsa isa = nn::choose_cpu_isa(cpu_isa_cap_from_environment());
+  if (isa == nn::CpuIsa::kAvx512 && precision == nn::Precision::kBf16 &&
+      nn::cpu_has_avx512_bf16()) {
+    return "avx512_bf16";
+  }
+  return nn::to_string(isa);
+}
+
+}  // namespace lockstep::app

@@ -1,0 +1,49 @@
+// Evaluation of a model on a test split, shared by the trainer and
+// `lockstep evaluate`, and the parts of a checkpoint a model needs.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "app/checkpoint/checkpoint.h"
+#include "app/platform/device.h"
+#include "app/run/class_metrics.h"
+#include "data/dataset.h"
+#include "data/transform.h"
+#include "distributed/communicator.h"
+#include "nn/backend.h"
+#include "nn/model.h"
+
+namespace lockstep::app {
+
+struct EvalResult {
+  double loss = 0.0;                            // mean per sample
+  double accuracy = 0.0;                        // fraction correct
+  int64_t samples = 0;                          // every test sample exactly once, over all ranks
+  double top_k_accuracy = 0.0;                  // true class among the top_k outputs
+  std::shared_ptr<const ClassMetrics> classes;  // confusion matrix, per-class accuracy
+};
+
+// Sums of a pass over data, reduced across ranks as sums and counts so the
+// means are exact whatever the shard sizes.
+struct Totals {
+  double loss = 0.0, correct = 0.0, count = 0.0;
+  void add(const nn::LossStats& s);
+  // Collective: sums over the ranks of comm.
+  void reduce(distributed::Communicator& comm);
+};
+
+// Evaluates model on this rank's shard of test (batches of batch_size,
+// normalised as given), reduced over all ranks of comm, with top-k accuracy
+// and per-class counts. Collective.
+EvalResult evaluate_model(nn::Model& model, nn::Backend& backend, BatchStager& stager,
+                          const data::Dataset& test, const data::Normalization& normalization,
+                          int64_t batch_size, distributed::Communicator& comm, int64_t top_k = 5);
+
+// Copies the checkpoint's weights into model's parameters and buffers
+// (BatchNorm running statistics; optimizer state is not needed). Throws
+// InputError naming path when one is missing or has another shape.
+void load_weights(const Checkpoint& checkpoint, const std::string& path, nn::Model& model);
+
+}  // namespace lockstep::app

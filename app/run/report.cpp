@@ -1,0 +1,109 @@
+#include "app/run/report.h"
+
+#include <unistd.h>
+
+#include <cmath>
+
+#include "common/error.h"
+
+namespace lockstep::app {
+
+Report::Report(bool active, const std::string& mode, const std::string& metrics_path, bool append)
+    : active_(active),
+      live_(active && (mode == "auto" && isatty(STDOUT_FILENO))),
+      quiet_(mode == "none") {
+  if (!active_ || metrics_path.empty()) return;
+  const bool exists = append && access(metrics_path.c_str(), F_OK) == 0;
+  metrics_ = std::fopen(metrics_path.c_str(), exists ? "a" : "w");
+  if (metrics_ == nullptr) fail_input(metrics_path, ": cannot write metrics file");
+  if (!exists) {
+    std::fprintf(metrics_,
+                 "epoch,lr,train_loss,train_accuracy,train_samples,test_loss,test_accuracy,"
+                 "test_samples,seconds,images_per_second,compute_s,comm_wait_s,data_s,eval_s,"
+                 "checkpoint_s,test_top_k_accuracy,val_loss,val_accuracy,precision,kernels\n");
+    std::fflush(metrics_);
+  }
+}
+
+Report::~Report() {
+  if (metrics_ != nullptr) std::fclose(metrics_);
+}
+
+void Report::clear_progress() {
+  if (progress_shown_) {
+    std::printf("\r\033[K");
+    progress_shown_ = false;
+  }
+}
+
+void Report::set_run_labels(const std::string& precision, const std::string& kernels) {
+  precision_ = precision;
+  kernels_ = kernels;
+}
+
+void Report::line(const std::string& text) {
+  if (!active_ || quiet_) return;
+  clear_progress();
+  std::printf("%s\n", text.c_str());
+  std::fflush(stdout);
+}
+
+void Report::progress(int64_t epoch, int64_t epochs, int64_t step, int64_t steps, double loss,
+                      double images_per_second) {
+  if (!live_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (step + 1 < steps && now - last_progress_ < std::chrono::milliseconds(200)) return;
+  last_progress_ = now;
+  const int width = 24;
+  const int filled = static_cast<int>(width * (step + 1) / std::max<int64_t>(steps, 1));
+  std::string bar(static_cast<size_t>(filled), '=');
+  bar.resize(width, ' ');
+  std::printf("\r\033[Kepoch %lld/%lld [%s] %lld/%lld loss %.4f %.0f img/s",
+              static_cast<long long>(epoch), static_cast<long long>(epochs), bar.c_str(),
+              static_cast<long long>(step + 1), static_cast<long long>(steps), loss,
+              images_per_second);
+  std::fflush(stdout);
+  progress_shown_ = true;
+}
+
+void Report::epoch(const EpochResult& r, int64_t epochs) {
+  if (!active_) return;
+  if (!quiet_) {
+    clear_progress();
+    char test[96] = "test  -";
+    if (r.evaluated) {
+      std::snprintf(test, sizeof(test), "test loss %.4f acc %6.2f%%", r.test_loss,
+                    100.0 * r.test_accuracy);
+    }
+    char val[96] = "";
+    if (r.validated) {
+      std::snprintf(val, sizeof(val), "val loss %.4f acc %6.2f%%  ", r.val_loss,
+                    100.0 * r.val_accuracy);
+    }
+    std::printf("epoch %3lld/%lld  train loss %.4f acc %6.2f%%  %s%s  %6.2f s  %8.0f img/s",
+                static_cast<long long>(r.epoch), static_cast<long long>(epochs), r.train_loss,
+                100.0 * r.train_accuracy, val, test, r.seconds, r.images_per_second);
+    if (r.loss_scale > 0) {
+      std::printf("  loss scale %g, %lld steps skipped", r.loss_scale,
+                  static_cast<long long>(r.skipped_steps));
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+  }
+  if (metrics_ != nullptr) {
+    const double nan = std::nan("");
+    std::fprintf(metrics_,
+                 "%lld,%.8g,%.8g,%.8g,%lld,%.8g,%.8g,%lld,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.8g,%"
+                 ".8g,%.8g,%s,%s\n",
+                 static_cast<long long>(r.epoch), r.lr, r.train_loss, r.train_accuracy,
+                 static_cast<long long>(r.train_samples), r.evaluated ? r.test_loss : nan,
+                 r.evaluated ? r.test_accuracy : nan, static_cast<long long>(r.test_samples),
+                 r.seconds, r.images_per_second, r.compute_seconds, r.comm_wait_seconds,
+                 r.data_seconds, r.eval_seconds, r.checkpoint_seconds,
+                 r.evaluated ? r.test_top_k_accuracy : nan, r.validated ? r.val_loss : nan,
+                 r.validated ? r.val_accuracy : nan, precision_.c_str(), kernels_.c_str());
+    std::fflush(metrics_);
+  }
+}
+
+}  // namespace lockstep::app

@@ -1,0 +1,255 @@
+#include "app/run/trainer.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "app/checkpoint/run_dir.h"
+#include "app/config/data_setup.h"
+#include "app/formats/weights_io.h"
+#include "app/platform/cpu_isa_env.h"
+#include "app/platform/device.h"
+#include "app/run/loss_scaling.h"
+#include "app/run/model_buffers.h"
+#include "app/run/tensorboard.h"
+#include "app/run/train_settings.h"
+#include "app/run/training_guard.h"
+#include "common/clock.h"
+#include "common/error.h"
+#include "data/batch_loader.h"
+#include "data/catalog.h"
+#include "data/sampler.h"
+#include "data/validation_split.h"
+#include "distributed/comm_batch_stats_reducer.h"
+#include "nn/model_zoo.h"
+
+namespace lockstep::app {
+
+Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
+    : config_(std::move(config)), comm_(comm) {
+  validate(config_);
+  distributed::LivenessPolicy liveness;
+  liveness.timeout_seconds = config_.liveness_timeout_s;
+  liveness.heartbeat_seconds = config_.heartbeat_interval_s;
+  liveness_ = distributed::start_liveness(comm_, liveness);
+  const bool root = comm_.rank() == 0;
+  // An empty run_dir (evaluation of a checkpoint) writes no files.
+  const bool files = !config_.run_dir.empty();
+  if (root && files) {
+    prepare_run_dir(config_);  // refuses to mix a fresh run with another run's checkpoints
+    std::filesystem::create_directories(config_.run_dir);
+  }
+  report_ = std::make_unique<Report>(root, config_.progress,
+                                     files ? config_.run_dir + "/metrics.csv" : "",
+                                     !config_.resume.empty());
+
+  threads_ = compute_threads(config_, comm_);
+  const data::FolderOptions folder = folder_options(config_, threads_);
+  std::vector<std::string> notes;  // image folders: skipped files, cache trouble
+  train_ = take_subset(data::load_dataset(config_.dataset, config_.data_dir, true, folder, &notes),
+                       config_.train_subset, config_.dataset);
+  test_ = take_subset(data::load_dataset(config_.dataset, config_.data_dir, false, folder, &notes),
+                      config_.test_subset, config_.dataset);
+  if (config_.val_fraction > 0)
+    val_ = data::split_off_validation(train_, config_.val_fraction, config_.seed);
+  best_ = BestModelTracker(config_.patience);
+  for (const std::string& note : notes) report_->line(note);
+  normalization_ = train_normalization(config_);
+  augmentation_ = train_augmentation(config_);
+
+  backend_ = make_backend(config_, comm_, threads_);
+  const std::string kernels = kernels_label(backend_->device(), config_.precision);
+  report_->set_run_labels(nn::to_string(config_.precision), kernels);
+  stager_ = std::make_unique<BatchStager>(*backend_);
+  model_ =
+      nn::build_model(config_.model, config_.layers, {train_.channels, train_.height, train_.width},
+                      train_.num_classes, config_.loss);
+  model_->reset_parameters(config_.seed, backend_->device());
+  model_->set_label_smoothing(static_cast<float>(config_.label_smoothing));
+  // Rank 0's weights reach every rank with the broadcast below.
+  if (!config_.init_from.empty() && comm_.rank() == 0)
+    init_weights_from(*model_, config_.init_from, config_.init_skip);
+  optimizer_ =
+      nn::make_optimizer(optimizer_config(config_), model_->parameters(), backend_->device());
+  schedule_ = std::make_unique<nn::LrSchedule>(schedule_config(config_), comm_.size());
+  scaler_ = make_grad_scaler(config_);
+  if (!config_.timeline.empty()) {
+    timeline_ = distributed::make_timeline(config_.timeline, comm_);
+    timeline_->label_process(std::string("precision ") + nn::to_string(config_.precision) +
+                             ", kernels " + kernels);
+  }
+  gradient_comm_ = make_gradient_communicator(*backend_, comm_, config_.gradient_engine);
+  auto dconfig = dopt_config(config_);
+  dconfig.timeline = timeline_.get();
+  dconfig.gradient_comm = gradient_comm_.get();
+  dconfig.grad_scaler = scaler_.get();
+  dopt_ = std::make_unique<distributed::DistributedOptimizer>(
+      comm_, *backend_, model_->parameters(), *optimizer_, dconfig);
+  arm_stall_abort(false);
+
+  check_fingerprint();
+  resume();
+  if (root && files && config_.tensorboard) {
+    tensorboard_ =
+        std::make_unique<TensorBoardLog>(config_.run_dir + "/tensorboard", !config_.resume.empty(),
+                                         epochs_done_, global_step_, config_.log_every);
+  }
+  // Every rank starts from rank 0's weights and optimizer state: never from
+  // independently initialised ones.
+  dopt_->broadcast_parameters(0);
+  broadcast_buffers(comm_, *model_, 0);
+  if (config_.sync_batchnorm) {
+    batch_stats_ = std::make_unique<distributed::CommBatchStatsReducer>(comm_, timeline_.get());
+  }
+  banner();
+}
+
+Trainer::~Trainer() = default;
+
+void Trainer::arm_stall_abort(bool armed) {
+  distributed::StallPolicy stall;
+  stall.warning_seconds = config_.stall_warning_s;
+  stall.abort_seconds = armed ? config_.stall_abort_s : 0.0;
+  comm_.set_stall_policy(stall);
+  if (gradient_comm_) gradient_comm_->set_stall_policy(stall);
+  stall_abort_armed_ = armed;
+}
+
+void Trainer::run() {
+  if (epochs_done_ >= config_.epochs) {
+    report_->line("run in " + config_.run_dir + " already complete: " +
+                  std::to_string(epochs_done_) + " of " + std::to_string(config_.epochs) +
+                  " epochs trained; nothing to train (raise epochs to train more)");
+  }
+  for (int64_t epoch = epochs_done_; epoch < config_.epochs; ++epoch) {
+    // Also true at once for a resumed run that had already stopped.
+    if (best_.should_stop(epochs_done_)) {
+      report_->line(detail::concat("early stop after epoch ", epochs_done_,
+                                   ": validation accuracy has not improved for ", config_.patience,
+                                   " epochs (best ", 100.0 * best_.best_accuracy(), "% at epoch ",
+                                   best_.best_epoch(), ")"));
+      break;
+    }
+    history_.push_back(train_epoch(epoch));
+    report_->epoch(history_.back(), config_.epochs);
+    if (tensorboard_) tensorboard_->epoch(history_.back());
+    if (tensorboard_ && config_.tensorboard_histograms)
+      tensorboard_->weight_histograms(*model_, epochs_done_);
+  }
+  write_results();
+  if (timeline_) {
+    for (const std::string& lost : distributed::finish_timeline(*timeline_, comm_)) {
+      report_->line("timeline: could not merge " + lost);
+    }
+  }
+  if (comm_.rank() == 0 && !config_.run_dir.empty() && epochs_done_ >= config_.epochs) {
+    mark_run_complete(config_.run_dir, epochs_done_, config_.epochs);
+  }
+}
+
+EpochResult Trainer::train_epoch(int64_t epoch) {
+  const auto epoch_start = Clock::now();
+  EpochResult r;
+  r.epoch = epoch + 1;
+  data::DistributedSampler sampler(train_.size(), comm_.rank(), comm_.size(), true, config_.seed,
+                                   config_.drop_last);
+  sampler.set_epoch(epoch);
+  // k batches per step; when k does not divide the epoch's batches, the last
+  // step takes the rest (fewer passes, each scaled for a mean over them), so
+  // every sample of the epoch is used.
+  const int64_t k = config_.backward_passes_per_step;
+  const int64_t batches = sampler.steps(config_.batch_size);
+  const int64_t steps = (batches + k - 1) / k;
+  check_batch_count(comm_, r.epoch, batches);
+  if (steps == 0) fail_input("epoch ", r.epoch, ": no batch (batch_size too large?)");
+
+  data::BatchLoaderOptions lo;
+  lo.batch_size = config_.batch_size;
+  lo.normalization = normalization_;
+  lo.augmentation = augmentation_;
+  lo.seed = config_.seed;
+  lo.epoch = epoch;
+  data::BatchLoader loader(train_, sampler.indices(), lo);
+  data::Batch batch;
+  Totals totals;
+  dopt_->reset_stats();
+  if (scaler_) scaler_->reset_skipped();
+  double data_seconds = 0.0;
+  const auto train_start = Clock::now();
+  for (int64_t step = 0; step < steps; ++step) {
+    const double loss_before = totals.loss, count_before = totals.count;
+    r.lr = schedule_->at(epoch, step, steps);
+    train_step(loader, batch, epoch, std::min(k, batches - step * k), r.lr, totals, data_seconds);
+    if (tensorboard_)
+      tensorboard_->step_loss(global_step_, totals.loss - loss_before, totals.count - count_before);
+    report_->progress(r.epoch, config_.epochs, step, steps, totals.loss / totals.count,
+                      totals.count * comm_.size() / seconds_since(train_start));
+  }
+  const double train_seconds = seconds_since(train_start);
+  // Per-rank BatchNorm statistics: evaluation and checkpoints use their mean.
+  if (!config_.sync_batchnorm) average_running_statistics(comm_, *model_);
+  comm_.set_stall_label("epoch " + std::to_string(r.epoch) + " training metrics");
+  totals.reduce(comm_);
+  const auto stats = dopt_->stats();
+  r.train_loss = totals.loss / totals.count;
+  r.train_accuracy = totals.correct / totals.count;
+  r.train_samples = static_cast<int64_t>(totals.count);
+  r.images_per_second = totals.count / train_seconds;
+  r.data_seconds = data_seconds;
+  r.comm_wait_seconds = stats.exposed_seconds;
+  r.compute_seconds = train_seconds - data_seconds - stats.exposed_seconds;
+  if (scaler_) r.loss_scale = scaler_->scale(), r.skipped_steps = scaler_->skipped();
+  finish_epoch(r);
+  r.seconds = seconds_since(epoch_start);
+  return r;
+}
+
+// Every rank must take the same number of steps; the sampler guarantees it,
+// and one small collective checks it rather than trusting it.
+void check_batch_count(distributed::Communicator& comm, int64_t epoch_number, int64_t batches) {
+  comm.set_stall_label("epoch " + std::to_string(epoch_number) + " step-count check");
+  int64_t range[2] = {batches, -batches};
+  comm.allreduce(std::span<int64_t>(range, 2), distributed::ReduceOp::kMax);
+  if (range[0] != batches || -range[1] != batches) {
+    throw DistributedError(
+        detail::concat("ranks disagree on the number of batches in epoch ", epoch_number, ": from ",
+                       -range[1], " to ", range[0], " across ranks, rank ", comm.rank(), " has ",
+                       batches, " (every rank must see the same data set and batch size)"));
+  }
+}
+
+void Trainer::train_step(data::BatchLoader& loader, data::Batch& batch, int64_t epoch,
+                         int64_t passes, double lr, Totals& totals, double& data_seconds) {
+  if (passes != config_.backward_passes_per_step) dopt_->set_step_passes(static_cast<int>(passes));
+  for (int64_t pass = 0; pass < passes; ++pass) {
+    const auto wait_start = Clock::now();
+    {
+      distributed::TimelineSpan span(timeline_.get(), "data wait", "data");
+      if (!loader.next(batch)) throw Error("loader ended before the epoch's last step");
+    }
+    data_seconds += seconds_since(wait_start);
+    nn::ForwardContext ctx{.training = true,
+                           .seed = config_.seed,
+                           .epoch = static_cast<uint64_t>(epoch),
+                           .sample_ids = batch.sample_ids.data(),
+                           .batch_stats = batch_stats_.get()};
+    {
+      distributed::TimelineSpan span(timeline_.get(), "forward", "compute");
+      model_->forward(*backend_, stager_->images(batch), ctx);
+      const float mean = 1.0f / static_cast<float>(passes * batch.size());
+      const nn::LossStats loss = model_->loss(*backend_, stager_->labels(batch),
+                                              scaler_ ? scaler_->loss_factor() * mean : mean, true);
+      check_finite_loss(loss.loss_sum, epoch + 1, global_step_ + 1, lr);
+      totals.add(loss);
+    }
+    distributed::TimelineSpan span(timeline_.get(), "backward", "compute");
+    model_->backward(*backend_, dopt_->grad_ready_callback());
+  }
+  {
+    distributed::TimelineSpan span(timeline_.get(), "optimizer step", "compute");
+    dopt_->step(lr);
+  }
+  ++global_step_;
+  if (!stall_abort_armed_) arm_stall_abort(true);  // the first step of this launch is done
+}
+
+}  // namespace lockstep::app

@@ -1,0 +1,121 @@
+// The training loop: data-parallel SGD over a Communicator, the Horovod
+// recipe built in. Every rank holds a replica, trains on its shard, and
+// averages gradients (DistributedOptimizer) before each step; rank 0 alone
+// prints, writes metrics and checkpoints. With the size-1 communicator it is
+// plain single-process training.
+//
+// Sources: trainer.cpp (construction, the epoch loop, one step),
+// trainer_evaluation.cpp (the end of an epoch: evaluation, validation, the
+// checkpoints due, final results), trainer_checkpoint.cpp (save, resume),
+// trainer_startup.cpp (fingerprint check, banner).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "app/config/config.h"
+#include "app/platform/device.h"
+#include "app/run/best_model.h"
+#include "app/run/evaluation.h"
+#include "app/run/report.h"
+#include "app/run/train_settings.h"
+#include "data/dataset.h"
+#include "data/transform.h"
+#include "distributed/communicator.h"
+#include "distributed/distributed_optimizer.h"
+#include "distributed/liveness.h"
+#include "distributed/timeline.h"
+#include "nn/backend.h"
+#include "nn/batch_stats_reducer.h"
+#include "nn/grad_scaler.h"
+#include "nn/lr_schedule.h"
+#include "nn/model.h"
+#include "nn/optimizer.h"
+
+namespace lockstep::app {
+
+class TensorBoardLog;
+
+// The per-epoch step-count check, collective: throws DistributedError on
+// every rank unless every rank has `batches` batches in this epoch, naming
+// the range over the ranks and this rank's count.
+void check_batch_count(distributed::Communicator& comm, int64_t epoch_number, int64_t batches);
+
+class Trainer {
+ public:
+  // Loads data, builds the model, checks that all ranks agree, broadcasts
+  // rank 0's initial weights (or resumes from a checkpoint).
+  Trainer(TrainConfig config, distributed::Communicator& comm);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // Trains from the current epoch to config.epochs.
+  void run();
+  // Evaluates on this rank's shard of the test set (or of the validation
+  // split), reduced over all ranks: every sample counts once.
+  EvalResult evaluate(bool validation = false);
+
+  nn::Model& model() { return *model_; }
+  int64_t epochs_done() const { return epochs_done_; }
+  const std::vector<EpochResult>& history() const { return history_; }
+  const TrainConfig& config() const { return config_; }
+  const std::vector<std::string>& class_names() const { return train_.class_names; }
+  // The validation split this rank holds (the whole split; empty without
+  // val_fraction).
+  const data::Dataset& validation_set() const { return val_; }
+
+ private:
+  EpochResult train_epoch(int64_t epoch);
+  // One optimizer step over `passes` batches of loader (read into batch); adds to totals and
+  // data_seconds (time spent waiting for batches).
+  void train_step(data::BatchLoader& loader, data::Batch& batch, int64_t epoch, int64_t passes,
+                  double lr, Totals& totals, double& data_seconds);
+  // Evaluation and checkpoint due after epoch r.epoch, timed into r.
+  void finish_epoch(EpochResult& r);
+  // Evaluates the validation split into r; true for a new best accuracy.
+  bool validate_epoch(EpochResult& r);
+  // At the end of run(): rank 0's class reports and model.safetensors.
+  void write_results();
+  void resume();
+  // numbered: the next numbered checkpoint; best: run_dir/best.lsck.
+  void save_checkpoint(bool numbered = true, bool best = false);
+  std::vector<std::pair<std::string, nn::Tensor*>> state_tensors();
+  void check_fingerprint();
+  void banner();
+  // Long local phases (start-up with data decoding, the first step and the
+  // first evaluation with cuDNN autotuning) do not count towards
+  // stall_abort_s: armed false lifts the abort limit, true restores it.
+  void arm_stall_abort(bool armed);
+
+  TrainConfig config_;
+  distributed::Communicator& comm_;
+  std::unique_ptr<distributed::LivenessMonitor> liveness_;  // null: one rank, or turned off
+  data::Dataset train_, test_, val_;                        // val_: empty without val_fraction
+  data::Normalization normalization_;
+  data::Augmentation augmentation_;
+  std::unique_ptr<nn::Backend> backend_;
+  std::unique_ptr<BatchStager> stager_;
+  std::unique_ptr<nn::Model> model_;
+  std::unique_ptr<nn::Optimizer> optimizer_;
+  std::unique_ptr<distributed::Timeline> timeline_;
+  // NCCL for gradient buckets on GPUs (null: comm_); outlives dopt_.
+  std::unique_ptr<distributed::Communicator> gradient_comm_;
+  std::unique_ptr<distributed::DistributedOptimizer> dopt_;
+  std::unique_ptr<nn::BatchStatsReducer> batch_stats_;  // sync_batchnorm only
+  std::unique_ptr<nn::LrSchedule> schedule_;
+  std::unique_ptr<nn::GradScaler> scaler_;  // loss scaling (fp16); null when off
+  std::unique_ptr<Report> report_;
+  std::unique_ptr<TensorBoardLog> tensorboard_;       // rank 0, when config.tensorboard
+  std::shared_ptr<const ClassMetrics> last_classes_;  // of the last test evaluation
+  BestModelTracker best_{0};
+  int threads_ = 1;
+  int64_t epochs_done_ = 0;
+  int64_t global_step_ = 0;
+  bool stall_abort_armed_ = false;
+  bool evaluated_once_ = false;
+  std::vector<EpochResult> history_;
+};
+
+}  // namespace lockstep::app

@@ -1,0 +1,59 @@
+// What a Trainer checks and says before the first epoch: the fingerprint
+// every rank compares, and the banner.
+#include <sstream>
+
+#include "app/platform/placement.h"
+#include "app/run/loss_scaling.h"
+#include "app/run/train_settings.h"
+#include "app/run/trainer.h"
+#include "distributed/fingerprint.h"
+
+namespace lockstep::app {
+
+void Trainer::check_fingerprint() {
+  auto items = fingerprint_items(config_);
+  for (const nn::Parameter* p : model_->parameters()) {
+    items.emplace_back("model." + p->name, nn::shape_string(p->value.shape()));
+  }
+  items.emplace_back("dataset.train.size", std::to_string(train_.size()));
+  items.emplace_back("dataset.test.size", std::to_string(test_.size()));
+  items.emplace_back("dataset.validation.size", std::to_string(val_.size()));
+  items.emplace_back("dataset.train.hash", std::to_string(train_.fingerprint()));
+  items.emplace_back("dataset.test.hash", std::to_string(test_.fingerprint()));
+  items.emplace_back("dataset.image",
+                     nn::shape_string({train_.channels, train_.height, train_.width}));
+  comm_.set_stall_label("start-up fingerprint check");
+  distributed::check_same_fingerprint(comm_, items);
+}
+
+void Trainer::banner() {
+  std::ostringstream out;
+  out << "lockstep: " << comm_.describe() << ", " << threads_ << " thread"
+      << (threads_ == 1 ? "" : "s") << " per rank ("
+      << (config_.threads > 0 ? "threads key"
+                              : threads_reason(static_cast<int>(affinity_cpus().size()),
+                                               online_cpus(), comm_.local_size()))
+      << ") on " << backend_->name() << ", precision " << nn::to_string(config_.precision) << "\n";
+  if (gradient_comm_) out << "gradients: " << gradient_comm_->describe() << "\n";
+  out << "data: " << train_.name << " " << train_.size() << " samples, " << test_.name << " "
+      << test_.size() << " samples";
+  if (val_.size() > 0) out << ", validation " << val_.size() << " samples held out of training";
+  out << " from " << train_.source << "\n"
+      << model_->summary() << "\n"
+      << "optimizer: " << optimizer_->describe() << ", lr " << config_.lr << " x "
+      << schedule_->scale_factor() << " (" << nn::to_string(config_.lr_scaling) << " scaling for "
+      << comm_.size() << " rank" << (comm_.size() == 1 ? "" : "s") << ")";
+  if (config_.warmup_epochs > 0) out << ", warmup " << config_.warmup_epochs << " epochs";
+  out << ", batch " << config_.batch_size << " per rank (" << config_.batch_size * comm_.size()
+      << " global)";
+  if (config_.backward_passes_per_step > 1) {
+    out << " x " << config_.backward_passes_per_step << " backward passes per step ("
+        << config_.batch_size * comm_.size() * config_.backward_passes_per_step
+        << " samples per step)";
+  }
+  if (scaler_) out << "\n" << describe(*scaler_);
+  if (epochs_done_ > 0) out << "\nresumed after epoch " << epochs_done_;
+  report_->line(out.str());
+}
+
+}  // namespace lockstep::app
