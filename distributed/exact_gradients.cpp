@@ -12,7 +12,8 @@ void allreduce_exact(Communicator& comm, std::vector<nn::BinnedSum*> sums) {
   comm.allreduce(std::span<int64_t>(tops), ReduceOp::kMax);
   for (size_t i = 0; i < sums.size(); ++i) {
     sums[i]->raise_top(tops[i]);
-    if (tops[i] != nn::BinnedSum::kEmpty) comm.allreduce(sums[i]->bins(), ReduceOp::kSum);
+    if (tops[i] != nn::BinnedSum::kEmpty && tops[i] != nn::BinnedSum::kNonFinite)
+      comm.allreduce(sums[i]->bins(), ReduceOp::kSum);
   }
 }
 

@@ -4,12 +4,12 @@
 // combination behind the reproducible mode (docs/reproducible.md).
 //
 // Each added value x is cut on a fixed grid of binary bins: bin j holds
-// the digit of x between 2^(32 j) and 2^(32 j + 32), truncated towards
-// zero. A sum keeps, per element, the integer sums of the digits of its two
-// highest bins, `top` and `top - 1`, where top is the bin of the largest
-// magnitude added to the whole array so far; digits below are dropped. A
-// digit depends only on x and top, so integer sums of digits are exact and
-// associative: adding in any order, in any groups, then raising every
+// the digit of x at 2^(32 j). A sum keeps, per element, the integer sums of
+// the digits of its two highest bins, `top` and `top - 1`, where top is the
+// bin of the largest magnitude added to the whole array so far: x rounded to
+// a multiple of 2^(32 (top - 1)) (to nearest), split in two digits. The
+// kept part depends only on x and top, so integer sums of digits are exact
+// and associative: adding in any order, in any groups, then raising every
 // group to the largest top and adding their bins gives the same integers.
 // Precision: every term keeps at least 32 bits below the array's largest
 // magnitude (fp32 keeps 24).
@@ -29,6 +29,8 @@ class BinnedSum {
  public:
   // Top of an array to which only zeros were added.
   static constexpr int64_t kEmpty = -(int64_t{1} << 40);
+  // Top of an array to which an infinity or NaN was added: its result is NaN.
+  static constexpr int64_t kNonFinite = int64_t{1} << 40;
 
   explicit BinnedSum(int64_t n = 0);
 

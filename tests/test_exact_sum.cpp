@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -91,6 +92,23 @@ TEST(BinnedSum, SumsOfDoublesAndZeros) {
   s.clear();
   s.result(1.0, &out);
   EXPECT_EQ(out, 0.0);
+}
+
+TEST(BinnedSum, NonFiniteTermsGiveNaN) {
+  BinnedSum s(kN), other(kN);
+  std::vector<float> terms(kN, 1.0f);
+  s.add(terms.data());
+  terms[kN - 1] = std::numeric_limits<float>::infinity();  // in the scalar tail
+  s.add(terms.data());
+  terms[kN - 1] = 1.0f;
+  terms[3] = std::nanf("");  // in a vector lane
+  other.add(terms.data());
+  std::vector<float> out(kN);
+  for (BinnedSum* sum : {&s, &other}) {
+    EXPECT_EQ(sum->top(), BinnedSum::kNonFinite);
+    sum->result(1.0, out.data());
+    EXPECT_TRUE(std::isnan(out[0]));
+  }
 }
 
 }  // namespace
