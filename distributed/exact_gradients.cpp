@@ -1,19 +1,33 @@
 #include "distributed/exact_gradients.h"
 
+#include <algorithm>
+
 #include "nn/error.h"
 
 namespace lockstep::distributed {
 
+// Two collectives for any number of sums: one max of the tops, one sum of
+// all their bins packed together.
 void allreduce_exact(Communicator& comm, std::vector<nn::BinnedSum*> sums) {
   if (comm.size() == 1) return;
   std::vector<int64_t> tops;
   tops.reserve(sums.size());
   for (const nn::BinnedSum* s : sums) tops.push_back(s->top());
   comm.allreduce(std::span<int64_t>(tops), ReduceOp::kMax);
+  std::vector<int64_t> packed;
   for (size_t i = 0; i < sums.size(); ++i) {
     sums[i]->raise_top(tops[i]);
-    if (tops[i] != nn::BinnedSum::kEmpty && tops[i] != nn::BinnedSum::kNonFinite)
-      comm.allreduce(sums[i]->bins(), ReduceOp::kSum);
+    if (tops[i] == nn::BinnedSum::kEmpty || tops[i] == nn::BinnedSum::kNonFinite) continue;
+    packed.insert(packed.end(), sums[i]->bins().begin(), sums[i]->bins().end());
+  }
+  if (packed.empty()) return;
+  comm.allreduce(std::span<int64_t>(packed), ReduceOp::kSum);
+  auto from = packed.begin();
+  for (size_t i = 0; i < sums.size(); ++i) {
+    if (tops[i] == nn::BinnedSum::kEmpty || tops[i] == nn::BinnedSum::kNonFinite) continue;
+    const std::span<int64_t> bins = sums[i]->bins();
+    std::copy(from, from + static_cast<std::ptrdiff_t>(bins.size()), bins.begin());
+    from += static_cast<std::ptrdiff_t>(bins.size());
   }
 }
 

@@ -40,8 +40,6 @@ void BatchNorm2d::batch_statistics(Backend& backend, const BatchNormGeometry& g,
   std::vector<double> sums(2 * C + 1);
   if (weight_.exact != nullptr) {  // reproducible mode: exact sums of per-sample sums
     sums = exact_batch_stats(backend, g, x.data(), reducer, name() + " forward statistics");
-    sums.push_back(static_cast<double>(g.batch * g.spatial));
-    if (reducer != nullptr) reducer->sum({&sums[2 * C], 1}, name() + " forward count");
   } else {
     backend.batchnorm_stats(g, x.data(), sums.data(), sums.data() + C);
     sums[2 * C] = static_cast<double>(g.batch * g.spatial);

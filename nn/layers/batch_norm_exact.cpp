@@ -16,8 +16,9 @@ std::vector<double> exact_batch_stats(Backend& backend, const BatchNormGeometry&
                                       BatchStatsReducer* reducer, std::string_view what) {
   const int64_t C = g.channels, stride = g.channels * g.spatial;
   const BatchNormGeometry one{1, g.channels, g.spatial};
-  std::vector<double> sample(static_cast<size_t>(2 * C));
-  BinnedSum sums(2 * C);
+  std::vector<double> sample(static_cast<size_t>(2 * C + 1));
+  sample[2 * C] = static_cast<double>(g.spatial);  // the count, exact too
+  BinnedSum sums(2 * C + 1);
   for (int64_t s = 0; s < g.batch; ++s) {
     backend.batchnorm_stats(one, x + s * stride, sample.data(), sample.data() + C);
     sums.add(sample.data());

@@ -14,7 +14,8 @@
 
 namespace lockstep::nn {
 
-// x: (N, C, spatial). Returns (2, C): sum x, sum x^2 per channel.
+// x: (N, C, spatial). Returns 2 C + 1 values: sum x and sum x^2 per
+// channel, then the count of values per channel.
 std::vector<double> exact_batch_stats(Backend& backend, const BatchNormGeometry& g, const float* x,
                                       BatchStatsReducer* reducer, std::string_view what);
 
