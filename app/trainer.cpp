@@ -78,15 +78,7 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
   auto dconfig = dopt_config(config_);
   dconfig.timeline = timeline_.get();
   dconfig.gradient_comm = gradient_comm_.get();
-  if (config_.reproducible) {
-    // The exact sums are reduced by exact_; the optimizer steps locally.
-    check_reproducible(config_, *model_, backend_->device());
-    exact_ = std::make_unique<distributed::ExactGradients>(model_->parameters());
-    local_comm_ = distributed::make_single_communicator();
-    dconfig.gradient_comm = local_comm_.get();
-    dconfig.backward_passes_per_step = 1;
-    dconfig.gradient_predivide_factor = 1.0;
-  }
+  if (config_.reproducible) use_exact_sums(dconfig);
   dopt_ = std::make_unique<distributed::DistributedOptimizer>(
       comm_, *backend_, model_->parameters(), *optimizer_, dconfig);
   arm_stall_abort(false);

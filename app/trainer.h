@@ -78,6 +78,7 @@ class Trainer {
   void save_checkpoint(bool numbered = true, bool best = false);
   std::vector<std::pair<std::string, nn::Tensor*>> state_tensors();
   void check_fingerprint();
+  void use_exact_sums(distributed::DistributedOptimizerConfig& dconfig);
   void banner();
   // Long local phases (start-up with data decoding, the first step and the
   // first evaluation with cuDNN autotuning) do not count towards
