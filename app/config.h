@@ -77,6 +77,8 @@ struct TrainConfig {
   int64_t backward_passes_per_step = 1;    // gradient accumulation passes per step
   double stall_warning_s = 60.0;           // warn when a collective waits longer (s)
   double stall_abort_s = 600.0;            // end the job after this wait (s, 0: never)
+  double liveness_timeout_s = 15.0;        // a silent rank is lost after this (s, 0: off)
+  double heartbeat_interval_s = 1.0;       // between liveness heartbeats (s)
 
   // --- execution
   std::string device = "cpu";  // cpu | cuda | auto

@@ -153,6 +153,15 @@ std::vector<Key> make_schema() {
           "end the job when a collective waits longer than this (0: never); start-up, the first "
           "training step and the first evaluation are not counted")
           .range(at_least(0), "s"),
+      key("liveness_timeout_s", &C::liveness_timeout_s,
+          "end the job when a rank's heartbeat has been silent this long (a frozen, cut-off or "
+          "powered-off node; a crashed one ends it at once); 0: no heartbeat. Slowness alone "
+          "never ends a job: that is stall_abort_s")
+          .range(at_least(0), "s"),
+      key("heartbeat_interval_s", &C::heartbeat_interval_s,
+          "seconds between liveness heartbeats (a byte each way between rank 0 and every rank, on "
+          "a TCP connection of their own)")
+          .range(at_least(0), "s"),
       // --- execution
       key("device", &C::device,
           "where to compute (auto: cuda when every rank on the node has a GPU of its own, else "

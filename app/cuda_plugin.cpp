@@ -66,12 +66,18 @@ CudaPluginLoad load_cuda_plugin_from(const std::string& path) {
     return load;
   }
   const LockstepCudaPlugin* plugin = entry();
-  if (plugin == nullptr || plugin->abi_version != LOCKSTEP_CUDA_PLUGIN_ABI ||
-      plugin->size != sizeof(LockstepCudaPlugin)) {
+  if (plugin == nullptr || plugin->abi_version != LOCKSTEP_CUDA_PLUGIN_ABI) {
     load.error = "the CUDA plugin " + path + " has plugin ABI " +
                  (plugin ? std::to_string(plugin->abi_version) : "?") + ", this lockstep needs " +
                  std::to_string(LOCKSTEP_CUDA_PLUGIN_ABI) +
                  "; install the plugin built with this lockstep";
+    return load;
+  }
+  if (plugin->size != sizeof(LockstepCudaPlugin)) {
+    load.error = "the CUDA plugin " + path + " has a function table of " +
+                 std::to_string(plugin->size) + " bytes, this lockstep's has " +
+                 std::to_string(sizeof(LockstepCudaPlugin)) +
+                 " (built from another header); install the plugin built with this lockstep";
     return load;
   }
   if (plugin->lockstep_version == nullptr ||

@@ -2,6 +2,7 @@
 // Any error on any rank prints one line tagged with the rank and ends the
 // whole job non-zero (distributed/failure.h).
 #include <CLI/CLI.hpp>
+#include <cstdlib>
 #include <iostream>
 #include <vector>
 
@@ -69,12 +70,12 @@ int main(int argc, char** argv) {
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (comm->rank() != 0) return e.get_exit_code();
-    return cli.exit(e);
+    const int code = comm->rank() == 0 ? cli.exit(e) : e.get_exit_code();
+    return mpi.end_job(std::move(comm), code, std::getenv("PMI_FD"));
   }
 
   const bool root = comm->rank() == 0;
-  return lockstep::distributed::run_guarded(*comm, [&]() -> int {
+  const int code = lockstep::distributed::run_guarded(*comm, [&]() -> int {
     if (*info_cmd) {
       if (root) std::cout << app::build_info() << "  ranks    : " << comm->describe() << "\n";
       return 0;
@@ -97,4 +98,5 @@ int main(int argc, char** argv) {
     trainer.run();
     return 0;
   });
+  return mpi.end_job(std::move(comm), code, std::getenv("PMI_FD"));
 }

@@ -3,6 +3,7 @@
 #include "app/placement.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "app/loss_scaling.h"
 
@@ -26,6 +27,9 @@ distributed::DistributedOptimizerConfig dopt_config(const TrainConfig& c) {
   d.overlap = c.overlap;
   d.keep_non_finite = loss_scaling_on(c);  // the scaler skips such steps
   d.grad_clip_norm = c.grad_clip_norm;
+  // A debug check, not a setting (it is not in the fingerprint): a gradient
+  // written while MPI reads its bucket ends the run (host_reduction.h).
+  d.verify_buckets = std::getenv("LOCKSTEP_VERIFY_BUCKETS") != nullptr;
   return d;
 }
 

@@ -29,6 +29,10 @@ namespace lockstep::app {
 Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
     : config_(std::move(config)), comm_(comm) {
   validate(config_);
+  distributed::LivenessPolicy liveness;
+  liveness.timeout_seconds = config_.liveness_timeout_s;
+  liveness.heartbeat_seconds = config_.heartbeat_interval_s;
+  liveness_ = distributed::start_liveness(comm_, liveness);
   const bool root = comm_.rank() == 0;
   // An empty run_dir (evaluation of a checkpoint) writes no files.
   const bool files = !config_.run_dir.empty();
@@ -163,7 +167,7 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
       exact_ ? reproducible_batches(train_.size(), config_.batch_size, comm_.size())
              : sampler.steps(config_.batch_size);
   const int64_t steps = (batches + k - 1) / k;
-  check_batch_count(r.epoch, batches);
+  check_batch_count(comm_, r.epoch, batches);
   if (steps == 0) fail_input("epoch ", r.epoch, ": no batch (batch_size too large?)");
 
   data::BatchLoaderOptions lo;
@@ -209,14 +213,15 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
 
 // Every rank must take the same number of steps; the sampler guarantees it,
 // and one small collective checks it rather than trusting it.
-void Trainer::check_batch_count(int64_t epoch_number, int64_t batches) {
-  comm_.set_stall_label("epoch " + std::to_string(epoch_number) + " step-count check");
+void check_batch_count(distributed::Communicator& comm, int64_t epoch_number, int64_t batches) {
+  comm.set_stall_label("epoch " + std::to_string(epoch_number) + " step-count check");
   int64_t range[2] = {batches, -batches};
-  comm_.allreduce(std::span<int64_t>(range, 2), distributed::ReduceOp::kMax);
+  comm.allreduce(std::span<int64_t>(range, 2), distributed::ReduceOp::kMax);
   if (range[0] != batches || -range[1] != batches) {
-    throw DistributedError(detail::concat("ranks disagree on batches in epoch ", epoch_number,
-                                          ": rank ", comm_.rank(), " has ", batches,
-                                          ", others up to ", range[0]));
+    throw DistributedError(
+        detail::concat("ranks disagree on the number of batches in epoch ", epoch_number, ": from ",
+                       -range[1], " to ", range[0], " across ranks, rank ", comm.rank(), " has ",
+                       batches, " (every rank must see the same data set and batch size)"));
   }
 }
 

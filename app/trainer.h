@@ -25,6 +25,7 @@
 #include "distributed/communicator.h"
 #include "distributed/distributed_optimizer.h"
 #include "distributed/exact_gradients.h"
+#include "distributed/liveness.h"
 #include "distributed/timeline.h"
 #include "nn/backend.h"
 #include "nn/batch_stats_reducer.h"
@@ -36,6 +37,11 @@
 namespace lockstep::app {
 
 class TensorBoardLog;
+
+// The per-epoch step-count check, collective: throws DistributedError on
+// every rank unless every rank has `batches` batches in this epoch, naming
+// the range over the ranks and this rank's count.
+void check_batch_count(distributed::Communicator& comm, int64_t epoch_number, int64_t batches);
 
 class Trainer {
  public:
@@ -57,11 +63,12 @@ class Trainer {
   const std::vector<EpochResult>& history() const { return history_; }
   const TrainConfig& config() const { return config_; }
   const std::vector<std::string>& class_names() const { return train_.class_names; }
+  // The validation split this rank holds (the whole split; empty without
+  // val_fraction).
+  const data::Dataset& validation_set() const { return val_; }
 
  private:
   EpochResult train_epoch(int64_t epoch);
-  // Throws DistributedError unless every rank has `batches` batches.
-  void check_batch_count(int64_t epoch_number, int64_t batches);
   // One optimizer step over `passes` batches of loader (read into batch); adds to totals and
   // data_seconds (time spent waiting for batches).
   void train_step(data::BatchLoader& loader, data::Batch& batch, int64_t epoch, int64_t passes,
@@ -87,7 +94,8 @@ class Trainer {
 
   TrainConfig config_;
   distributed::Communicator& comm_;
-  data::Dataset train_, test_, val_;  // val_: empty without val_fraction
+  std::unique_ptr<distributed::LivenessMonitor> liveness_;  // null: one rank, or turned off
+  data::Dataset train_, test_, val_;                        // val_: empty without val_fraction
   data::Normalization normalization_;
   data::Augmentation augmentation_;
   std::unique_ptr<nn::Backend> backend_;

@@ -77,7 +77,7 @@ DistributedOptimizer::DistributedOptimizer(Communicator& comm, nn::Backend& back
     strategy_ = std::make_unique<HostReduction>(
         *layout_, grad_comm, backend_,
         HostReductionConfig{config_.overlap, config_.allreduce_chunk_mb, config_.compression,
-                            prescale, config_.keep_non_finite});
+                            prescale, config_.keep_non_finite, config_.verify_buckets});
   }
   set_timeline(config_.timeline);
   reset_pass();

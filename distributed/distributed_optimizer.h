@@ -74,6 +74,9 @@ struct DistributedOptimizerConfig {
   // Parameter::grad as inf/NaN instead of throwing, for a caller that checks
   // the gradients and skips the step (loss scaling: nn/grad_scaler.h).
   bool keep_non_finite = false;
+  // Debug: a host bucket written between its hand-off and the end of its
+  // reduction throws DistributedError (HostReductionConfig::verify_unchanged).
+  bool verify_buckets = false;
   // Backward passes accumulated per step (Horovod's backward_passes_per_step).
   int backward_passes_per_step = 1;
   // Reduce buckets on a background thread during backward (true), or all in

@@ -1,5 +1,6 @@
 #include "distributed/failure.h"
 
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -84,6 +85,22 @@ SignalLine g_lines[] = {
 };
 int g_rank = -1;
 
+// MPICH's mpiexec forwards a SIGTERM (a scheduler's wall time) to every rank
+// and, having forwarded it, reports exit code 0 for any rank whose exit its
+// proxy reaps only after that rank's output pipes have closed (hydra
+// pmip.c, "forced cleanup"): 6 of 30 such jobs exited 0. A child that holds
+// stdout and stderr open for a moment after this process exits lets the
+// proxy reap it first, with its code. Async-signal-safe (_Fork, no atfork
+// handlers; raw system calls only in the child).
+void hold_output_past_exit() noexcept {
+  if (_Fork() == 0) {
+    syscall(SYS_close_range, 3U, ~0U, 0U);  // no MPI, PMI or liveness sockets
+    struct timespec linger = {0, 300'000'000};
+    nanosleep(&linger, nullptr);
+    _exit(0);
+  }
+}
+
 void on_signal(int signal) {
   const int saved = errno;
   for (const SignalLine& line : g_lines) {
@@ -96,7 +113,10 @@ void on_signal(int signal) {
   errno = saved;
   // Asked to stop: exit with the shell's code for it (128 + signal), which
   // launchers pass on as an exit code rather than as a crash.
-  if (signal == SIGINT || signal == SIGTERM) _exit(128 + signal);
+  if (signal == SIGINT || signal == SIGTERM) {
+    hold_output_past_exit();
+    _exit(128 + signal);
+  }
   // SA_RESETHAND restored the default action: die of the same signal.
   raise(signal);
 }

@@ -139,11 +139,7 @@ class MpiCommunicator final : public Communicator {
   void barrier() override;
   [[noreturn]] void abort(int exit_code) noexcept override {
     pause_for_launcher();
-    silence_stderr();  // our line says why; MPICH's "Abort(1) on node 0" banner would repeat it
-    // MPI_COMM_WORLD, not comm_: MPICH 4.0 ends only the calling process
-    // when MPI_Abort is given a duplicated communicator.
-    MPI_Abort(MPI_COMM_WORLD, exit_code);
-    std::_Exit(exit_code);
+    abort_job(exit_code);
   }
 
   void set_stall_policy(StallPolicy policy) override {

@@ -1,9 +1,17 @@
-// The MPI environment (MPI_Init_thread / MPI_Finalize) and the library
-// version string.
+// The MPI environment (MPI_Init_thread / MPI_Finalize), the end of a job
+// (end_job, abort_job) and the library version string.
+#include <poll.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <memory>
 #include <string>
+#include <thread>
 
 #include "distributed/failure.h"
 #include "distributed/mpi_check.h"
@@ -72,10 +80,77 @@ MpiEnvironment::~MpiEnvironment() noexcept {
     std::fputs(line.c_str(), stderr);
     std::fflush(stderr);
     pause_for_launcher();
-    silence_stderr();
-    MPI_Abort(MPI_COMM_WORLD, 1);
+    abort_job(1);
   }
   MPI_Finalize();
+}
+
+namespace {
+
+// Tells MPICH's launcher (hydra's proxy, PMI-1 wire protocol on the
+// connection whose descriptor is in PMI_FD) that this process finalized, as
+// the last step of MPI_Finalize would: hydra takes a PMI connection that
+// closes before a finalize for a failed process and SIGKILLs the job's other
+// processes. True when the proxy acknowledged.
+bool finalize_with_launcher(int fd) {
+  const char request[] = "cmd=finalize\n";
+  size_t sent = 0;
+  while (sent < sizeof(request) - 1) {
+    const ssize_t n = ::write(fd, request + sent, sizeof(request) - 1 - sent);
+    if (n <= 0 && errno != EINTR) return false;
+    if (n > 0) sent += static_cast<size_t>(n);
+  }
+  std::string reply;
+  while (reply.find('\n') == std::string::npos) {
+    pollfd p{fd, POLLIN, 0};
+    if (poll(&p, 1, 10'000) != 1) return false;
+    char buffer[128];
+    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+    if (n <= 0) return false;
+    reply.append(buffer, static_cast<size_t>(n));
+  }
+  return reply.find("cmd=finalize_ack") != std::string::npos;
+}
+
+}  // namespace
+
+int MpiEnvironment::end_job(std::unique_ptr<Communicator> comm, int exit_code,
+                            const char* launcher_fd) {
+  LOCKSTEP_CHECK(comm != nullptr, "end_job needs the job's communicator");
+  if (comm->size() > 1) {
+    // Ranks that finished early wait for the others without spinning a core
+    // (polled, with pauses) and without stall warnings: rank 0 may still be
+    // writing files or running a rank-0-only command.
+    StallPolicy quiet;
+    quiet.warning_seconds = 1e9;
+    comm->set_stall_policy(quiet);
+    comm->set_stall_label("end of job");
+    comm->barrier();
+  }
+  const bool spans_nodes = comm->node_count() > 1;
+  comm.reset();
+  const int fd = launcher_fd != nullptr ? std::atoi(launcher_fd) : -1;
+  if (spans_nodes && owns_ && fd > 2 && finalize_with_launcher(fd)) {
+    std::fflush(nullptr);
+    std::_Exit(exit_code);
+  }
+  return exit_code;
+}
+
+void abort_job(int exit_code, double deadline_seconds) noexcept {
+  try {
+    std::thread([exit_code, deadline_seconds] {
+      std::this_thread::sleep_for(std::chrono::duration<double>(deadline_seconds));
+      std::_Exit(exit_code);
+    }).detach();
+  } catch (...) {
+    // No thread: MPI_Abort without a deadline.
+  }
+  silence_stderr();  // our line says why; MPICH's "Abort(1) on node 0" banner would repeat it
+  // MPI_COMM_WORLD, not a duplicate: MPICH 4.0 ends only the calling process
+  // when MPI_Abort is given a duplicated communicator.
+  MPI_Abort(MPI_COMM_WORLD, exit_code);
+  std::_Exit(exit_code);
 }
 
 }  // namespace lockstep::distributed

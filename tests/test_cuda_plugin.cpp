@@ -3,10 +3,13 @@
 // says why. The plugin's versions are read without a GPU.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 
 #include "app/cuda_plugin.h"
+#include "support/dataset_files.h"
 #include "support/run_command.h"
+#include "support/run_files.h"
 
 namespace lockstep::app {
 namespace {
@@ -36,6 +39,26 @@ TEST(CudaPlugin, WrongAbiIsRefused) {
   EXPECT_EQ(load.plugin, nullptr);
   EXPECT_TRUE(contains(load.error, "has plugin ABI 999, this lockstep needs " +
                                        std::to_string(LOCKSTEP_CUDA_PLUGIN_ABI)))
+      << load.error;
+}
+
+// The right ABI number with a table of another size (a plugin built from
+// an older header), and a plugin from another lockstep release.
+TEST(CudaPlugin, TableOfAnotherSizeIsRefused) {
+  const auto load = load_cuda_plugin_from(LOCKSTEP_FAKE_PLUGIN_SHORT);
+  EXPECT_EQ(load.plugin, nullptr);
+  const std::string want =
+      "has a function table of " + std::to_string(sizeof(LockstepCudaPlugin) - sizeof(void*)) +
+      " bytes, this lockstep's has " + std::to_string(sizeof(LockstepCudaPlugin));
+  EXPECT_TRUE(contains(load.error, want)) << load.error;
+}
+
+TEST(CudaPlugin, PluginOfAnotherReleaseIsRefused) {
+  const auto load = load_cuda_plugin_from(LOCKSTEP_FAKE_PLUGIN_RELEASE);
+  EXPECT_EQ(load.plugin, nullptr);
+  EXPECT_TRUE(contains(load.error,
+                       "is from lockstep 0.0.1-other, this is lockstep " LOCKSTEP_VERSION
+                       "; install the matching plugin"))
       << load.error;
 }
 
@@ -91,12 +114,63 @@ TEST(CudaPlugin, NoVisibleDeviceIsNamed) {
   EXPECT_TRUE(contains(out, "no CUDA device is visible (fake plugin: no device;")) << out;
 }
 
+// How many times part occurs in text.
+size_t count_of(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+// device = auto with a working plugin that sees no device: the run trains
+// on the CPU (no error about the missing device).
 TEST(CudaPlugin, AutoFallsBackToTheCpuWhenNoDeviceIsVisible) {
+  REQUIRE_FASHION_MNIST();
+  testing::ScratchDir dir;
+  const auto r =
+      run_command("LD_LIBRARY_PATH=" LOCKSTEP_FAKE_DRIVER_NEW
+                  " LOCKSTEP_CUDA_PLUGIN=" LOCKSTEP_FAKE_PLUGIN_NODEVICE " " LOCKSTEP_BINARY " " +
+                  testing::fashion_mnist_train_args(dir.path(), 1, 64, 64, 1) + " --device auto");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, " on cpu (1 thread, ")) << r.output;
+  EXPECT_FALSE(contains(r.output, "no CUDA device")) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(dir.file("COMPLETE"))) << r.output;
+}
+
+// device = auto with more ranks on the node (3) than GPUs (2): the whole
+// node trains on the CPU, and local rank 0 says so once, with the reason.
+TEST(CudaPlugin, AutoWithMoreRanksThanGpusRunsTheNodeOnTheCpuWithANote) {
+  REQUIRE_FASHION_MNIST();
+  testing::ScratchDir dir;
+  const auto r = run_command(
+      "LD_LIBRARY_PATH=" LOCKSTEP_FAKE_DRIVER_NEW " LOCKSTEP_CUDA_PLUGIN=" LOCKSTEP_FAKE_PLUGIN_TWO
+      " timeout -k 5 120 " LOCKSTEP_MPIEXEC " -n 3 " LOCKSTEP_BINARY " " +
+      testing::fashion_mnist_train_args(dir.path(), 1, 96, 96, 1) + " --device auto");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(
+      contains(r.output, "lockstep: rank 0: note: device auto runs on the CPU: 3 ranks on "))
+      << r.output;
+  EXPECT_TRUE(contains(r.output, " but only 2 GPUs are visible to each")) << r.output;
+  EXPECT_EQ(count_of(r.output, "note: device auto runs on the CPU"), 1u) << r.output;
+  EXPECT_TRUE(contains(r.output, " on cpu (1 thread, ")) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(dir.file("COMPLETE"))) << r.output;
+}
+
+// gradient_engine = nccl where device = auto landed on the CPU: refused on
+// every rank (NCCL's start-up is collective), naming the key.
+TEST(CudaPlugin, NcclEngineIsRefusedWhenAutoLandsOnTheCpu) {
+  REQUIRE_FASHION_MNIST();
+  testing::ScratchDir dir;
   const auto r = run_command("LD_LIBRARY_PATH=" LOCKSTEP_FAKE_DRIVER_NEW
                              " LOCKSTEP_CUDA_PLUGIN=" LOCKSTEP_FAKE_PLUGIN_NODEVICE
-                             " " LOCKSTEP_BINARY " doctor --device auto --run-dir ''");
-  EXPECT_TRUE(contains(r.output, "found")) << r.output;  // the plugin column
-  EXPECT_FALSE(contains(r.output, "no CUDA device")) << r.output;
+                             " timeout -k 5 120 " LOCKSTEP_MPIEXEC " -n 2 " LOCKSTEP_BINARY " " +
+                             testing::fashion_mnist_train_args(dir.path(), 1, 64, 64, 1) +
+                             " --device auto --gradient-engine nccl");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.exit_code, 124) << "hung:\n" << r.output;
+  EXPECT_TRUE(contains(r.output,
+                       "config key gradient_engine = \"nccl\" needs every rank on a "
+                       "GPU of its own, and this rank has none"))
+      << r.output;
 }
 
 #if LOCKSTEP_HAVE_PLUGIN

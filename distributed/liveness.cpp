@@ -1,0 +1,288 @@
+#include "distributed/liveness.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <thread>
+
+#include "distributed/liveness_socket.h"
+#include "distributed/stall.h"
+#include "nn/error.h"
+
+namespace lockstep::distributed {
+
+using liveness_detail::Socket;
+
+void LivenessPolicy::validate() const {
+  const auto check = [](double value, const char* name) {
+    if (!std::isfinite(value) || value < 0.0) {
+      throw InputError(detail::concat(name, " must be a number of seconds >= 0, got ", value));
+    }
+  };
+  check(heartbeat_seconds, "heartbeat_interval_s");
+  check(timeout_seconds, "liveness_timeout_s");
+  check(connect_seconds, "liveness connect time");
+  if (enabled() && !(heartbeat_seconds > 0.0 && heartbeat_seconds < timeout_seconds)) {
+    throw InputError(detail::concat("heartbeat_interval_s (", heartbeat_seconds,
+                                    ") must be above 0 and below liveness_timeout_s (",
+                                    timeout_seconds, ")"));
+  }
+}
+
+std::string LivenessLoss::message() const {
+  // Group the lost ranks by node, in order of first appearance.
+  std::vector<std::pair<std::string, std::vector<int>>> by_node;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    auto it = std::find_if(by_node.begin(), by_node.end(),
+                           [&](const auto& entry) { return entry.first == nodes[i]; });
+    if (it == by_node.end()) it = by_node.insert(by_node.end(), {nodes[i], {}});
+    it->second.push_back(ranks[i]);
+  }
+  std::string what;
+  for (const auto& [node, node_ranks] : by_node) {
+    if (!what.empty()) what += ", ";
+    const bool whole = std::find(whole_nodes.begin(), whole_nodes.end(), node) != whole_nodes.end();
+    const std::string list =
+        detail::concat(node_ranks.size() == 1 ? "rank " : "ranks ", format_rank_list(node_ranks));
+    what += whole ? detail::concat("node ", node, " (", list, ")") : list + " on " + node;
+  }
+  std::string line = detail::concat("rank ", reporter, " (", reporter_node, "): lost ", what, ": ");
+  if (closed) {
+    line += "the connection closed without a goodbye (crashed or killed)";
+  } else {
+    char seconds[32];
+    std::snprintf(seconds, sizeof(seconds), "%.1f", silent_seconds);
+    line += detail::concat("silent for ", seconds,
+                           " s (frozen, cut off by the network or powered off)");
+  }
+  line += reporter == 0 ? "; ending the job" : "; ending this rank";
+  return line;
+}
+
+class LivenessMonitor::Impl {
+ public:
+  Impl(Communicator& comm, LivenessPolicy policy, OnLoss on_loss)
+      : comm_(comm), policy_(policy), on_loss_(std::move(on_loss)) {
+    policy_.validate();
+    gather_host_names();
+    connect_peers();
+    if (pipe2(wake_, O_CLOEXEC) != 0) throw LibraryError("liveness: pipe failed");
+    thread_ = std::thread([this] { run(); });
+  }
+
+  ~Impl() {
+    stopping_.store(true);
+    const char byte = 0;
+    ssize_t ignored = write(wake_[1], &byte, 1);
+    (void)ignored;
+    if (thread_.joinable()) thread_.join();
+    for (Peer& p : peers_) {
+      if (p.socket.valid()) send(p.socket.fd(), "q", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    }
+    close(wake_[0]);
+    close(wake_[1]);
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Peer {
+    int rank = 0;
+    Socket socket;
+    Clock::time_point last_seen;
+    bool finished = false;  // said goodbye
+    bool closed = false;    // closed without one
+  };
+
+  void gather_host_names() {
+    std::array<char, 64> mine{};
+    std::strncpy(mine.data(), comm_.host_name().c_str(), mine.size() - 1);
+    for (const auto& name : comm_.allgather_value(mine)) hosts_.emplace_back(name.data());
+  }
+
+  void connect_peers();
+  void run();
+  bool poll_once(double seconds);
+  void send_heartbeats();
+  void report(std::vector<const Peer*> lost, double silent);
+
+  Communicator& comm_;
+  LivenessPolicy policy_;
+  OnLoss on_loss_;
+  std::vector<std::string> hosts_;
+  std::vector<Peer> peers_;  // rank 0: every other rank; others: rank 0
+  int wake_[2] = {-1, -1};
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
+// Rank 0 listens and broadcasts where; the others connect; all agree whether
+// every connection was made.
+void LivenessMonitor::Impl::connect_peers() {
+  struct Where {
+    uint32_t count = 0;
+    uint16_t port = 0;
+    std::array<uint32_t, 16> addresses{};
+  } where;
+  Socket listener;
+  if (comm_.rank() == 0) {
+    listener = liveness_detail::listen_any(where.port);
+    const std::vector<uint32_t> mine = liveness_detail::local_ipv4_addresses();
+    where.count = static_cast<uint32_t>(std::min(mine.size(), where.addresses.size()));
+    std::copy_n(mine.begin(), where.count, where.addresses.begin());
+  }
+  comm_.broadcast_values(std::span<Where>(&where, 1), 0);
+  std::vector<uint32_t> addresses(where.addresses.begin(), where.addresses.begin() + where.count);
+  std::string missing;
+  if (comm_.rank() == 0) {
+    std::vector<Socket> sockets =
+        liveness_detail::accept_ranks(listener, comm_.size(), policy_.connect_seconds);
+    std::vector<int> absent;
+    for (int r = 1; r < comm_.size(); ++r) {
+      if (!sockets[static_cast<size_t>(r)].valid()) absent.push_back(r);
+      peers_.push_back({r, std::move(sockets[static_cast<size_t>(r)]), Clock::now()});
+    }
+    if (!absent.empty()) missing = "ranks " + format_rank_list(absent);
+  } else {
+    if (hosts_[static_cast<size_t>(comm_.rank())] == hosts_[0]) {
+      addresses.insert(addresses.begin(), htonl(INADDR_LOOPBACK));  // same node: loopback first
+    }
+    Socket s = liveness_detail::connect_and_greet(addresses, where.port, comm_.rank(),
+                                                  policy_.connect_seconds);
+    if (!s.valid()) missing = detail::concat("rank ", comm_.rank());
+    peers_.push_back({0, std::move(s), Clock::now()});
+  }
+  std::array<int64_t, 1> ok = {missing.empty() ? 1 : 0};
+  comm_.allreduce(std::span<int64_t>(ok), ReduceOp::kMin);
+  if (ok[0] == 1) return;
+  std::string to;
+  for (const uint32_t a : addresses)
+    to += (to.empty() ? "" : ", ") + liveness_detail::format_ipv4(a);
+  throw LibraryError(detail::concat(
+      "liveness: ", missing.empty() ? std::string("another rank") : missing,
+      " could not connect to rank 0 (", hosts_[0], ") at ", to, " port ", where.port, " within ",
+      policy_.connect_seconds,
+      " s: is TCP between the nodes blocked? liveness_timeout_s = 0 turns the monitor off"));
+}
+
+void LivenessMonitor::Impl::run() {
+  const auto interval = std::chrono::duration<double>(policy_.heartbeat_seconds);
+  Clock::time_point next_beat = Clock::now();
+  while (!stopping_.load()) {
+    if (Clock::now() >= next_beat) {
+      send_heartbeats();
+      next_beat = Clock::now() + std::chrono::duration_cast<Clock::duration>(interval);
+    }
+    if (!poll_once(std::chrono::duration<double>(next_beat - Clock::now()).count())) return;
+    std::vector<const Peer*> lost;
+    double silent = 0.0;
+    for (const Peer& p : peers_) {
+      if (p.finished) continue;
+      const double quiet = std::chrono::duration<double>(Clock::now() - p.last_seen).count();
+      if (p.closed || quiet > policy_.timeout_seconds) {
+        lost.push_back(&p);
+        silent = std::max(silent, quiet);
+      }
+    }
+    if (lost.empty()) continue;
+    // A node's ranks fail together: collect what else closes in the next
+    // moment, so that the report names the node once. A rank that lost rank
+    // 0's connection waits a little longer: the launcher may be ending the
+    // job, which is not news.
+    const bool lost_root = comm_.rank() != 0;
+    if (!poll_once(lost_root && lost[0]->closed ? 2.0 : 0.5)) return;
+    lost.clear();
+    for (const Peer& p : peers_) {
+      const double quiet = std::chrono::duration<double>(Clock::now() - p.last_seen).count();
+      if (!p.finished && (p.closed || quiet > policy_.timeout_seconds)) lost.push_back(&p);
+    }
+    if (lost.empty()) continue;
+    report(lost, silent);
+    return;
+  }
+}
+
+// Waits up to `seconds` for heartbeats, goodbyes and closed connections;
+// false when the monitor is stopping.
+bool LivenessMonitor::Impl::poll_once(double seconds) {
+  std::vector<pollfd> fds;
+  fds.push_back({wake_[0], POLLIN, 0});
+  for (const Peer& p : peers_) {
+    fds.push_back({p.finished || p.closed ? -1 : p.socket.fd(), POLLIN, 0});
+  }
+  const int timeout = seconds <= 0.0 ? 0 : static_cast<int>(seconds * 1000.0) + 1;
+  if (poll(fds.data(), fds.size(), timeout) < 0) return !stopping_.load();
+  if (stopping_.load()) return false;
+  for (size_t i = 0; i < peers_.size(); ++i) {
+    if (fds[i + 1].fd < 0 || fds[i + 1].revents == 0) continue;
+    Peer& p = peers_[i];
+    char buffer[256];
+    const ssize_t n = recv(p.socket.fd(), buffer, sizeof(buffer), MSG_DONTWAIT);
+    if (n > 0) {
+      p.last_seen = Clock::now();
+      if (std::memchr(buffer, 'q', static_cast<size_t>(n)) != nullptr) p.finished = true;
+    } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+      p.closed = true;
+    }
+  }
+  return true;
+}
+
+void LivenessMonitor::Impl::send_heartbeats() {
+  for (const Peer& p : peers_) {
+    // A full buffer means the peer reads nothing: its silence says so.
+    if (!p.finished && !p.closed) send(p.socket.fd(), "h", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+  }
+}
+
+void LivenessMonitor::Impl::report(std::vector<const Peer*> lost, double silent) {
+  LivenessLoss loss;
+  loss.reporter = comm_.rank();
+  loss.reporter_node = hosts_[static_cast<size_t>(comm_.rank())];
+  loss.closed = std::any_of(lost.begin(), lost.end(), [](const Peer* p) { return p->closed; });
+  loss.silent_seconds = silent;
+  for (const Peer* p : lost) {
+    loss.ranks.push_back(p->rank);
+    loss.nodes.push_back(hosts_[static_cast<size_t>(p->rank)]);
+  }
+  for (const std::string& node : loss.nodes) {
+    const auto on_node = [&](const std::vector<std::string>& names) {
+      return std::count(names.begin(), names.end(), node);
+    };
+    const bool seen =
+        std::find(loss.whole_nodes.begin(), loss.whole_nodes.end(), node) != loss.whole_nodes.end();
+    if (!seen && on_node(loss.nodes) == on_node(hosts_)) loss.whole_nodes.push_back(node);
+  }
+  if (on_loss_) {
+    on_loss_(loss);
+    return;
+  }
+  const std::string line = "lockstep: " + loss.message() + "\n";
+  std::fputs(line.c_str(), stderr);
+  std::fflush(stderr);
+  comm_.abort(1);
+}
+
+LivenessMonitor::LivenessMonitor(Communicator& comm, LivenessPolicy policy, OnLoss on_loss)
+    : impl_(std::make_unique<Impl>(comm, policy, std::move(on_loss))) {}
+
+LivenessMonitor::~LivenessMonitor() = default;
+
+std::unique_ptr<LivenessMonitor> start_liveness(Communicator& comm, const LivenessPolicy& policy,
+                                                LivenessMonitor::OnLoss on_loss) {
+  policy.validate();
+  if (comm.size() <= 1 || !policy.enabled()) return nullptr;
+  return std::make_unique<LivenessMonitor>(comm, policy, std::move(on_loss));
+}
+
+}  // namespace lockstep::distributed
