@@ -20,6 +20,7 @@ class CommBatchStatsReducer final : public nn::BatchStatsReducer {
   // outlive the reducer.
   CommBatchStatsReducer(Communicator& comm, Timeline* timeline);
   void sum(std::span<double> values, std::string_view what) override;
+  void sum_exact(nn::BinnedSum& sums, std::string_view what) override;
 
  private:
   std::unique_ptr<Communicator> own_;  // the duplicate, or null

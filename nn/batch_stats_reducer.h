@@ -8,6 +8,8 @@
 
 namespace lockstep::nn {
 
+class BinnedSum;
+
 class BatchStatsReducer {
  public:
   virtual ~BatchStatsReducer() = default;
@@ -16,6 +18,9 @@ class BatchStatsReducer {
   // order (BatchNorm layers in forward and backward order). `what` names the
   // collective for timelines and stall reports ("layer1.0.bn1 forward").
   virtual void sum(std::span<double> values, std::string_view what) = 0;
+  // Reproducible mode: replaces sums, on every rank, with their exact sum
+  // over all ranks (nn/exact_sum.h); the same calling rules as sum().
+  virtual void sum_exact(BinnedSum& sums, std::string_view what) = 0;
 };
 
 }  // namespace lockstep::nn

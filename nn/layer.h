@@ -15,10 +15,15 @@
 
 namespace lockstep::nn {
 
+class BinnedSum;
+
 struct Parameter {
   std::string name;  // "conv1.weight"
   Tensor value;
   Tensor grad;  // same shape; overwritten by each backward
+  // Reproducible mode (nn/exact_sum.h): when set, backward adds the
+  // gradient of each sample to it and leaves grad as scratch.
+  BinnedSum* exact = nullptr;
 };
 
 // Non-trainable state (BatchNorm's running statistics): saved in

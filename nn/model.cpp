@@ -79,6 +79,22 @@ const Tensor& Model::forward(Backend& backend, const Tensor& x, const ForwardCon
   return activations_.back();
 }
 
+std::vector<double> Model::sample_losses(Backend& backend, const int32_t* labels) {
+  const Tensor& out = activations_.back();
+  const int64_t rows = out.dim(0), cols = out.dim(1);
+  std::vector<double> losses(static_cast<size_t>(rows));
+  for (int64_t s = 0; s < rows; ++s) {
+    const float* row = out.data() + s * cols;
+    losses[s] =
+        loss_ == LossKind::kNll
+            ? backend.nll_loss(1, cols, row, labels + s, 0.0f, nullptr).loss_sum
+            : backend
+                  .softmax_cross_entropy(1, cols, row, labels + s, 0.0f, nullptr, label_smoothing_)
+                  .loss_sum;
+  }
+  return losses;
+}
+
 void Model::set_label_smoothing(float e) {
   if (!(e >= 0.0f && e < 1.0f)) fail_input("label_smoothing must be in [0, 1), got ", e);
   if (e > 0.0f && loss_ == LossKind::kNll) {

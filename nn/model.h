@@ -49,6 +49,10 @@ class Model {
   // Loss of the last forward against labels (device int32). When want_grad,
   // also prepares d(grad_scale * loss_sum)/d(output) for backward().
   LossStats loss(Backend& backend, const int32_t* labels, float grad_scale, bool want_grad);
+  // The loss of each sample of the last forward, each computed alone (so it
+  // does not depend on the batch): the terms of the reproducible mode's
+  // exact loss sums.
+  std::vector<double> sample_losses(Backend& backend, const int32_t* labels);
   // Label smoothing of the cross-entropy loss (PyTorch's label_smoothing),
   // in [0, 1); InputError for a model whose loss is nll.
   void set_label_smoothing(float e);

@@ -2,6 +2,8 @@
 // central differences. Pooling: test_pooling.cpp.
 #include <gtest/gtest.h>
 
+#include "nn/exact_sum.h"
+
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -126,6 +128,10 @@ class TwinRanks final : public BatchStatsReducer {
  public:
   void sum(std::span<double> values, std::string_view) override {
     for (double& v : values) v *= 2.0;
+    ++calls;
+  }
+  void sum_exact(BinnedSum& sums, std::string_view) override {
+    for (int64_t& b : sums.bins()) b *= 2;
     ++calls;
   }
   int calls = 0;

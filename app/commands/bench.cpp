@@ -6,7 +6,9 @@
 
 #include "app/platform/cpu_isa_env.h"
 #include "common/clock.h"
+#include "distributed/comm_batch_stats_reducer.h"
 #include "distributed/distributed_optimizer.h"
+#include "distributed/exact_gradients.h"
 #include "nn/counter_rng.h"
 #include "nn/model_zoo.h"
 #include "nn/optimizer.h"
@@ -32,6 +34,67 @@ std::vector<BenchCase> default_bench_cases() {
           {"alexnet_cifar", 128, 2}};
 }
 
+namespace {
+
+// One training step as the trainer takes it, in either reduction mode.
+class BenchStep {
+ public:
+  BenchStep(const BenchCase& bench, distributed::Communicator& comm, nn::Model& model,
+            nn::Backend& backend, nn::Optimizer& optimizer)
+      : bench_(bench), comm_(comm), model_(model), backend_(backend) {
+    distributed::DistributedOptimizerConfig config{.allreduce_chunk_mb = bench.allreduce_chunk_mb};
+    if (bench.reproducible) {
+      exact_ = std::make_unique<distributed::ExactGradients>(model.parameters());
+      local_ = distributed::make_single_communicator();
+      config.gradient_comm = local_.get();
+    }
+    if (bench.sync_batchnorm)
+      sync_ = std::make_unique<distributed::CommBatchStatsReducer>(comm, nullptr);
+    dopt_ = std::make_unique<distributed::DistributedOptimizer>(comm, backend, model.parameters(),
+                                                                optimizer, config);
+    dopt_->broadcast_parameters(0);
+  }
+
+  void run(const nn::Tensor& x, const int32_t* labels, const int64_t* ids, int64_t s,
+           distributed::Timeline* spans) {
+    nn::ForwardContext ctx{.training = true,
+                           .seed = 42,
+                           .epoch = static_cast<uint64_t>(s),
+                           .sample_ids = ids,
+                           .batch_stats = sync_.get()};
+    {
+      distributed::TimelineSpan span(spans, "forward", "compute");
+      model_.forward(backend_, x, ctx);
+      model_.loss(backend_, labels, exact_ ? 1.0f : 1.0f / static_cast<float>(bench_.batch), true);
+      if (exact_) {
+        for (double l : model_.sample_losses(backend_, labels)) loss_.add(l);
+      }
+    }
+    {
+      distributed::TimelineSpan span(spans, "backward", "compute");
+      model_.backward(backend_,
+                      exact_ ? std::function<void(size_t)>{} : dopt_->grad_ready_callback());
+    }
+    if (exact_) exact_->reduce(comm_, 1.0 / static_cast<double>(bench_.batch * comm_.size()));
+    distributed::TimelineSpan span(spans, "optimizer step", "compute");
+    dopt_->step(0.01f);
+  }
+  void set_timeline(distributed::Timeline* timeline) { dopt_->set_timeline(timeline); }
+
+ private:
+  const BenchCase& bench_;
+  distributed::Communicator& comm_;
+  nn::Model& model_;
+  nn::Backend& backend_;
+  std::unique_ptr<distributed::ExactGradients> exact_;
+  std::unique_ptr<distributed::Communicator> local_;
+  std::unique_ptr<nn::BatchStatsReducer> sync_;
+  std::unique_ptr<distributed::DistributedOptimizer> dopt_;
+  distributed::ExactScalar loss_;
+};
+
+}  // namespace
+
 BenchResult run_bench(const BenchCase& bench, distributed::Communicator& comm, double min_seconds,
                       distributed::Timeline* timeline) {
   const nn::Shape input = input_shape(bench.model);
@@ -40,9 +103,7 @@ BenchResult run_bench(const BenchCase& bench, distributed::Communicator& comm, d
   model->reset_parameters(42, nn::Device::kCpu);
   auto optimizer = nn::make_optimizer({.kind = nn::OptimizerKind::kSgd, .momentum = 0.5f},
                                       model->parameters(), nn::Device::kCpu);
-  distributed::DistributedOptimizer dopt(comm, *backend, model->parameters(), *optimizer,
-                                         {.allreduce_chunk_mb = bench.allreduce_chunk_mb});
-  dopt.broadcast_parameters(0);
+  BenchStep bench_step(bench, comm, *model, *backend, *optimizer);
 
   // Synthetic, normalised-looking inputs and labels, different per rank.
   nn::Tensor x({bench.batch, input[0], input[1], input[2]});
@@ -58,24 +119,10 @@ BenchResult run_bench(const BenchCase& bench, distributed::Communicator& comm, d
   }
 
   distributed::Timeline* spans = nullptr;  // set once warm-up is over
-  auto step = [&](int64_t s) {
-    nn::ForwardContext ctx{
-        .training = true, .seed = 42, .epoch = static_cast<uint64_t>(s), .sample_ids = ids.data()};
-    {
-      distributed::TimelineSpan span(spans, "forward", "compute");
-      model->forward(*backend, x, ctx);
-      model->loss(*backend, labels.data(), 1.0f / static_cast<float>(bench.batch), true);
-    }
-    {
-      distributed::TimelineSpan span(spans, "backward", "compute");
-      model->backward(*backend, dopt.grad_ready_callback());
-    }
-    distributed::TimelineSpan span(spans, "optimizer step", "compute");
-    dopt.step(0.01f);
-  };
+  auto step = [&](int64_t s) { bench_step.run(x, labels.data(), ids.data(), s, spans); };
   for (int64_t s = 0; s < 3; ++s) step(s);  // warm caches, buffers and threads
   spans = timeline;
-  dopt.set_timeline(timeline);
+  bench_step.set_timeline(timeline);
 
   const auto start = Clock::now();
   BenchResult r;
@@ -92,7 +139,7 @@ BenchResult run_bench(const BenchCase& bench, distributed::Communicator& comm, d
       break;
     }
   }
-  dopt.set_timeline(nullptr);
+  bench_step.set_timeline(nullptr);
   r.seconds_per_step = elapsed / static_cast<double>(r.steps);
   r.images_per_second = static_cast<double>(bench.batch * comm.size()) / r.seconds_per_step;
   return r;

@@ -27,6 +27,11 @@ struct BenchCase {
   int threads = 1;                  // compute threads per rank
   double allreduce_chunk_mb = 1.0;  // DistributedOptimizerConfig's
   nn::Precision precision = nn::Precision::kFp32;
+  // The trainer's reproducible mode (exact per-sample gradient and loss
+  // sums, distributed/exact_gradients.h) instead of the bucketed reduction.
+  bool reproducible = false;
+  // BatchNorm statistics over all ranks (SyncBatchNorm); false: per rank.
+  bool sync_batchnorm = false;
 };
 
 struct BenchResult {

@@ -1,14 +1,16 @@
 #include "app/commands/bench_command.h"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <optional>
 
 #include "app/commands/bench.h"
 #include "app/config/config.h"
-#include "distributed/stall.h"
 #include "common/error.h"
+#include "distributed/stall.h"
+#include "nn/resnet_zoo.h"
 
 namespace lockstep::app {
 namespace {
@@ -34,15 +36,49 @@ void print_case(const BenchCase& c, const BenchResult& r, int ranks, bool note_c
     std::snprintf(chunk_note, sizeof(chunk_note), "  chunk %g MiB", c.allreduce_chunk_mb);
   const std::string precision = nn::to_string(c.precision);
   const bool fp32 = c.precision == nn::Precision::kFp32;
-  std::printf("%-14s batch %4lld x %d rank%s  %d thread%s  %10.1f img/s  %8.3f ms/step%s%s%s\n",
+  std::printf("%-14s batch %4lld x %d rank%s  %d thread%s  %10.1f img/s  %8.3f ms/step%s%s%s%s\n",
               c.model.c_str(), static_cast<long long>(c.batch), ranks, ranks == 1 ? " " : "s",
               c.threads, c.threads == 1 ? " " : "s", r.images_per_second, 1e3 * r.seconds_per_step,
-              chunk_note, fp32 ? "" : "  ", fp32 ? "" : precision.c_str());
+              chunk_note, fp32 ? "" : "  ", fp32 ? "" : precision.c_str(),
+              c.reproducible ? "  reproducible" : "");
   std::printf(
       "bench {\"model\": \"%s\", \"batch\": %lld, \"ranks\": %d, \"threads\": %d, "
-      "\"allreduce_chunk_mb\": %g, \"precision\": \"%s\", \"images_per_second\": %.1f}\n",
+      "\"allreduce_chunk_mb\": %g, \"precision\": \"%s\", \"reproducible\": %s, "
+      "\"images_per_second\": %.1f}\n",
       c.model.c_str(), static_cast<long long>(c.batch), ranks, c.threads, c.allreduce_chunk_mb,
-      precision.c_str(), r.images_per_second);
+      precision.c_str(), c.reproducible ? "true" : "false", r.images_per_second);
+  std::fflush(stdout);
+}
+
+// The two modes side by side: alternated, kModeRounds rounds each (the
+// machine's noise hits both alike), medians compared.
+void compare_modes(BenchCase c, const BenchArgs& args, distributed::Communicator& comm) {
+  constexpr int kModeRounds = 3;
+  std::vector<double> rates[2];
+  BenchResult last[2];
+  for (int round = 0; round < kModeRounds; ++round) {
+    for (int mode = 0; mode < 2; ++mode) {
+      c.reproducible = mode == 1;
+      last[mode] = run_bench(c, comm, args.seconds);
+      rates[mode].push_back(last[mode].images_per_second);
+    }
+  }
+  if (comm.rank() != 0) return;
+  double median[2];
+  for (int mode = 0; mode < 2; ++mode) {
+    std::sort(rates[mode].begin(), rates[mode].end());
+    median[mode] = rates[mode][kModeRounds / 2];
+    last[mode].images_per_second = median[mode];
+    last[mode].seconds_per_step = static_cast<double>(c.batch * comm.size()) / median[mode];
+    c.reproducible = mode == 1;
+    print_case(c, last[mode], comm.size(), false);
+  }
+  std::printf(
+      "reproducible cost %-14s %d rank%s %d thread%s: %.1f%% (median of %d alternating "
+      "rounds: %.1f vs %.1f img/s)\n",
+      c.model.c_str(), comm.size(), comm.size() == 1 ? "" : "s", c.threads,
+      c.threads == 1 ? "" : "s", 100.0 * (1.0 - median[1] / median[0]), kModeRounds, median[1],
+      median[0]);
   std::fflush(stdout);
 }
 
@@ -60,6 +96,10 @@ void add_bench_options(CLI::App& cmd, BenchArgs& args) {
   cmd.add_option("--timeline", args.timeline, "Chrome trace of the timed steps");
   cmd.add_option("--precision", args.precision, "fp32 | bf16 (as train's key)")
       ->capture_default_str();
+  cmd.add_option("--reproducible", args.reproducible,
+                 "off | on | both: the reproducible mode; both: the two modes alternated, "
+                 "medians and the cost")
+      ->check(CLI::IsMember({"off", "on", "both"}));
   cmd.add_flag("--allreduce", args.allreduce,
                "time the fused gradient reduction against one plain allreduce");
   cmd.add_option("--bucket-cap-mb,--bucket_cap_mb", args.bucket_caps,
@@ -101,6 +141,13 @@ int run_bench_command(const BenchArgs& args, distributed::Communicator& comm) {
         BenchCase c{model, args.batch, threads, chunk};
         c.precision = *precision;
         if (c.batch == 0) c.batch = model == "mnist_net" ? 64 : 128;
+        // BatchNorm models: SyncBatchNorm in both modes (the reproducible one needs it).
+        c.sync_batchnorm = args.reproducible != "off" && nn::is_resnet_model(model);
+        if (args.reproducible == "both") {
+          compare_modes(c, args, comm);
+          continue;
+        }
+        c.reproducible = args.reproducible == "on";
         const auto r = run_bench(c, comm, args.seconds, timeline.get());
         if (comm.rank() == 0) print_case(c, r, comm.size(), args.chunks.size() > 1);
       }

@@ -27,6 +27,9 @@ struct BenchArgs {
   bool no_overlap = false;
   double stall_warning_s = 60.0;   // as train's default; 0: blocking MPI calls
   std::string precision = "fp32";  // fp32 | bf16, as train's key
+  // off | on | both: the reproducible mode; both alternates the two modes
+  // over kModeRounds rounds per case and prints their medians and the cost.
+  std::string reproducible = "off";
 };
 
 void add_bench_options(CLI::App& cmd, BenchArgs& args);

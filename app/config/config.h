@@ -113,6 +113,7 @@ struct TrainConfig {
 
   // --- modern CNN recipe (issue 14): BatchNorm across ranks, loss, clipping, decay
   bool sync_batchnorm = false;       // BatchNorm statistics over the global batch (SyncBatchNorm)
+  bool reproducible = false;         // the same bits for any number of ranks at one global batch
   double label_smoothing = 0.0;      // cross_entropy target (1 - e) onehot + e / classes, [0, 1)
   double grad_clip_norm = 0.0;       // clip averaged gradients to this global L2 norm (0: off)
   bool weight_decay_bn_bias = true;  // false: no weight decay on BatchNorm and bias parameters

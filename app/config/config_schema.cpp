@@ -251,6 +251,10 @@ std::vector<Key> make_schema() {
           "BatchNorm statistics over the global batch (one allreduce per layer in forward and in "
           "backward); off: per-rank statistics, running statistics averaged over ranks before "
           "evaluation and checkpoints"),
+      key("reproducible", &C::reproducible,
+          "world-size-independent training: for one global batch (batch_size x ranks), any "
+          "number of ranks gives bit-identical weights, optimizer state, losses and metrics "
+          "(exact per-sample gradient sums, docs/reproducible.md; CPU only)"),
       key("label_smoothing", &C::label_smoothing,
           "cross_entropy label smoothing e: target (1 - e) onehot + e / classes")
           .range(between(0, 0.999)),

@@ -24,17 +24,27 @@ void Totals::add(const nn::LossStats& s) {
   count += static_cast<double>(s.count);
 }
 
+void Totals::add_exact(const std::vector<double>& sample_losses) {
+  exact_ = true;
+  for (double l : sample_losses) exact_loss_.add(l);
+}
+
 void Totals::reduce(distributed::Communicator& comm) {
   double v[3] = {loss, correct, count};
   comm.allreduce(std::span<double>(v, 3), distributed::ReduceOp::kSum);
   loss = v[0];
   correct = v[1];
   count = v[2];
+  // Every rank alike: a rank without samples still joins the exact sum.
+  int64_t exact = exact_ ? 1 : 0;
+  comm.allreduce(std::span<int64_t>(&exact, 1), distributed::ReduceOp::kMax);
+  if (exact != 0) loss = exact_loss_.reduce(comm);
 }
 
 EvalResult evaluate_model(nn::Model& model, nn::Backend& backend, BatchStager& stager,
                           const data::Dataset& test, const data::Normalization& normalization,
-                          int64_t batch_size, distributed::Communicator& comm, int64_t top_k) {
+                          int64_t batch_size, distributed::Communicator& comm, int64_t top_k,
+                          bool exact_loss) {
   auto sampler = data::DistributedSampler::for_evaluation(test.size(), comm.rank(), comm.size());
   data::BatchLoaderOptions lo;
   lo.batch_size = batch_size;
@@ -61,6 +71,7 @@ EvalResult evaluate_model(nn::Model& model, nn::Backend& backend, BatchStager& s
           const_cast<float*>(images.data()) + first * per_sample, shape, images.device());
       const nn::Tensor& out = model.forward(backend, part, {});
       totals.add(model.loss(backend, labels + first, 0.0f, false));
+      if (exact_loss) totals.add_exact(model.sample_losses(backend, labels + first));
       classes->add(host_values(out, host), batch.labels.data() + first, shape[0]);
     }
   }

@@ -12,6 +12,7 @@
 #include "data/dataset.h"
 #include "data/transform.h"
 #include "distributed/communicator.h"
+#include "distributed/exact_gradients.h"
 #include "nn/backend.h"
 #include "nn/model.h"
 
@@ -30,8 +31,16 @@ struct EvalResult {
 struct Totals {
   double loss = 0.0, correct = 0.0, count = 0.0;
   void add(const nn::LossStats& s);
+  // Reproducible mode: the batch's per-sample losses (Model::sample_losses)
+  // also go into exact sums, and reduce() takes the loss from them, so it
+  // does not depend on the number of ranks.
+  void add_exact(const std::vector<double>& sample_losses);
   // Collective: sums over the ranks of comm.
   void reduce(distributed::Communicator& comm);
+
+ private:
+  bool exact_ = false;
+  distributed::ExactScalar exact_loss_;
 };
 
 // Evaluates model on this rank's shard of test (batches of batch_size,
@@ -39,7 +48,8 @@ struct Totals {
 // and per-class counts. Collective.
 EvalResult evaluate_model(nn::Model& model, nn::Backend& backend, BatchStager& stager,
                           const data::Dataset& test, const data::Normalization& normalization,
-                          int64_t batch_size, distributed::Communicator& comm, int64_t top_k = 5);
+                          int64_t batch_size, distributed::Communicator& comm, int64_t top_k = 5,
+                          bool exact_loss = false);
 
 // Copies the checkpoint's weights into model's parameters and buffers
 // (BatchNorm running statistics; optimizer state is not needed). Throws

@@ -10,6 +10,7 @@
 #include "app/platform/device.h"
 #include "app/run/loss_scaling.h"
 #include "app/run/model_buffers.h"
+#include "app/run/reproducible.h"
 #include "app/run/tensorboard.h"
 #include "app/run/train_settings.h"
 #include "app/run/training_guard.h"
@@ -20,6 +21,7 @@
 #include "data/sampler.h"
 #include "data/validation_split.h"
 #include "distributed/comm_batch_stats_reducer.h"
+#include "distributed/exact_gradients.h"
 #include "nn/model_zoo.h"
 
 namespace lockstep::app {
@@ -82,6 +84,7 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
   dconfig.timeline = timeline_.get();
   dconfig.gradient_comm = gradient_comm_.get();
   dconfig.grad_scaler = scaler_.get();
+  if (config_.reproducible) use_exact_sums(dconfig);
   dopt_ = std::make_unique<distributed::DistributedOptimizer>(
       comm_, *backend_, model_->parameters(), *optimizer_, dconfig);
   arm_stall_abort(false);
@@ -136,6 +139,11 @@ void Trainer::run() {
       tensorboard_->weight_histograms(*model_, epochs_done_);
   }
   write_results();
+  if (exact_) {
+    report_->line("reproducible: state sha256 " +
+                  state_digest(state_tensors(), optimizer_->steps()) + ", metrics sha256 " +
+                  metrics_digest(history_));
+  }
   if (timeline_) {
     for (const std::string& lost : distributed::finish_timeline(*timeline_, comm_)) {
       report_->line("timeline: could not merge " + lost);
@@ -157,7 +165,9 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   // step takes the rest (fewer passes, each scaled for a mean over them), so
   // every sample of the epoch is used.
   const int64_t k = config_.backward_passes_per_step;
-  const int64_t batches = sampler.steps(config_.batch_size);
+  const int64_t batches =
+      exact_ ? reproducible_batches(train_.size(), config_.batch_size, comm_.size())
+             : sampler.steps(config_.batch_size);
   const int64_t steps = (batches + k - 1) / k;
   check_batch_count(comm_, r.epoch, batches);
   if (steps == 0) fail_input("epoch ", r.epoch, ": no batch (batch_size too large?)");
@@ -219,7 +229,8 @@ void check_batch_count(distributed::Communicator& comm, int64_t epoch_number, in
 
 void Trainer::train_step(data::BatchLoader& loader, data::Batch& batch, int64_t epoch,
                          int64_t passes, double lr, Totals& totals, double& data_seconds) {
-  if (passes != config_.backward_passes_per_step) dopt_->set_step_passes(static_cast<int>(passes));
+  if (passes != config_.backward_passes_per_step && !exact_)
+    dopt_->set_step_passes(static_cast<int>(passes));
   for (int64_t pass = 0; pass < passes; ++pass) {
     const auto wait_start = Clock::now();
     {
@@ -235,14 +246,22 @@ void Trainer::train_step(data::BatchLoader& loader, data::Batch& batch, int64_t 
     {
       distributed::TimelineSpan span(timeline_.get(), "forward", "compute");
       model_->forward(*backend_, stager_->images(batch), ctx);
-      const float mean = 1.0f / static_cast<float>(passes * batch.size());
+      // Reproducible: per-sample gradients of the loss, averaged exactly by exact_.
+      const float mean = exact_ ? 1.0f : 1.0f / static_cast<float>(passes * batch.size());
       const nn::LossStats loss = model_->loss(*backend_, stager_->labels(batch),
                                               scaler_ ? scaler_->loss_factor() * mean : mean, true);
       check_finite_loss(loss.loss_sum, epoch + 1, global_step_ + 1, lr);
       totals.add(loss);
+      if (exact_) totals.add_exact(model_->sample_losses(*backend_, stager_->labels(batch)));
     }
     distributed::TimelineSpan span(timeline_.get(), "backward", "compute");
-    model_->backward(*backend_, dopt_->grad_ready_callback());
+    model_->backward(*backend_,
+                     exact_ ? std::function<void(size_t)>{} : dopt_->grad_ready_callback());
+  }
+  if (exact_) {
+    distributed::TimelineSpan span(timeline_.get(), "exact gradient sums", "communication");
+    comm_.set_stall_label("step " + std::to_string(global_step_ + 1) + " exact gradient sums");
+    exact_->reduce(comm_, 1.0 / static_cast<double>(passes * batch.size() * comm_.size()));
   }
   {
     distributed::TimelineSpan span(timeline_.get(), "optimizer step", "compute");

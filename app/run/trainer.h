@@ -24,6 +24,7 @@
 #include "data/transform.h"
 #include "distributed/communicator.h"
 #include "distributed/distributed_optimizer.h"
+#include "distributed/exact_gradients.h"
 #include "distributed/liveness.h"
 #include "distributed/timeline.h"
 #include "nn/backend.h"
@@ -79,10 +80,12 @@ class Trainer {
   // At the end of run(): rank 0's class reports and model.safetensors.
   void write_results();
   void resume();
+  void resume_world_size(int64_t stored_ranks, int64_t stored_batch, const std::string& path);
   // numbered: the next numbered checkpoint; best: run_dir/best.lsck.
   void save_checkpoint(bool numbered = true, bool best = false);
   std::vector<std::pair<std::string, nn::Tensor*>> state_tensors();
   void check_fingerprint();
+  void use_exact_sums(distributed::DistributedOptimizerConfig& dconfig);
   void banner();
   // Long local phases (start-up with data decoding, the first step and the
   // first evaluation with cuDNN autotuning) do not count towards
@@ -104,6 +107,10 @@ class Trainer {
   std::unique_ptr<distributed::Communicator> gradient_comm_;
   std::unique_ptr<distributed::DistributedOptimizer> dopt_;
   std::unique_ptr<nn::BatchStatsReducer> batch_stats_;  // sync_batchnorm only
+  // reproducible only: exact gradient sums, and the size-1 communicator
+  // that makes the DistributedOptimizer a local step on their result.
+  std::unique_ptr<distributed::ExactGradients> exact_;
+  std::unique_ptr<distributed::Communicator> local_comm_;
   std::unique_ptr<nn::LrSchedule> schedule_;
   std::unique_ptr<nn::GradScaler> scaler_;  // loss scaling (fp16); null when off
   std::unique_ptr<Report> report_;

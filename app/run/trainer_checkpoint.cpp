@@ -5,6 +5,7 @@
 #include "app/checkpoint/checkpoint.h"
 #include "app/checkpoint/resume_policy.h"
 #include "app/run/loss_scaling.h"
+#include "app/run/reproducible.h"
 #include "app/run/trainer.h"
 #include "app/run/training_guard.h"
 #include "common/error.h"
@@ -47,6 +48,24 @@ void Trainer::save_checkpoint(bool numbered, bool best) {
   store.save(epochs_done_, global_step_, checkpoint);
 }
 
+// A checkpoint written by another number of ranks: the reproducible mode
+// keeps its global batch (and so its bits); otherwise the per-rank batch is
+// kept and the global batch changes. Both are said.
+void Trainer::resume_world_size(int64_t stored_ranks, int64_t stored_batch,
+                                const std::string& path) {
+  if (stored_ranks == comm_.size()) return;
+  if (config_.reproducible) {
+    auto [batch, line] = derive_batch_size(stored_batch, stored_ranks, comm_.size(), path);
+    config_.batch_size = batch;
+    report_->line(line);
+    return;
+  }
+  report_->line(detail::concat("resume: world size changed from ", stored_ranks, " to ",
+                               comm_.size(), " ranks: per-rank batch ", config_.batch_size,
+                               " kept, global batch ", stored_batch * stored_ranks, " -> ",
+                               config_.batch_size * comm_.size()));
+}
+
 void Trainer::resume() {
   if (config_.resume.empty()) return;
   std::string meta_text;
@@ -76,6 +95,8 @@ void Trainer::resume() {
                     {"step", m.at("step").get<int64_t>()},
                     {"best", m.value("best", nlohmann::json())},
                     {"path", path},
+                    {"world_size", m.value("world_size", int64_t{1})},
+                    {"batch_size", stored.batch_size},
                     {"loss_scale", m.value("loss_scale", nlohmann::json())}};
       } catch (const nlohmann::json::exception& e) {
         fail_input(path, ": checkpoint metadata lacks training position: ", e.what());
@@ -90,6 +111,9 @@ void Trainer::resume() {
   epochs_done_ = position.at("epoch").get<int64_t>();
   global_step_ = position.at("step").get<int64_t>();
   best_.restore(position.at("best"));
+  resume_world_size(position.at("world_size").get<int64_t>(),
+                    position.at("batch_size").get<int64_t>(),
+                    position.at("path").get<std::string>());
   if (scaler_ && !position.at("loss_scale").is_null()) {
     restore_scaler_state(*scaler_, position.at("loss_scale"),
                          position.at("path").get<std::string>());

@@ -1,14 +1,26 @@
 // What a Trainer checks and says before the first epoch: the fingerprint
-// every rank compares, and the banner.
+// every rank compares, the banner, and the reproducible mode's set-up.
 #include <sstream>
 
 #include "app/platform/placement.h"
 #include "app/run/loss_scaling.h"
+#include "app/run/reproducible.h"
 #include "app/run/train_settings.h"
 #include "app/run/trainer.h"
 #include "distributed/fingerprint.h"
 
 namespace lockstep::app {
+
+// The reproducible mode: exact_ sums the gradients over samples and ranks;
+// the DistributedOptimizer, on a size-1 gradient communicator, only steps.
+void Trainer::use_exact_sums(distributed::DistributedOptimizerConfig& dconfig) {
+  check_reproducible(config_, *model_, backend_->device());
+  exact_ = std::make_unique<distributed::ExactGradients>(model_->parameters());
+  local_comm_ = distributed::make_single_communicator();
+  dconfig.gradient_comm = local_comm_.get();
+  dconfig.backward_passes_per_step = 1;
+  dconfig.gradient_predivide_factor = 1.0;
+}
 
 void Trainer::check_fingerprint() {
   auto items = fingerprint_items(config_);

@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "nn/batch_stats_reducer.h"
+#include "nn/layers/batch_norm_exact.h"
 
 namespace lockstep::nn {
 
@@ -37,9 +38,13 @@ void BatchNorm2d::batch_statistics(Backend& backend, const BatchNormGeometry& g,
                                    BatchStatsReducer* reducer) {
   const auto C = static_cast<size_t>(channels_);
   std::vector<double> sums(2 * C + 1);
-  backend.batchnorm_stats(g, x.data(), sums.data(), sums.data() + C);
-  sums[2 * C] = static_cast<double>(g.batch * g.spatial);
-  if (reducer != nullptr) reducer->sum(sums, name() + " forward statistics");
+  if (weight_.exact != nullptr) {  // reproducible mode: exact sums of per-sample sums
+    sums = exact_batch_stats(backend, g, x.data(), reducer, name() + " forward statistics");
+  } else {
+    backend.batchnorm_stats(g, x.data(), sums.data(), sums.data() + C);
+    sums[2 * C] = static_cast<double>(g.batch * g.spatial);
+    if (reducer != nullptr) reducer->sum(sums, name() + " forward statistics");
+  }
   count_ = sums[2 * C];
   if (count_ <= 0) fail_input(name(), ": batch statistics of an empty batch");
   mean_.resize(C);
@@ -114,6 +119,13 @@ void BatchNorm2d::backward(Backend& backend, const Tensor& x, const Tensor& y, c
   coef_.resize({5, channels_});
   coef_.copy_from(coef_host_);
   const float* masked = relu_ ? y.data() : nullptr;
+  if (weight_.exact != nullptr) {
+    const std::vector<double> sums =
+        exact_backward_sums(backend, g, x.data(), masked, dy.data(), coef_.data(), *weight_.exact,
+                            *bias_.exact, reducer_, name() + " backward sums");
+    if (dx != nullptr) backward_apply(backend, g, x, masked, dy, sums, *dx);
+    return;
+  }
   std::vector<double> sums(2 * C);
   backend.batchnorm_backward_sums(g, x.data(), masked, dy.data(), coef_.data(), sums.data(),
                                   sums.data() + C);
@@ -126,6 +138,15 @@ void BatchNorm2d::backward(Backend& backend, const Tensor& x, const Tensor& y, c
   bias_.grad.copy_from(db);
   if (dx == nullptr) return;
   if (reducer_ != nullptr) reducer_->sum(sums, name() + " backward sums");
+  backward_apply(backend, g, x, masked, dy, sums, *dx);
+}
+
+// dx from the (reduced) sums of dy and dy * xhat.
+void BatchNorm2d::backward_apply(Backend& backend, const BatchNormGeometry& g, const Tensor& x,
+                                 const float* masked, const Tensor& dy,
+                                 const std::vector<double>& sums, Tensor& dx) {
+  const auto C = static_cast<size_t>(channels_);
+  float* k = coef_host_.data();
   Tensor w({channels_});
   w.copy_from(weight_.value);
   // Evaluation-mode statistics are constants: only the scale remains.
@@ -136,7 +157,7 @@ void BatchNorm2d::backward(Backend& backend, const Tensor& x, const Tensor& y, c
     k[4 * C + c] = static_cast<float>(sums[C + c] * batch);
   }
   coef_.copy_from(coef_host_);
-  backend.batchnorm_backward_apply(g, x.data(), masked, dy.data(), coef_.data(), dx->data());
+  backend.batchnorm_backward_apply(g, x.data(), masked, dy.data(), coef_.data(), dx.data());
 }
 
 void BatchNorm2d::reset_parameters(uint64_t, Device device) {

@@ -43,6 +43,9 @@ class BatchNorm2d final : public Layer {
   bool fused_relu() const { return relu_; }
 
  private:
+  void backward_apply(Backend& backend, const BatchNormGeometry& g, const Tensor& x,
+                      const float* masked, const Tensor& dy, const std::vector<double>& sums,
+                      Tensor& dx);
   BatchNormGeometry geometry(const Shape& input) const;
   // Batch mean and invstd from the sums (host, C each); updates the running
   // statistics.

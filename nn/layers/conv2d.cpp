@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "common/error.h"
+#include "nn/exact_sum.h"
 
 namespace lockstep::nn {
 
@@ -59,9 +60,30 @@ void Conv2d::forward(Backend& backend, const Tensor& x, Tensor& y, const Forward
 void Conv2d::backward(Backend& backend, const Tensor& x, const Tensor&, const Tensor& dy,
                       Tensor* dx) {
   const Conv2dGeometry g = geometry(x.shape());
-  backend.conv2d_backward_filter(g, x.data(), dy.data(), weight_.grad.data(),
-                                 has_bias_ ? bias_.grad.data() : nullptr);
+  if (weight_.exact != nullptr) {
+    add_sample_grads(backend, g, x, dy);
+  } else {
+    backend.conv2d_backward_filter(g, x.data(), dy.data(), weight_.grad.data(),
+                                   has_bias_ ? bias_.grad.data() : nullptr);
+  }
   if (dx != nullptr) backend.conv2d_backward_data(g, weight_.value.data(), dy.data(), dx->data());
+}
+
+// Reproducible mode: one filter gradient per sample (batch 1, so what a
+// sample contributes does not depend on the batch it came in), each added to
+// the exact sums; grad is the scratch.
+void Conv2d::add_sample_grads(Backend& backend, Conv2dGeometry g, const Tensor& x,
+                              const Tensor& dy) {
+  const int64_t samples = g.batch;
+  g.batch = 1;
+  const int64_t x_stride = g.in_channels * g.in_h * g.in_w;
+  const int64_t y_stride = g.out_channels * g.out_h() * g.out_w();
+  for (int64_t s = 0; s < samples; ++s) {
+    backend.conv2d_backward_filter(g, x.data() + s * x_stride, dy.data() + s * y_stride,
+                                   weight_.grad.data(), has_bias_ ? bias_.grad.data() : nullptr);
+    weight_.exact->add(weight_.grad.data());
+    if (has_bias_) bias_.exact->add(bias_.grad.data());
+  }
 }
 
 void Conv2d::reset_parameters(uint64_t seed, Device device) {

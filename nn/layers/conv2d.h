@@ -32,6 +32,7 @@ class Conv2d final : public Layer {
   int64_t pad() const { return pad_; }
 
  private:
+  void add_sample_grads(Backend& backend, Conv2dGeometry g, const Tensor& x, const Tensor& dy);
   Conv2dGeometry geometry(const Shape& input) const;
   int64_t in_channels_, out_channels_, kernel_, stride_, pad_;
   bool has_bias_;

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "common/error.h"
+#include "nn/exact_sum.h"
 
 namespace lockstep::nn {
 
@@ -33,8 +34,19 @@ void Linear::forward(Backend& backend, const Tensor& x, Tensor& y, const Forward
 void Linear::backward(Backend& backend, const Tensor& x, const Tensor&, const Tensor& dy,
                       Tensor* dx) {
   const int64_t n = x.dim(0);
-  backend.gemm(true, false, out_, in_, n, 1.0f, dy.data(), x.data(), 0.0f, weight_.grad.data());
-  backend.sum_rows(n, out_, dy.data(), bias_.grad.data());
+  if (weight_.exact != nullptr) {
+    // Reproducible mode: each sample's outer product dy_s x_s^T, added to
+    // the exact sums (grad is the scratch); a sample's bias gradient is dy_s.
+    for (int64_t s = 0; s < n; ++s) {
+      backend.gemm(true, false, out_, in_, 1, 1.0f, dy.data() + s * out_, x.data() + s * in_, 0.0f,
+                   weight_.grad.data());
+      weight_.exact->add(weight_.grad.data());
+      bias_.exact->add(dy.data() + s * out_);
+    }
+  } else {
+    backend.gemm(true, false, out_, in_, n, 1.0f, dy.data(), x.data(), 0.0f, weight_.grad.data());
+    backend.sum_rows(n, out_, dy.data(), bias_.grad.data());
+  }
   if (dx != nullptr) {
     backend.gemm(false, false, n, in_, out_, 1.0f, dy.data(), weight_.value.data(), 0.0f,
                  dx->data());

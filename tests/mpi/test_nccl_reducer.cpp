@@ -20,7 +20,6 @@
 #include <string>
 #include <vector>
 
-#include "distributed/device_reducer.h"
 #include "distributed/distributed_optimizer.h"
 #include "mpi/mpi_test_util.h"
 #include "nn/cuda/cuda_backend.h"
