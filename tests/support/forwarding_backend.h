@@ -90,7 +90,6 @@ class ForwardingBackend : public nn::Backend {
   }
   void relu_forward(int64_t n, const float* x, float* y) override {
     on_op("relu_forward");
-    on_op("relu_forward");
     inner_->relu_forward(n, x, y);
   }
   void relu_backward(int64_t n, const float* y, const float* dy, float* dx) override {
@@ -157,11 +156,9 @@ class ForwardingBackend : public nn::Backend {
   }
   void fill(int64_t n, float value, float* x) override {
     on_op("fill");
-    on_op("fill");
     inner_->fill(n, value, x);
   }
   void scale(int64_t n, float alpha, float* x) override {
-    on_op("scale");
     on_op("scale");
     inner_->scale(n, alpha, x);
   }
@@ -171,7 +168,6 @@ class ForwardingBackend : public nn::Backend {
   }
   void copy(int64_t n, const float* src, float* dst) override {
     on_op("copy");
-    on_op("copy");
     inner_->copy(n, src, dst);
   }
   bool any_non_finite(std::span<const nn::ConstFloats> arrays) override {
@@ -180,16 +176,13 @@ class ForwardingBackend : public nn::Backend {
   }
   void synchronize() override {
     on_op("synchronize");
-    on_op("synchronize");
     inner_->synchronize();
   }
   void* native_stream() override {
     on_op("native_stream");
-    on_op("native_stream");
     return inner_->native_stream();
   }
   void bind_thread() override {
-    on_op("bind_thread");
     on_op("bind_thread");
     inner_->bind_thread();
   }
