@@ -7,6 +7,11 @@
 #                                                      throughput table (bf16: lockstep's
 #                                                      precision = bf16 against PyTorch's
 #                                                      torch.autocast("cpu", torch.bfloat16))
+#   bench/compare_pytorch.sh --isa avx2 ...            both sides held to AVX2 (what AMD
+#                                                      Rome/Milan nodes run): lockstep with
+#                                                      LOCKSTEP_CPU_ISA=avx2, PyTorch with
+#                                                      ATEN_CPU_CAPABILITY=avx2 and
+#                                                      ONEDNN_MAX_CPU_ISA=AVX2
 #   bench/compare_pytorch.sh --reference-run [epochs]  32-epoch Fashion-MNIST
 #                                                      run, wall time and peak RSS
 # Needs a built lockstep (scripts/build.sh) and a Python with torch
@@ -40,10 +45,16 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --precision) precision=$2; shift 2 ;;
     --models) models=$2; shift 2 ;;
+    --isa)
+      [ "$2" = avx2 ] || { echo "compare_pytorch: --isa takes avx2, got '$2'" >&2 && exit 2; }
+      export LOCKSTEP_CPU_ISA=avx2 ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2
+      shift 2
+      ;;
     *) break ;;
   esac
 done
 seconds=${1:-3}
+echo "$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), instruction sets: ${LOCKSTEP_CPU_ISA:-all the CPU has}"
 printf '%-14s %6s %8s %9s %14s %14s %8s\n' model batch threads precision lockstep_img/s pytorch_img/s ratio
 for model in $models; do
   batch=128

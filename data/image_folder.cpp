@@ -261,6 +261,10 @@ std::vector<std::string> folder_class_names(const std::string& root) {
   if (names.empty()) {
     fail_input(dir, ": no class folders (expected ", dir, "/<class>/<image>.png)");
   }
+  if (names.size() < 2) {
+    fail_input(dir, ": one class folder (", names[0],
+               "); a classifier needs at least two (is the data folder one level too deep?)");
+  }
   return names;
 }
 

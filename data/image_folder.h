@@ -55,13 +55,15 @@ struct FolderDataset {
 };
 
 // Loads the train or test split of root. Throws InputError naming the file
-// or folder at fault: a missing root or split, no class folders, an empty
+// or folder at fault: a missing root or split, fewer than two class
+// folders (a one-class model learns nothing), an empty
 // class folder, a test class without a train class, a bad image (unless
 // skipped), images of different sizes without image_size, bad options.
 FolderDataset load_image_folder(const std::string& root, bool train,
                                 const FolderOptions& options = {});
 
-// The sorted class folder names of root/train (label order).
+// The sorted class folder names of root/train (label order); throws
+// InputError naming root/train when there are fewer than two.
 std::vector<std::string> folder_class_names(const std::string& root);
 
 // --- Export --------------------------------------------------------------------

@@ -39,9 +39,9 @@ void DistributedOptimizer::broadcast_parameters(int root) {
   for (nn::Parameter* p : params_) broadcast_tensor(p->value);
   for (nn::StateTensor& s : state) broadcast_tensor(*s.tensor);
   int64_t steps = inner_.steps();
-  float last_lr = inner_.last_lr();
+  double last_lr = inner_.last_lr();
   comm_.broadcast_values(std::span<int64_t>(&steps, 1), root);
-  comm_.broadcast_values(std::span<float>(&last_lr, 1), root);
+  comm_.broadcast_values(std::span<double>(&last_lr, 1), root);
   inner_.set_steps(steps);
   inner_.set_last_lr(last_lr);
 }

@@ -77,7 +77,7 @@ DistributedOptimizer::DistributedOptimizer(Communicator& comm, nn::Backend& back
     strategy_ = std::make_unique<HostReduction>(
         *layout_, grad_comm, backend_,
         HostReductionConfig{config_.overlap, config_.allreduce_chunk_mb, config_.compression,
-                            prescale, config_.keep_non_finite});
+                            prescale, config_.grad_scaler != nullptr, config_.verify_buckets});
   }
   set_timeline(config_.timeline);
   reset_pass();
@@ -201,13 +201,31 @@ void DistributedOptimizer::synchronize() {
   for (nn::Parameter* p : params_) backend_.scale(p->grad.numel(), scale, p->grad.data());
 }
 
-void DistributedOptimizer::step(float lr) {
+bool DistributedOptimizer::found_non_finite_on_any_rank() {
+  TimelineSpan span(config_.timeline, "non-finite gradient check", "optimizer");
+  int64_t found = nn::has_non_finite(backend_, params_) ? 1 : 0;
+  if (comm_.size() > 1) {
+    comm_.set_stall_label("loss scaling: non-finite gradient flag");
+    comm_.allreduce(std::span<int64_t>(&found, 1), ReduceOp::kMax);
+  }
+  return found != 0;
+}
+
+bool DistributedOptimizer::step(double lr) {
   float scale = reduce_gradients();
+  if (nn::GradScaler* scaler = config_.grad_scaler) {
+    scale *= scaler->unscale_factor();
+    if (!scaler->update(found_non_finite_on_any_rank())) {
+      TimelineSpan span(config_.timeline, "step skipped (inf/NaN gradients)", "optimizer");
+      return false;
+    }
+  }
   if (config_.grad_clip_norm > 0) {
     scale *= nn::clip_coefficient(nn::global_grad_norm(params_, scale), config_.grad_clip_norm);
   }
   TimelineSpan span(config_.timeline, "inner optimizer step", "optimizer");
   inner_.step(backend_, lr, scale);
+  return true;
 }
 
 DistributedOptimizerStats DistributedOptimizer::stats() const {

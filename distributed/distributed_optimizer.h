@@ -14,7 +14,12 @@
 //       model.forward(backend, x, ctx);
 //       model.loss(backend, labels, 1.0f / (k * local_batch), true);
 //       model.backward(backend, dopt.grad_ready_callback());
-//     dopt.step(lr);                                // reduce, then inner.step()
+//     dopt.step(lr);                                // the whole step, below
+//
+// step(lr) is the one place a step is taken: reduce; with a GradScaler,
+// unscale, look for inf/NaN on every rank and skip together; clip to
+// grad_clip_norm; then inner.step(). Every factor (1/size, 1/scale, clip)
+// is folded into the inner update's grad_scale.
 //
 // Gradient contract: what backward leaves in Parameter::grad is this rank's
 // contribution to a mean (loss gradient scaled by 1 / (k * local_batch)).
@@ -49,6 +54,7 @@
 #include "distributed/reduction_strategy.h"
 #include "distributed/timeline.h"
 #include "nn/backend.h"
+#include "nn/grad_scaler.h"
 #include "nn/layer.h"
 #include "nn/optimizer.h"
 
@@ -70,18 +76,25 @@ struct DistributedOptimizerConfig {
   // MiB (host_reduction.h); 0: one allreduce per bucket.
   double allreduce_chunk_mb = 1.0;
   Compression compression = Compression::kNone;
-  // With compression: a bucket whose 16-bit sum is not finite is left in
-  // Parameter::grad as inf/NaN instead of throwing, for a caller that checks
-  // the gradients and skips the step (loss scaling: nn/grad_scaler.h).
-  bool keep_non_finite = false;
+  // Loss scaling (nn/grad_scaler.h); null: off. step() unscales by
+  // 1 / scale, checks the reduced gradients for inf/NaN (one max allreduce
+  // of a flag on the constructor's communicator, so the ranks skip
+  // together), advances the scaler and skips the step when any was found.
+  // With compression, a bucket whose 16-bit sum is not finite is left in
+  // Parameter::grad as inf/NaN instead of throwing. Must outlive the
+  // optimizer.
+  nn::GradScaler* grad_scaler = nullptr;
+  // Debug: a host bucket written between its hand-off and the end of its
+  // reduction throws DistributedError (HostReductionConfig::verify_unchanged).
+  bool verify_buckets = false;
   // Backward passes accumulated per step (Horovod's backward_passes_per_step).
   int backward_passes_per_step = 1;
   // Reduce buckets on a background thread during backward (true), or all in
   // synchronize() (false).
   bool overlap = true;
-  // Clip the averaged gradients to this global L2 norm (0: off), after the
-  // reduction, so every rank clips by the same factor; folded into the
-  // inner step's grad_scale.
+  // Clip the averaged (and unscaled) gradients to this global L2 norm (0:
+  // off), after the reduction, so every rank clips by the same factor;
+  // folded into the inner step's grad_scale.
   double grad_clip_norm = 0.0;
   // The communicator for gradient buckets (app/ passes NCCL's on GPUs);
   // null: the communicator given to the constructor. Must outlive the
@@ -143,8 +156,11 @@ class DistributedOptimizer {
   // 1 / gradient_predivide_factor) in Parameter::grad and returns the factor
   // that completes the reduction (f / size for average, 1 for sum).
   float reduce_gradients();
-  // reduce_gradients(), then inner.step(backend, lr, that factor).
-  void step(float lr);
+  // The step: reduce_gradients(); with a scaler, unscale, the non-finite
+  // check (every rank agrees) and the scaler's update; clipping; then
+  // inner.step(backend, lr, the product of the factors). Returns false when
+  // the scaler skipped the step (no weight or optimizer state changed).
+  bool step(double lr);
 
   // Every parameter value, every optimizer state tensor, the optimizer's
   // steps() and last_lr() from root to every rank. Collective. Throws
@@ -160,6 +176,7 @@ class DistributedOptimizer {
 
  private:
   void check_reduce_allowed() const;
+  bool found_non_finite_on_any_rank();
   void finish_pass();
   void reset_pass();
 

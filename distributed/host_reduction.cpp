@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <span>
 #include <string>
@@ -44,6 +45,17 @@ std::string overflow_message(size_t bucket, Compression compression, bool local_
                         "): the loss diverged on another rank; lower the learning rate");
 }
 
+// FNV-1a over the bits of values (verify_unchanged).
+uint64_t checksum(std::span<const float> values) {
+  uint64_t h = 14695981039346656037ull;
+  for (float v : values) {
+    uint32_t bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    h = (h ^ bits) * 1099511628211ull;
+  }
+  return h;
+}
+
 // reduce(piece) over consecutive pieces of data of at most `chunk` values
 // (one call for an empty span).
 template <typename T, typename Reduce>
@@ -64,9 +76,12 @@ HostReduction::HostReduction(BucketLayout& layout, Communicator& comm, nn::Backe
       comm_(comm),
       backend_(backend),
       config_(config),
-      on_host_(backend.device() == nn::Device::kCpu) {
+      on_host_(backend.device() == nn::Device::kCpu),
+      verify_(config.verify_unchanged && on_host_) {
   host_.resize(layout_.size());
   wire_.resize(layout_.size());
+  ready_checksum_.resize(verify_ ? layout_.size() : 0);
+  copy_.resize(verify_ ? layout_.size() : 0);
   for (size_t b = 0; b < layout_.size(); ++b) {
     const int64_t numel = layout_.bucket(b).numel;
     if (!on_host_) host_[b] = nn::Tensor({numel}, nn::Device::kCpu);
@@ -95,6 +110,9 @@ float* HostReduction::host_data(size_t b) {
 void HostReduction::bucket_ready(size_t b, int64_t step) {
   backend_.synchronize();  // the packed buffer is complete before another thread reads it
   if (!on_host_) host_[b].copy_from(layout_.buffer(b));
+  if (verify_) {
+    ready_checksum_[b] = checksum({host_data(b), static_cast<size_t>(layout_.bucket(b).numel)});
+  }
   if (!thread_) return;  // finish() reduces it
   label_step_ = step;
   thread_->hand_off(b, /*keep_last=*/true);
@@ -132,7 +150,31 @@ void HostReduction::finish(int64_t step) {
 
 // On the communication thread or in finish(): no backend calls.
 void HostReduction::reduce(size_t b, int tid) {
-  std::span<float> data(host_data(b), static_cast<size_t>(layout_.bucket(b).numel));
+  const std::span<float> bucket(host_data(b), static_cast<size_t>(layout_.bucket(b).numel));
+  if (!verify_) return reduce_values(b, bucket, tid);
+  std::vector<float>& copy = copy_[b];
+  copy.assign(bucket.begin(), bucket.end());
+  try {
+    reduce_values(b, copy, tid);
+  } catch (...) {
+    check_unchanged(b, bucket);
+    std::copy(copy.begin(), copy.end(), bucket.begin());
+    throw;
+  }
+  check_unchanged(b, bucket);
+  std::copy(copy.begin(), copy.end(), bucket.begin());
+}
+
+void HostReduction::check_unchanged(size_t b, std::span<const float> bucket) const {
+  if (checksum(bucket) == ready_checksum_[b]) return;
+  throw DistributedError(detail::concat(
+      "gradient bucket ", b, " (step ", label_step_.load(), ", ", layout_.bucket(b).params.size(),
+      " parameters) changed after it was handed to the reduction and before the reduction ended: a "
+      "gradient was written after on_grad_ready announced it (verify_unchanged)"));
+}
+
+// The prescale, compression and allreduce of one bucket's values, in place.
+void HostReduction::reduce_values(size_t b, std::span<float> data, int tid) {
   if (config_.prescale != 1.0f) {
     for (float& v : data) v *= config_.prescale;
   }

@@ -15,6 +15,8 @@
 //   is non-finite on every rank, so finish() throws DistributedError on
 //   every rank together; the message says whether this rank's gradient or
 //   the sum went out of range.
+// - verify_unchanged (debug): the bucket is reduced in a copy and must not
+//   change between bucket_ready() and the end of its reduction.
 // - Non-CPU tensors: bucket_ready() copies the buffer into a host copy
 //   (Tensor::copy_from); finish() copies the sums back through the backend.
 //
@@ -45,6 +47,13 @@ struct HostReductionConfig {
   // With compression: a bucket whose 16-bit sum is not finite is left in the
   // gradients as inf/NaN instead of throwing (loss scaling skips the step).
   bool keep_non_finite = false;
+  // A debug check (CPU tensors only; TSan cannot see MPI's reads): each
+  // bucket is checksummed when it is handed off and again when its
+  // reduction has ended, having been reduced in a copy meanwhile; a bucket
+  // written in between (backward writing a gradient it had announced while
+  // MPI reads it) throws DistributedError naming the bucket. Costs a copy
+  // and two passes over every bucket.
+  bool verify_unchanged = false;
 };
 
 class HostReduction final : public ReductionStrategy {
@@ -61,6 +70,8 @@ class HostReduction final : public ReductionStrategy {
  private:
   float* host_data(size_t b);
   void reduce(size_t b, int tid);  // no backend calls
+  void reduce_values(size_t b, std::span<float> data, int tid);
+  void check_unchanged(size_t b, std::span<const float> bucket) const;
   void allreduce(size_t b, std::span<float> data);
   void unpack_on_host(size_t b, int tid);
   void unpack_on_device(size_t b);
@@ -72,6 +83,9 @@ class HostReduction final : public ReductionStrategy {
   const bool on_host_;                       // the buffers are CPU tensors
   std::vector<nn::Tensor> host_;             // host copies (non-CPU tensors)
   std::vector<std::vector<uint16_t>> wire_;  // 16-bit values (compression)
+  const bool verify_;                        // verify_unchanged on CPU tensors
+  std::vector<uint64_t> ready_checksum_;     // verify: at bucket_ready()
+  std::vector<std::vector<float>> copy_;     // verify: reduced here
   std::atomic<int64_t> label_step_{0};       // for the stall label
   std::unique_ptr<CommThread> thread_;       // overlap only
 };

@@ -16,12 +16,13 @@
 #include <utility>
 #include <vector>
 
-#include "common/enum_table.h"
-#include "common/error.h"
 #include "distributed/communicator.h"
 #include "distributed/failure.h"
 #include "distributed/mpi_check.h"
 #include "distributed/mpi_communicator.h"
+#include "distributed/stall_schedule.h"
+#include "common/enum_table.h"
+#include "common/error.h"
 
 namespace lockstep::distributed::mpi_detail {
 
@@ -174,9 +175,10 @@ class MpiCommunicator final : public Communicator {
     Operation operation_;
     uint64_t sequence_ = 0;
     bool polled_ = false;
-    double warning_ = 0.0, abort_ = 0.0, spin_ = 0.0;
+    double warning_ = 0.0, spin_ = 0.0;
     Clock::time_point start_;
-    double next_tick_ = 0.0, next_warning_ = 0.0;
+    double next_tick_ = 0.0;
+    StallSchedule schedule_;
     bool posted_ = false;
   };
 

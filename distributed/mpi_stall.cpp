@@ -25,13 +25,15 @@ MpiCommunicator::Collective::Collective(MpiCommunicator& owner, Operation operat
     std::lock_guard lock(owner_.settings_mutex_);
     polled_ = owner_.size_ > 1 && owner_.policy_.enabled();
     warning_ = owner_.policy_.warning_seconds;
-    abort_ = owner_.policy_.abort_seconds;
     spin_ = owner_.policy_.spin_seconds;
+    // Rank 0 names the missing ranks every period; the others repeat
+    // themselves less often (at 1, 2, 4, 8... periods).
+    schedule_ = StallSchedule(owner_.policy_, owner_.rank_ == 0 ? StallSchedule::Repeat::kEvery
+                                                                : StallSchedule::Repeat::kDoubling);
   }
   if (polled_) {
     start_ = Clock::now();
     next_tick_ = 1e-3;
-    next_warning_ = warning_;
   }
 }
 
@@ -47,10 +49,8 @@ void MpiCommunicator::Collective::wait(MPI_Request& request) {
     const double waited = std::chrono::duration<double>(now - start_).count();
     if (waited >= next_tick_) on_tick(waited);
     const double this_request = std::chrono::duration<double>(now - issued).count();
-    if (this_request >= spin_) {
-      // Leave the core to compute threads; the pause grows with the wait so
-      // that it stays a small fraction of it (50 us .. 1 ms).
-      const double pause = std::clamp(this_request / 64.0, 50e-6, 1e-3);
+    // Leave the core to compute threads once the request is no longer new.
+    if (const double pause = StallSchedule::pause_seconds(this_request, spin_)) {
       std::this_thread::sleep_for(std::chrono::duration<double>(pause));
     }
   }
@@ -59,6 +59,7 @@ void MpiCommunicator::Collective::wait(MPI_Request& request) {
 // Called about every millisecond while a polled collective waits.
 void MpiCommunicator::Collective::on_tick(double waited) {
   next_tick_ = waited + 1e-3;
+  const StallSchedule::Action action = schedule_.at(waited);
   if (warning_ > 0.0 && owner_.size_ > 1) {
     if (owner_.rank_ == 0) {
       owner_.receive_wait_reports();
@@ -66,15 +67,11 @@ void MpiCommunicator::Collective::on_tick(double waited) {
       owner_.post_wait_report(operation_, sequence_, waited);
       posted_ = true;
     }
-    if (waited >= next_warning_ && !(abort_ > 0.0 && waited >= abort_)) {
+    if (action == StallSchedule::Action::kWarn) {
       owner_.report_stall(operation_, sequence_, waited, false);
-      // Rank 0 names the missing ranks every period; the others repeat
-      // themselves less often (at 1, 2, 4, 8... periods) so that a stall of
-      // a large job does not flood the log.
-      next_warning_ = owner_.rank_ == 0 ? next_warning_ + warning_ : 2 * next_warning_;
     }
   }
-  if (abort_ > 0.0 && waited >= abort_) {
+  if (action == StallSchedule::Action::kAbort) {
     if (owner_.rank_ == 0) owner_.receive_wait_reports();
     owner_.report_stall(operation_, sequence_, waited, true);
     owner_.abort(1);

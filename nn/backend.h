@@ -259,7 +259,8 @@ class Backend {
 // running the kernels of the widest instruction set this CPU supports
 // (nn/cpu_isa.h), at most isa_cap when given. name() says which.
 // precision bf16 runs convolutions and gemm on bf16 inputs (nn/precision.h),
-// on vdpbf16ps where the CPU has AVX512_BF16, else emulated.
+// on vdpbf16ps where the CPU has AVX512_BF16, else emulated; fp16 is an
+// InputError (check_cpu_precision).
 struct CpuBackendOptions {
   int threads = 0;
   std::optional<CpuIsa> isa_cap;

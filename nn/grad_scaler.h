@@ -6,6 +6,10 @@
 //   if (scaler.update(has_non_finite(backend, params)))  // true: step
 //     optimizer.step(backend, lr, average * scaler.unscale_factor());
 //
+// In training, DistributedOptimizer::step does the last two lines (and the
+// ranks' agreement on skipping, and clipping) when its config holds the
+// scaler (distributed/distributed_optimizer.h).
+//
 // update(found_non_finite): a step whose reduced gradients hold an infinity
 // or NaN is skipped (no weight update, no optimizer state change), the scale
 // is multiplied by backoff_factor and the growth tracker resets to 0; a

@@ -3,20 +3,40 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
 #include <vector>
+
+#include "common/enum_table.h"
 
 namespace lockstep::nn {
 
+// The base schedule: constant, step decay at milestones, cosine to min_lr.
+enum class LrScheduleKind { kConstant, kStep, kCosine };
+// The factor for N workers: N (Goyal et al.), sqrt(N), or 1.
+enum class LrScaling { kLinear, kSqrt, kNone };
+
+inline constexpr EnumEntry<LrScheduleKind, const char*> kLrScheduleNames[] = {
+    {LrScheduleKind::kConstant, "constant"},
+    {LrScheduleKind::kStep, "step"},
+    {LrScheduleKind::kCosine, "cosine"}};
+inline constexpr EnumEntry<LrScaling, const char*> kLrScalingNames[] = {
+    {LrScaling::kLinear, "linear"}, {LrScaling::kSqrt, "sqrt"}, {LrScaling::kNone, "none"}};
+
+inline const char* to_string(LrScheduleKind kind) {
+  return value_of(kLrScheduleNames, kind).value_or("?");
+}
+inline const char* to_string(LrScaling scaling) {
+  return value_of(kLrScalingNames, scaling).value_or("?");
+}
+
 struct LrScheduleConfig {
-  double lr = 0.01;                   // base (single-worker) learning rate
-  std::string schedule = "constant";  // constant | step | cosine
-  std::vector<int64_t> milestones;    // step: epochs at which lr is multiplied by gamma
-  double gamma = 0.1;                 // step
-  int64_t epochs = 1;                 // cosine: length of the decay, in epochs
-  double min_lr = 0.0;                // cosine: final lr (unscaled)
-  std::string scaling = "linear";     // linear | sqrt | none: factor applied for `workers`
-  double warmup_epochs = 0.0;         // 0: no warmup
+  double lr = 0.01;  // base (single-worker) learning rate
+  LrScheduleKind schedule = LrScheduleKind::kConstant;
+  std::vector<int64_t> milestones;         // step: epochs at which lr is multiplied by gamma
+  double gamma = 0.1;                      // step
+  int64_t epochs = 1;                      // cosine: length of the decay, in epochs
+  double min_lr = 0.0;                     // cosine: final lr (unscaled)
+  LrScaling scaling = LrScaling::kLinear;  // factor applied for `workers`
+  double warmup_epochs = 0.0;              // 0: no warmup
 };
 
 class LrSchedule {

@@ -55,14 +55,14 @@ class Sgd final : public Optimizer {
                           ", nesterov=", config_.nesterov ? "true" : "false", ")");
   }
 
-  void step(Backend& backend, float lr, float grad_scale) override {
+  void step(Backend& backend, double lr, float grad_scale) override {
     SgdParams p;
-    p.lr = lr;
+    p.lr = static_cast<float>(lr);
     p.grad_scale = grad_scale;
     p.momentum = config_.momentum;
     // Momentum correction: the buffer holds gradients scaled for the old lr.
     if (config_.momentum_correction && last_lr_ > 0 && lr != last_lr_) {
-      p.momentum *= lr / last_lr_;
+      p.momentum = static_cast<float>(p.momentum * (lr / last_lr_));
     }
     p.dampening = config_.dampening;
     p.nesterov = config_.nesterov;
@@ -95,17 +95,18 @@ class Adam final : public Optimizer {
         m_(zeros_like(params, device)),
         v_(zeros_like(params, device)) {
     if (!(c.beta1 >= 0 && c.beta1 < 1 && c.beta2 >= 0 && c.beta2 < 1 && c.eps > 0)) {
-      fail_input(c.kind, ": need 0 <= beta1, beta2 < 1 and eps > 0");
+      fail_input(to_string(c.kind), ": need 0 <= beta1, beta2 < 1 and eps > 0");
     }
-    if (c.weight_decay < 0) fail_input(c.kind, ": weight_decay must be >= 0");
+    if (c.weight_decay < 0) fail_input(to_string(c.kind), ": weight_decay must be >= 0");
   }
 
   std::string describe() const override {
-    return detail::concat(config_.kind, "(beta1=", config_.beta1, ", beta2=", config_.beta2,
-                          ", eps=", config_.eps, ", weight_decay=", config_.weight_decay, ")");
+    return detail::concat(to_string(config_.kind), "(beta1=", config_.beta1,
+                          ", beta2=", config_.beta2, ", eps=", config_.eps,
+                          ", weight_decay=", config_.weight_decay, ")");
   }
 
-  void step(Backend& backend, float lr, float grad_scale) override {
+  void step(Backend& backend, double lr, float grad_scale) override {
     AdamParams p;
     p.lr = lr;
     p.grad_scale = grad_scale;
@@ -113,7 +114,7 @@ class Adam final : public Optimizer {
     p.beta2 = config_.beta2;
     p.eps = config_.eps;
     p.step = steps_ + 1;
-    const bool decoupled = config_.kind == "adamw";
+    const bool decoupled = config_.kind == OptimizerKind::kAdamW;
     for (size_t i = 0; i < params_.size(); ++i) {
       Parameter& w = *params_[i];
       const float decay = decay_of(config_, w);
@@ -144,11 +145,14 @@ class Adam final : public Optimizer {
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config,
                                           const std::vector<Parameter*>& params, Device device) {
-  if (config.kind == "sgd") return std::make_unique<Sgd>(config, params, device);
-  if (config.kind == "adam" || config.kind == "adamw") {
-    return std::make_unique<Adam>(config, params, device);
+  switch (config.kind) {
+    case OptimizerKind::kSgd:
+      return std::make_unique<Sgd>(config, params, device);
+    case OptimizerKind::kAdam:
+    case OptimizerKind::kAdamW:
+      return std::make_unique<Adam>(config, params, device);
   }
-  fail_input("unknown optimizer \"", config.kind, "\" (known: sgd, adam, adamw)");
+  fail_input("unknown optimizer kind ", static_cast<int>(config.kind));
 }
 
 }  // namespace lockstep::nn

@@ -8,15 +8,25 @@
 #include <vector>
 
 #include "nn/backend.h"
+#include "common/enum_table.h"
 #include "nn/layer.h"
 
 namespace lockstep::nn {
 
+enum class OptimizerKind { kSgd, kAdam, kAdamW };
+
+inline constexpr EnumEntry<OptimizerKind, const char*> kOptimizerNames[] = {
+    {OptimizerKind::kSgd, "sgd"}, {OptimizerKind::kAdam, "adam"}, {OptimizerKind::kAdamW, "adamw"}};
+
+inline const char* to_string(OptimizerKind kind) {
+  return value_of(kOptimizerNames, kind).value_or("?");
+}
+
 struct OptimizerConfig {
-  std::string kind = "sgd";  // sgd | adam | adamw
-  float momentum = 0.0f;     // sgd
-  float dampening = 0.0f;    // sgd
-  bool nesterov = false;     // sgd
+  OptimizerKind kind = OptimizerKind::kSgd;
+  float momentum = 0.0f;   // sgd
+  float dampening = 0.0f;  // sgd
+  bool nesterov = false;   // sgd
   // sgd: when the learning rate changes between steps, scale the momentum
   // buffer's contribution by new_lr / old_lr (Goyal et al. 2017, Horovod).
   bool momentum_correction = true;
@@ -42,24 +52,25 @@ class Optimizer {
   virtual std::string describe() const = 0;
   // One update of every parameter from its .grad * grad_scale with learning
   // rate lr (grad_scale: the distributed optimizer's deferred 1 / ranks).
-  virtual void step(Backend& backend, float lr, float grad_scale) = 0;
-  void step(Backend& backend, float lr) { step(backend, lr, 1.0f); }
+  // lr is a double as PyTorch's; SGD's float kernels round it once.
+  virtual void step(Backend& backend, double lr, float grad_scale) = 0;
+  void step(Backend& backend, double lr) { step(backend, lr, 1.0f); }
   // Every state tensor, in a fixed order.
   virtual std::vector<StateTensor> state() = 0;
   // Number of steps taken (restored from checkpoints).
   int64_t steps() const { return steps_; }
   void set_steps(int64_t steps) { steps_ = steps; }
   // The learning rate of the last step (for momentum correction).
-  float last_lr() const { return last_lr_; }
-  void set_last_lr(float lr) { last_lr_ = lr; }
+  double last_lr() const { return last_lr_; }
+  void set_last_lr(double lr) { last_lr_ = lr; }
 
  protected:
   int64_t steps_ = 0;
-  float last_lr_ = 0.0f;
+  double last_lr_ = 0.0;
 };
 
 // Builds the optimizer over `params` (tensors on `device`); throws
-// InputError naming the kind when it is unknown.
+// InputError on settings the kind refuses.
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config,
                                           const std::vector<Parameter*>& params, Device device);
 

@@ -13,8 +13,10 @@
 #       and through MPICH's shared memory within a node.
 #   fake_cluster.sh up [-n NODES] [-p PREFIX]     create and leave running
 #   fake_cluster.sh exec [-p PREFIX] NODE -- CMD  run CMD as NODE (node0, ...)
-#   fake_cluster.sh mpiexec [-n N] [-r R] [-p PREFIX] -- CMD
-#       mpiexec across a cluster made by `up` (no teardown)
+#   fake_cluster.sh mpiexec [-n N] [-r R | --np TOTAL] [-p PREFIX] -- CMD
+#       mpiexec across a cluster made by `up` (no teardown); --np spreads
+#       TOTAL ranks evenly over at most N nodes (1 -> node0; 4 on 2 -> 2 + 2),
+#       as jobs/scale.sh's LAUNCHER template wants: --np {n}
 #   fake_cluster.sh down [-p PREFIX]              end every process, remove all
 #   fake_cluster.sh pids [-p PREFIX] NODE         processes running on NODE
 #   fake_cluster.sh check [-p PREFIX]             exit 0 when the cluster can be made here
@@ -31,6 +33,7 @@ set -euo pipefail
 prefix=${FAKE_CLUSTER_PREFIX:-lsc}
 nodes=2
 ranks=1
+total=""
 here=$(cd "$(dirname "$0")" && pwd)
 
 die() {
@@ -44,6 +47,7 @@ parse_options() {
     case "$1" in
       -n) nodes=$2; shift 2 ;;
       -r) ranks=$2; shift 2 ;;
+      --np) total=$2; shift 2 ;;
       -p) prefix=$2; shift 2 ;;
       --) shift; rest+=("$@"); break ;;
       *) rest+=("$1"); shift ;;
@@ -52,6 +56,11 @@ parse_options() {
   [[ "$nodes" =~ ^[1-9][0-9]?$ ]] || die "-n wants 1-99 nodes, got '$nodes'"
   [[ "$ranks" =~ ^[1-9][0-9]?$ ]] || die "-r wants 1-99 ranks per node, got '$ranks'"
   [[ "$prefix" =~ ^[a-z][a-z0-9]{0,7}$ ]] || die "-p wants a short lower-case name, got '$prefix'"
+  if [ -n "$total" ]; then
+    [[ "$total" =~ ^[1-9][0-9]{0,3}$ ]] || die "--np wants 1-9999 ranks, got '$total'"
+    [ "$total" -lt "$nodes" ] && nodes=$total
+    ranks=$(((total + nodes - 1) / nodes))
+  fi
 }
 
 switch_ns() { echo "$prefix-sw"; }
@@ -159,7 +168,7 @@ cluster_mpiexec() {
   for ((i = 0; i < nodes; i++)); do
     hosts+="${hosts:+,}node$i:$ranks"
   done
-  local np=$((nodes * ranks))
+  local np=${total:-$((nodes * ranks))}
   (node_exec node0 env FAKE_CLUSTER_PREFIX="$prefix" UCX_TLS="${UCX_TLS:-tcp,self}" \
     UCX_NET_DEVICES="${UCX_NET_DEVICES:-eth0}" \
     mpiexec -launcher ssh -launcher-exec "$here/fake_cluster.sh" -iface eth0 \

@@ -11,6 +11,7 @@
 
 #include "nn/batch_stats_reducer.h"
 #include "nn/layers/batch_norm2d.h"
+#include "support/cpu_backend.h"
 #include "support/gradient_check.h"
 
 namespace lockstep::nn {
@@ -42,7 +43,7 @@ TEST(BatchNorm2d, TrainingForwardMatchesPyTorchFormulas) {
   set_affine(bn);
   Tensor x({N, C, H, W}), y({N, C, H, W});
   fill_random(x, 5, -2.0f, 3.0f);
-  auto backend = make_cpu_backend(1);
+  auto backend = testing::test_cpu_backend(1);
   bn.forward(*backend, x, y, {.training = true});
   const auto buffers = bn.buffers();
   ASSERT_EQ(buffers.size(), 3u);
@@ -89,7 +90,7 @@ TEST(BatchNorm2d, EvaluationUsesRunningStatisticsAndFusedRelu) {
   Tensor x({1, C, 1, 2}), y({1, C, 1, 2});
   const float xs[] = {2.5f, -3.0f, 0.0f, -2.0f};
   std::copy(xs, xs + 4, x.data());
-  auto backend = make_cpu_backend(1);
+  auto backend = testing::test_cpu_backend(1);
   bn.forward(*backend, x, y, {.training = false});
   auto expect = [](double v) { return std::max(0.0, v); };
   EXPECT_NEAR(y.data()[0], expect((2.5 - 0.5) / std::sqrt(4.0 + 1e-5)), 1e-6);
@@ -144,7 +145,7 @@ TEST(BatchNorm2d, ReducedStatisticsOfTwoIdenticalHalvesMatchTheWholeBatch) {
     std::copy(x.data(), x.data() + x.numel(), x2.data() + r * x.numel());
     std::copy(dy.data(), dy.data() + dy.numel(), dy2.data() + r * dy.numel());
   }
-  auto backend = make_cpu_backend(1);
+  auto backend = testing::test_cpu_backend(1);
   TwinRanks twins;
   Tensor y(x.shape()), y2(x2.shape()), dx(x.shape()), dx2(x2.shape());
   half.forward(*backend, x, y, {.training = true, .batch_stats = &twins});

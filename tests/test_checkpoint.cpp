@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
+
 #include <unistd.h>
 #include <zlib.h>
+#include "support/gpu_skip.h"
 
 #include <bit>
 #include <cmath>
@@ -187,10 +189,10 @@ TEST_F(CheckpointFormat, MakeCheckpointCopiesTensorsAndRestoreFillsThem) {
 TEST_F(CheckpointFormat, DeviceTensorsRoundTripThroughTheHost) {
 #if LOCKSTEP_HAVE_CUDA
   if (nn::cuda_device_count() == 0) {
-    GTEST_SKIP() << "no CUDA device visible: " << nn::cuda_devices_description();
+    LOCKSTEP_SKIP_NO_DEVICE(nn::cuda_devices_description());
   }
 #else
-  GTEST_SKIP() << "built without CUDA: no device tensors to test";
+  LOCKSTEP_SKIP_NOT_BUILT("no device tensors to test");
 #endif
   nn::Tensor host({5});
   for (int i = 0; i < 5; ++i) host.data()[i] = static_cast<float>(i) + 0.25f;

@@ -16,9 +16,12 @@
 // - results independent of the thread count;
 // - rounding to nearest even, as PyTorch's conversion;
 // - fp16 and unknown precisions refused with the key named.
+#include <immintrin.h>
+
 #include <gtest/gtest.h>
 
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -57,16 +60,21 @@ TEST(CpuBf16, RoundsToNearestEven) {
 }
 
 TEST(CpuBf16, PrecisionNamesAndRefusals) {
-  EXPECT_EQ(parse_precision("bf16", "k"), Precision::kBf16);
-  EXPECT_EQ(parse_precision("fp32", "k"), Precision::kFp32);
-  for (const char* bad : {"fp16", "int8"}) {
-    try {
-      parse_precision(bad, "config key precision");
-      FAIL() << bad;
-    } catch (const InputError& e) {
-      EXPECT_NE(std::string(e.what()).find("config key precision"), std::string::npos);
-    }
+  EXPECT_EQ(parse_precision("bf16"), Precision::kBf16);
+  EXPECT_EQ(parse_precision("fp32"), Precision::kFp32);
+  EXPECT_EQ(parse_precision("fp16"), Precision::kFp16);
+  EXPECT_FALSE(parse_precision("int8").has_value());
+  EXPECT_NO_THROW(check_cpu_precision(Precision::kBf16, "k"));
+  // fp16 runs on CUDA only: the check and the CPU backend refuse it.
+  try {
+    check_cpu_precision(Precision::kFp16, "config key precision");
+    FAIL() << "fp16 accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("config key precision = \"fp16\": the CPU backend"),
+              std::string::npos)
+        << e.what();
   }
+  EXPECT_THROW(make_cpu_backend({.threads = 1, .precision = Precision::kFp16}), InputError);
 }
 
 struct GemmCase {
@@ -194,6 +202,61 @@ TEST(CpuBf16, ConversionsGiveTheBitsOfRoundToBf16OnEveryPath) {
     path.kernels().pair_rows(&denormal, nullptr, 1, reinterpret_cast<float*>(&word), path.dot);
     EXPECT_EQ(word, path.dot ? 0x8000u : 0x8080u) << path.name();
   }
+}
+
+// The bf16 bits of x[0..16) from the CPU's own vcvtneps2bf16 (nearest
+// even, NaN quieted, denormal inputs flushed to signed zero).
+__attribute__((target("avx512f,avx512vl,avx512bf16"))) void hardware_bf16(const float* x,
+                                                                          uint16_t* out) {
+  const __m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(x));
+  static_assert(sizeof h == 16 * sizeof(uint16_t));
+  std::memcpy(out, &h, sizeof h);
+}
+
+// Every 16-bit high half (every exponent and bf16 mantissa: zeros, fp32
+// denormals, normals, infinities, NaNs of both signs) with low halves that
+// round down, tie (even and odd high half), round up and carry into the
+// exponent: 393216 inputs through round_to_bf16 and each path's 16-bit row
+// conversion, against the instruction. Only denormal inputs differ: the
+// instruction flushes them to signed zero, the emulation rounds them.
+TEST(CpuBf16, RoundingMatchesVcvtneps2bf16OnEveryHighHalf) {
+  if (!have_dot()) GTEST_SKIP() << "this CPU has no AVX512_BF16: no hardware reference here";
+  const uint32_t lows[] = {0x0000u, 0x0001u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu};
+  std::vector<float> x;
+  for (uint32_t high = 0; high < 0x10000u; ++high) {
+    for (uint32_t low : lows) x.push_back(bits_float(high << 16 | low));
+  }
+  std::vector<uint16_t> want(x.size());
+  for (size_t i = 0; i < x.size(); i += 16) hardware_bf16(x.data() + i, want.data() + i);
+  auto denormal = [](float v) { return v != 0.0f && std::fpclassify(v) == FP_SUBNORMAL; };
+  int bad = 0;
+  for (size_t i = 0; i < x.size() && bad < 10; ++i) {
+    const float r = cpu::round_to_bf16(x[i]);
+    uint32_t u;
+    std::memcpy(&u, &r, sizeof u);
+    if (!denormal(x[i]) && (u >> 16 != want[i] || (u & 0xffffu) != 0)) {
+      ++bad;
+      ADD_FAILURE() << "round_to_bf16(0x" << std::hex << i << " = input bits "
+                    << std::bit_cast<uint32_t>(x[i]) << ") gives " << u << ", vcvtneps2bf16 "
+                    << want[i];
+    }
+  }
+  for (const Path& path : paths()) {
+    std::vector<uint16_t> got(x.size());
+    path.kernels().row(x.data(), static_cast<int64_t>(x.size()), got.data(), path.dot);
+    for (size_t i = 0; i < x.size() && bad < 10; ++i) {
+      if (denormal(x[i]) && !path.dot) continue;
+      if (got[i] != want[i]) {
+        ++bad;
+        ADD_FAILURE() << path.name() << ": input bits 0x" << std::hex
+                      << std::bit_cast<uint32_t>(x[i]) << " give " << got[i] << ", vcvtneps2bf16 "
+                      << want[i];
+      }
+    }
+  }
+  // The emulation rounds denormals: the largest one rounds up to the least
+  // normal bf16; the instruction gives zero of the same sign.
+  EXPECT_EQ(want[0x807fu * std::size(lows) + 5], 0x8000u);  // input 0x807fffff
 }
 
 // B(k, n) as pair words: word (q, j) = bf16 B(2q, j) | bf16 B(2q + 1, j) << 16.

@@ -17,6 +17,8 @@
 // cleanly. A build without CUDA compiles one test that skips.
 #include <gtest/gtest.h>
 
+#include "support/gpu_skip.h"
+
 #include "nn/backend.h"
 
 #if LOCKSTEP_HAVE_CUDA
@@ -387,8 +389,7 @@ TEST_F(CudaBackendTest, AnyNonFiniteAgreesWithCpu) {
 #else  // !LOCKSTEP_HAVE_CUDA
 
 TEST(CudaBackend, NotBuilt) {
-  GTEST_SKIP() << "this build has no CUDA backend (LOCKSTEP_HAVE_CUDA=0: toolkit, cuDNN or NCCL "
-                  "not found, or LOCKSTEP_CUDA=OFF)";
+  LOCKSTEP_SKIP_NOT_BUILT("toolkit, cuDNN or NCCL not found, or LOCKSTEP_CUDA=OFF");
 }
 
 #endif

@@ -3,10 +3,14 @@
 // says why. The plugin's versions are read without a GPU.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 
 #include "app/platform/cuda_plugin_loader.h"
+#include "support/gpu_skip.h"
+#include "support/dataset_files.h"
 #include "support/run_command.h"
+#include "support/run_files.h"
 
 namespace lockstep::app {
 namespace {
@@ -34,8 +38,27 @@ TEST(CudaPlugin, MissingFileIsRefusedWithItsPath) {
 TEST(CudaPlugin, WrongAbiIsRefused) {
   const auto load = load_cuda_plugin_from(LOCKSTEP_FAKE_PLUGIN_ABI);
   EXPECT_EQ(load.plugin, nullptr);
-  EXPECT_TRUE(contains(load.error, "has plugin ABI 999, this lockstep needs " +
-                                       std::to_string(LOCKSTEP_CUDA_PLUGIN_ABI)))
+  EXPECT_EQ(LOCKSTEP_CUDA_PLUGIN_ABI, 2);  // precision as an integer (ABI 1: as text)
+  EXPECT_TRUE(contains(load.error, "has plugin ABI 1, this lockstep needs 2")) << load.error;
+}
+
+// The right ABI number with a table of another size (a plugin built from
+// an older header), and a plugin from another lockstep release.
+TEST(CudaPlugin, TableOfAnotherSizeIsRefused) {
+  const auto load = load_cuda_plugin_from(LOCKSTEP_FAKE_PLUGIN_SHORT);
+  EXPECT_EQ(load.plugin, nullptr);
+  const std::string want =
+      "has a function table of " + std::to_string(sizeof(LockstepCudaPlugin) - sizeof(void*)) +
+      " bytes, this lockstep's has " + std::to_string(sizeof(LockstepCudaPlugin));
+  EXPECT_TRUE(contains(load.error, want)) << load.error;
+}
+
+TEST(CudaPlugin, PluginOfAnotherReleaseIsRefused) {
+  const auto load = load_cuda_plugin_from(LOCKSTEP_FAKE_PLUGIN_RELEASE);
+  EXPECT_EQ(load.plugin, nullptr);
+  EXPECT_TRUE(contains(load.error,
+                       "is from lockstep 0.0.1-other, this is lockstep " LOCKSTEP_VERSION
+                       "; install the matching plugin"))
       << load.error;
 }
 
@@ -54,7 +77,7 @@ TEST(CudaPlugin, InfoReportsAMissingOrForeignPlugin) {
       << r.output;
   r = run_command("LOCKSTEP_CUDA_PLUGIN=" LOCKSTEP_FAKE_PLUGIN_ABI " " LOCKSTEP_BINARY " info");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, "plugin ABI 999")) << r.output;
+  EXPECT_TRUE(contains(r.output, "plugin ABI 1,")) << r.output;
 }
 
 TEST(CudaPlugin, GpuRunThatCannotStartSaysWhyInOneLine) {
@@ -91,18 +114,70 @@ TEST(CudaPlugin, NoVisibleDeviceIsNamed) {
   EXPECT_TRUE(contains(out, "no CUDA device is visible (fake plugin: no device;")) << out;
 }
 
+// How many times part occurs in text.
+size_t count_of(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
+// device = auto with a working plugin that sees no device: the run trains
+// on the CPU (no error about the missing device).
 TEST(CudaPlugin, AutoFallsBackToTheCpuWhenNoDeviceIsVisible) {
+  REQUIRE_FASHION_MNIST();
+  testing::ScratchDir dir;
+  const auto r =
+      run_command("LD_LIBRARY_PATH=" LOCKSTEP_FAKE_DRIVER_NEW
+                  " LOCKSTEP_CUDA_PLUGIN=" LOCKSTEP_FAKE_PLUGIN_NODEVICE " " LOCKSTEP_BINARY " " +
+                  testing::fashion_mnist_train_args(dir.path(), 1, 64, 64, 1) + " --device auto");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, " on cpu (1 thread, ")) << r.output;
+  EXPECT_FALSE(contains(r.output, "no CUDA device")) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(dir.file("COMPLETE"))) << r.output;
+}
+
+// device = auto with more ranks on the node (3) than GPUs (2): the whole
+// node trains on the CPU, and local rank 0 says so once, with the reason.
+TEST(CudaPlugin, AutoWithMoreRanksThanGpusRunsTheNodeOnTheCpuWithANote) {
+  REQUIRE_FASHION_MNIST();
+  testing::ScratchDir dir;
+  const auto r = run_command(
+      "LD_LIBRARY_PATH=" LOCKSTEP_FAKE_DRIVER_NEW " LOCKSTEP_CUDA_PLUGIN=" LOCKSTEP_FAKE_PLUGIN_TWO
+      " timeout -k 5 120 " LOCKSTEP_MPIEXEC " -n 3 " LOCKSTEP_BINARY " " +
+      testing::fashion_mnist_train_args(dir.path(), 1, 96, 96, 1) + " --device auto");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(
+      contains(r.output, "lockstep: rank 0: note: device auto runs on the CPU: 3 ranks on "))
+      << r.output;
+  EXPECT_TRUE(contains(r.output, " but only 2 GPUs are visible to each")) << r.output;
+  EXPECT_EQ(count_of(r.output, "note: device auto runs on the CPU"), 1u) << r.output;
+  EXPECT_TRUE(contains(r.output, " on cpu (1 thread, ")) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(dir.file("COMPLETE"))) << r.output;
+}
+
+// gradient_engine = nccl where device = auto landed on the CPU: refused on
+// every rank (NCCL's start-up is collective), naming the key.
+TEST(CudaPlugin, NcclEngineIsRefusedWhenAutoLandsOnTheCpu) {
+  REQUIRE_FASHION_MNIST();
+  testing::ScratchDir dir;
   const auto r = run_command("LD_LIBRARY_PATH=" LOCKSTEP_FAKE_DRIVER_NEW
                              " LOCKSTEP_CUDA_PLUGIN=" LOCKSTEP_FAKE_PLUGIN_NODEVICE
-                             " " LOCKSTEP_BINARY " doctor --device auto --run-dir ''");
-  EXPECT_TRUE(contains(r.output, "found")) << r.output;  // the plugin column
-  EXPECT_FALSE(contains(r.output, "no CUDA device")) << r.output;
+                             " timeout -k 5 120 " LOCKSTEP_MPIEXEC " -n 2 " LOCKSTEP_BINARY " " +
+                             testing::fashion_mnist_train_args(dir.path(), 1, 64, 64, 1) +
+                             " --device auto --gradient-engine nccl");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.exit_code, 124) << "hung:\n" << r.output;
+  EXPECT_TRUE(contains(r.output,
+                       "config key gradient_engine = \"nccl\" needs every rank on a "
+                       "GPU of its own, and this rank has none"))
+      << r.output;
 }
 
 #if LOCKSTEP_HAVE_PLUGIN
 TEST(CudaPlugin, RealPluginLoadsAndReportsVersionsWithoutAGpu) {
   const auto load = load_cuda_plugin_from(LOCKSTEP_BUILD_DIR "/liblockstep_cuda.so");
   ASSERT_NE(load.plugin, nullptr) << load.error;
+  EXPECT_EQ(load.plugin->abi_version, 2u) << "precision crosses the ABI as an integer since ABI 2";
   LockstepCudaVersions v{};
   load.plugin->versions(&v);
   EXPECT_GT(v.runtime, 0);
@@ -111,7 +186,8 @@ TEST(CudaPlugin, RealPluginLoadsAndReportsVersionsWithoutAGpu) {
   EXPECT_GT(v.nccl, 0);
   const auto r = run_lockstep("info");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_TRUE(contains(r.output, "plugin " LOCKSTEP_BUILD_DIR "/liblockstep_cuda.so (ABI 1)"))
+  EXPECT_TRUE(contains(r.output, "plugin " LOCKSTEP_BUILD_DIR "/liblockstep_cuda.so (ABI " +
+                                     std::to_string(LOCKSTEP_CUDA_PLUGIN_ABI) + ")"))
       << r.output;
   for (const char* part : {"runtime ", "cuDNN ", "cuBLAS ", "NCCL "}) {
     EXPECT_TRUE(contains(r.output, part)) << part << " missing:\n" << r.output;
@@ -119,7 +195,7 @@ TEST(CudaPlugin, RealPluginLoadsAndReportsVersionsWithoutAGpu) {
 }
 #else
 TEST(CudaPlugin, RealPluginLoadsAndReportsVersionsWithoutAGpu) {
-  GTEST_SKIP() << "this build has no CUDA plugin (LOCKSTEP_CUDA=OFF or the toolkit is missing)";
+  LOCKSTEP_SKIP_NOT_BUILT("no CUDA plugin (LOCKSTEP_CUDA=OFF or the toolkit is missing)");
 }
 #endif
 

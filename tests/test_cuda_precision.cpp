@@ -14,6 +14,8 @@
 // compiles one test that skips.
 #include <gtest/gtest.h>
 
+#include "support/gpu_skip.h"
+
 #include "nn/backend.h"
 
 #if LOCKSTEP_HAVE_CUDA
@@ -23,10 +25,10 @@
 #include <type_traits>
 #include <vector>
 
-#include "common/error.h"
 #include "nn/cuda/cuda_backend.h"
 #include "nn/cuda/device_context.h"
 #include "nn/cuda/precision.h"
+#include "common/error.h"
 #include "nn/model_zoo.h"
 #include "nn/optimizer.h"
 #include "support/cuda_test_util.h"
@@ -34,7 +36,7 @@
 namespace lockstep::nn {
 namespace {
 
-using cuda::Precision;
+using nn::Precision;
 using namespace cuda_test;  // support/cuda_test_util.h
 
 template <Precision P>
@@ -46,8 +48,8 @@ class CudaPrecisionTest : public ::testing::Test {
   static constexpr Precision kPrecision = T::value;
   void SetUp() override {
     if (cuda_device_count() == 0) {
-      GTEST_SKIP() << "no CUDA device visible (" << cuda_devices_description() << "): the "
-                   << cuda::to_string(kPrecision) << " CUDA path is not tested";
+      LOCKSTEP_SKIP_NO_DEVICE(cuda_devices_description() << ": the " << nn::to_string(kPrecision)
+                                                         << " CUDA path is not tested");
     }
     cpu_ = make_cpu_backend(2);
     gpu_ = make_cuda_backend(0, true, kPrecision);
@@ -72,7 +74,7 @@ class PrecisionNames {
  public:
   template <typename T>
   static std::string GetName(int) {
-    return cuda::to_string(T::value);
+    return nn::to_string(T::value);
   }
 };
 TYPED_TEST_SUITE(CudaPrecisionTest, Precisions, PrecisionNames);
@@ -90,7 +92,7 @@ TYPED_TEST(CudaPrecisionTest, NameSaysThePrecision) {
   if (this->kPrecision == Precision::kFp32) {
     EXPECT_EQ(name.find("fp32"), std::string::npos) << name;
   } else {
-    EXPECT_NE(name.find(cuda::to_string(this->kPrecision)), std::string::npos) << name;
+    EXPECT_NE(name.find(nn::to_string(this->kPrecision)), std::string::npos) << name;
   }
 }
 
@@ -230,7 +232,7 @@ TYPED_TEST(CudaPrecisionTest, TrainingLossTracksFp32) {
 #else  // !LOCKSTEP_HAVE_CUDA
 
 TEST(CudaPrecision, NotBuilt) {
-  GTEST_SKIP() << "this build has no CUDA (LOCKSTEP_HAVE_CUDA=0): no 16-bit CUDA paths to test";
+  LOCKSTEP_SKIP_NOT_BUILT("no 16-bit CUDA paths to test");
 }
 
 #endif

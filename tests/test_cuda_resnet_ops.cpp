@@ -7,6 +7,8 @@
 // compiles one test that skips.
 #include <gtest/gtest.h>
 
+#include "support/gpu_skip.h"
+
 #include "nn/backend.h"
 
 #if LOCKSTEP_HAVE_CUDA
@@ -114,8 +116,7 @@ TEST_F(CudaBackendTest, PoolingPaddingAndAddMatchCpu) {
 #else  // !LOCKSTEP_HAVE_CUDA
 
 TEST(CudaResnetOps, NotBuilt) {
-  GTEST_SKIP() << "this build has no CUDA backend (LOCKSTEP_HAVE_CUDA=0: toolkit, cuDNN or NCCL "
-                  "not found, or LOCKSTEP_CUDA=OFF)";
+  LOCKSTEP_SKIP_NOT_BUILT("toolkit, cuDNN or NCCL not found, or LOCKSTEP_CUDA=OFF");
 }
 
 #endif

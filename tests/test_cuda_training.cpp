@@ -3,6 +3,8 @@
 // the losses, the optimizer updates, and a few training steps of mnist_net.
 #include <gtest/gtest.h>
 
+#include "support/gpu_skip.h"
+
 #include "nn/backend.h"
 
 #if LOCKSTEP_HAVE_CUDA
@@ -240,8 +242,7 @@ TEST_F(CudaBackendTest, DeterministicTrainingRepeatsBitForBit) {
 #else  // !LOCKSTEP_HAVE_CUDA
 
 TEST(CudaTraining, NotBuilt) {
-  GTEST_SKIP() << "this build has no CUDA backend (LOCKSTEP_HAVE_CUDA=0: toolkit, cuDNN or NCCL "
-                  "not found, or LOCKSTEP_CUDA=OFF)";
+  LOCKSTEP_SKIP_NOT_BUILT("toolkit, cuDNN or NCCL not found, or LOCKSTEP_CUDA=OFF");
 }
 
 #endif

@@ -49,7 +49,8 @@ TEST_P(SizeOne, StepGivesExactlyTheInnerOptimizersWeights) {
   FakeCommunicator twins(2);
   for (Communicator* comm : {single.get(), static_cast<Communicator*>(&twins)}) {
     auto plain = small_model(3), wrapped = small_model(3);
-    nn::OptimizerConfig oc{.kind = "sgd", .momentum = 0.9f, .weight_decay = 1e-4f};
+    nn::OptimizerConfig oc{
+        .kind = nn::OptimizerKind::kSgd, .momentum = 0.9f, .weight_decay = 1e-4f};
     auto plain_sgd = nn::make_optimizer(oc, plain->parameters(), Device::kCpu);
     auto inner = nn::make_optimizer(oc, wrapped->parameters(), Device::kCpu);
     DistributedOptimizerConfig config = GetParam();
@@ -98,7 +99,7 @@ TEST(DistributedOptimizer, ThreePassesEqualOnePassWithThreeTimesTheBatch) {
   auto backend = nn::make_cpu_backend(1);
   auto comm = make_single_communicator();
   auto big = small_model(5), accumulated = small_model(5);
-  nn::OptimizerConfig oc{.kind = "sgd", .momentum = 0.9f};
+  nn::OptimizerConfig oc{.kind = nn::OptimizerKind::kSgd, .momentum = 0.9f};
   auto big_sgd = nn::make_optimizer(oc, big->parameters(), Device::kCpu);
   auto inner = nn::make_optimizer(oc, accumulated->parameters(), Device::kCpu);
   DistributedOptimizer dopt(*comm, *backend, accumulated->parameters(), *inner,
@@ -130,7 +131,7 @@ TEST(DistributedOptimizer, AShorterStepEqualsOnePassOverItsBatches) {
   auto backend = nn::make_cpu_backend(1);
   FakeCommunicator comm(2);
   auto big = small_model(5), accumulated = small_model(5);
-  nn::OptimizerConfig oc{.kind = "sgd", .momentum = 0.9f};
+  nn::OptimizerConfig oc{.kind = nn::OptimizerKind::kSgd, .momentum = 0.9f};
   auto big_sgd = nn::make_optimizer(oc, big->parameters(), Device::kCpu);
   auto inner = nn::make_optimizer(oc, accumulated->parameters(), Device::kCpu);
   DistributedOptimizer dopt(comm, *backend, accumulated->parameters(), *inner,

@@ -1,13 +1,16 @@
-// End to end: one failing rank ends the whole MPI job quickly, non-zero, with
-// one line naming the rank, and leaves no process behind. Runs
+// End to end: one failing rank ends the whole MPI job by itself, non-zero,
+// with one line naming the rank, and leaves no process behind. Runs
 // lockstep_failure_helper (tests/helpers/failure_helper.cpp) under mpiexec,
-// inside `timeout` so that a hang fails the test instead of CI.
+// inside `timeout` so that a hang fails the test instead of CI. The tests
+// assert what ended the job (its messages, exit code, no timeout), not how
+// long it took: a loaded machine stretches any time limit.
 #include <dirent.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <initializer_list>
 #include <sstream>
@@ -15,7 +18,6 @@
 #include <thread>
 #include <vector>
 
-#include "common/clock.h"
 #include "support/run_command.h"
 
 namespace {
@@ -23,16 +25,14 @@ namespace {
 struct JobResult {
   int exit_code = -1;  // 124: timeout killed it
   std::string output;  // stdout and stderr
-  double seconds = 0.0;
 };
 
 // Runs `timeout 60 mpiexec -n RANKS helper MODE --tag=TAG`.
 JobResult run_job(int ranks, const std::string& mode, const std::string& tag) {
-  const auto start = lockstep::Clock::now();
   const lockstep::testing::CommandResult job = lockstep::testing::run_command(
       std::string("timeout -k 5 60 ") + LOCKSTEP_MPIEXEC + " -n " + std::to_string(ranks) + " " +
       LOCKSTEP_FAILURE_HELPER + " " + mode + " --tag=" + tag);
-  return {job.exit_code, job.output, lockstep::seconds_since(start)};
+  return {job.exit_code, job.output};
 }
 
 // Processes whose command line contains `tag` (read from /proc).
@@ -51,14 +51,13 @@ std::vector<int> processes_with(const std::string& tag) {
   return found;
 }
 
-// Runs the job and checks it ended in time and left nothing behind.
+// Runs the job and checks it ended by itself and left nothing behind.
 JobResult run_checked(int ranks, const std::string& mode) {
   static int counter = 0;
   const std::string tag =
       "lockstep-failure-" + std::to_string(getpid()) + "-" + std::to_string(++counter) + "-" + mode;
   JobResult result = run_job(ranks, mode, tag);
   EXPECT_NE(result.exit_code, 124) << "the job hung until timeout killed it:\n" << result.output;
-  EXPECT_LT(result.seconds, 20.0) << result.output;
   std::vector<int> left = processes_with(tag);
   for (int i = 0; i < 50 && !left.empty(); ++i) {  // allow the launcher's cleanup to finish
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -147,12 +146,35 @@ TEST(FailureEndToEnd, FingerprintMismatchStopsEveryRankWithOneMessage) {
                     "(start every rank with the same config and data)\n"});
 }
 
+// The seconds a stall report says it waited ("has waited 2.1 s"), -1 if none.
+double waited_seconds(const std::string& line) {
+  const size_t at = line.find("has waited ");
+  return at == std::string::npos ? -1.0 : std::atof(line.c_str() + at + 11);
+}
+
+// Rank 1 sleeps 120 s before the allreduce (longer than `timeout` allows the
+// job): only the watchdog's abort can end it. The helper warns after 0.5 s
+// and aborts after 2 s of waiting: a warning comes first, then one abort
+// report that waited at least the abort limit.
 TEST(FailureEndToEnd, StalledCollectiveIsReportedThenTheJobEnds) {
   const JobResult job =
       expect_job_fails(3, "stall",
                        {"lockstep: rank 0: stall: allreduce #1 [step 3 bucket 1]",
                         "missing ranks: 1", "ending the job (stall abort limit reached)"});
-  EXPECT_LT(job.seconds, 15.0) << job.output;
+  std::istringstream in(job.output);
+  int warnings_before = 0, aborts = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("rank 0: stall:") == std::string::npos) continue;
+    if (line.find("stall abort limit reached") == std::string::npos) {
+      warnings_before += aborts == 0;
+      EXPECT_GE(waited_seconds(line), 0.5) << line;
+      continue;
+    }
+    ++aborts;
+    EXPECT_GE(waited_seconds(line), 2.0) << "aborted before the limit: " << line;
+  }
+  EXPECT_EQ(aborts, 1) << job.output;
+  EXPECT_GE(warnings_before, 1) << "no warning before the abort:\n" << job.output;
 }
 
 }  // namespace

@@ -100,11 +100,11 @@ TEST(DistributedOptimizer, AGradientReplacedAfterConstructionIsStillReduced) {
 // step() applies the average inside the update; synchronize() then the
 // plain update gives the same weights (3 ranks: 1/3 is inexact, so close).
 TEST(DistributedOptimizer, StepFoldsTheAverageIntoTheUpdate) {
-  for (const char* kind : {"sgd", "adam"}) {
+  for (nn::OptimizerKind kind : {nn::OptimizerKind::kSgd, nn::OptimizerKind::kAdam}) {
     auto backend = nn::make_cpu_backend(1);
     FakeCommunicator comm(3);
     nn::OptimizerConfig oc{.kind = kind, .momentum = 0.9f, .weight_decay = 1e-3f};
-    if (oc.kind == "adam") oc.momentum = 0.0f;
+    if (oc.kind == nn::OptimizerKind::kAdam) oc.momentum = 0.0f;
     auto folded = small_model(3), separate = small_model(3);
     auto opt1 = nn::make_optimizer(oc, folded->parameters(), Device::kCpu);
     auto opt2 = nn::make_optimizer(oc, separate->parameters(), Device::kCpu);
@@ -121,9 +121,10 @@ TEST(DistributedOptimizer, StepFoldsTheAverageIntoTheUpdate) {
     const std::vector<float> a = values(*folded), c = values(*separate);
     ASSERT_EQ(a.size(), c.size());
     for (size_t i = 0; i < a.size(); ++i) {
-      ASSERT_NEAR(a[i], c[i], 1e-6f * (1.0f + std::fabs(c[i]))) << kind << " value " << i;
+      ASSERT_NEAR(a[i], c[i], 1e-6f * (1.0f + std::fabs(c[i])))
+          << nn::to_string(kind) << " value " << i;
     }
-    EXPECT_NE(values(*folded), values(*small_model(3))) << kind;
+    EXPECT_NE(values(*folded), values(*small_model(3))) << nn::to_string(kind);
   }
 }
 

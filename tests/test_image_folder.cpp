@@ -373,6 +373,26 @@ TEST(ImageFolderErrors, LayoutProblemsAreNamed) {
                                  {"folder", "needs data_dir"}));
 }
 
+// --data-dir one level too deep (or a set with one class): refused with one
+// line naming the folder, by the loader and by `lockstep train`.
+TEST(ImageFolderErrors, FewerThanTwoClassesIsRefusedNamingTheFolder) {
+  ScratchDir dir;
+  for (const char* split : {"train", "test"}) {
+    for (const char* name : {"a.png", "b.png"}) {
+      write_image(dir.file(std::string("one/") + split + "/cat/" + name), pattern(6, 8, 1, 1));
+    }
+  }
+  EXPECT_TRUE(throws_input_error([&] { data::load_image_folder(dir.file("one"), true); },
+                                 {dir.file("one/train"), "one class folder (cat)"}));
+  const auto r = testing::run_lockstep("train --dataset folder --data-dir " + dir.file("one") +
+                                       " --epochs 1 --progress none --run-dir " + dir.file("run"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find(dir.file("one/train") + ": one class folder (cat); a classifier needs"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("epoch   1/1"), std::string::npos) << "trained anyway:\n" << r.output;
+}
+
 TEST(ImageFolderErrors, SkipModeCountsAndNamesSkippedFiles) {
   ScratchDir dir;
   write_gray_folder(dir.path());

@@ -10,10 +10,9 @@ namespace lockstep::nn {
 namespace {
 
 TEST(LrSchedule, ScalingRules) {
-  EXPECT_DOUBLE_EQ(LrSchedule({.lr = 0.01, .scaling = "linear"}, 8).at(0, 0, 10), 0.08);
-  EXPECT_NEAR(LrSchedule({.lr = 0.01, .scaling = "sqrt"}, 4).at(0, 0, 10), 0.02, 1e-12);
-  EXPECT_DOUBLE_EQ(LrSchedule({.lr = 0.01, .scaling = "none"}, 4).at(0, 0, 10), 0.01);
-  EXPECT_THROW(LrSchedule({.lr = 0.01, .scaling = "cubic"}, 4), InputError);
+  EXPECT_DOUBLE_EQ(LrSchedule({.lr = 0.01, .scaling = LrScaling::kLinear}, 8).at(0, 0, 10), 0.08);
+  EXPECT_NEAR(LrSchedule({.lr = 0.01, .scaling = LrScaling::kSqrt}, 4).at(0, 0, 10), 0.02, 1e-12);
+  EXPECT_DOUBLE_EQ(LrSchedule({.lr = 0.01, .scaling = LrScaling::kNone}, 4).at(0, 0, 10), 0.01);
 }
 
 // Horovod: lr = scaled / N * (e * (N - 1) / W + 1), e = epoch + (step + 1) / steps.
@@ -28,11 +27,13 @@ TEST(LrSchedule, WarmupFollowsHorovodFormula) {
 }
 
 TEST(LrSchedule, StepAndCosine) {
-  LrSchedule step({.lr = 0.1, .schedule = "step", .milestones = {2, 4}, .gamma = 0.5}, 1);
+  LrSchedule step(
+      {.lr = 0.1, .schedule = LrScheduleKind::kStep, .milestones = {2, 4}, .gamma = 0.5}, 1);
   EXPECT_DOUBLE_EQ(step.at(1, 9, 10), 0.1);
   EXPECT_DOUBLE_EQ(step.at(2, 0, 10), 0.05);
   EXPECT_DOUBLE_EQ(step.at(4, 0, 10), 0.025);
-  LrSchedule cosine({.lr = 0.1, .schedule = "cosine", .epochs = 4, .min_lr = 0.0}, 1);
+  LrSchedule cosine({.lr = 0.1, .schedule = LrScheduleKind::kCosine, .epochs = 4, .min_lr = 0.0},
+                    1);
   EXPECT_DOUBLE_EQ(cosine.at(0, 0, 10), 0.1);
   EXPECT_NEAR(cosine.at(2, 0, 10), 0.05, 1e-12);
   EXPECT_NEAR(cosine.at(4, 0, 10), 0.0, 1e-12);

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "app/commands/plot_command.h"
 #include "data/image_io.h"
@@ -33,6 +34,19 @@ void write_run(const std::string& dir, double scale) {
   out << "4,0.01,0.123,0.9,100,0.2,0.8,50,1,100,1,0,0,0,0\n";  // epoch 4 again (resumed)
 }
 
+// A run with a validation split: metrics.csv as the trainer writes it.
+void write_validated_run(const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  std::ofstream out(dir + "/metrics.csv");
+  out << "epoch,lr,train_loss,train_accuracy,train_samples,test_loss,test_accuracy,"
+         "test_samples,seconds,images_per_second,compute_s,comm_wait_s,data_s,eval_s,"
+         "checkpoint_s,test_top_k_accuracy,val_loss,val_accuracy,precision,kernels\n";
+  for (int e = 1; e <= 3; ++e) {
+    out << e << ",0.01," << 2.0 / e << ",0.5,100," << 2.2 / e << ",0.4,50,1,100,1,0,0,0,0,0.9,"
+        << 2.1 / e << "," << 0.1 * e << ",fp32,avx2\n";
+  }
+}
+
 TEST(Plot, ReadsTheLastRowOfEachEpoch) {
   ScratchDir dir;
   write_run(dir.file("a"), 2.0);
@@ -58,6 +72,34 @@ TEST(Plot, WritesAPngOfTheRequestedSize) {
   for (size_t i = 3; i < image.pixels.size(); i += 3)
     distinct += image.pixels[i] != image.pixels[0];
   EXPECT_GT(distinct, 1000u);
+}
+
+TEST(Plot, DrawsValidationCurvesForRunsThatHaveThem) {
+  ScratchDir dir;
+  write_validated_run(dir.file("runs/val"));
+  write_run(dir.file("runs/plain"), 2.0);
+  const auto points = app::read_curve(dir.file("runs/val/metrics.csv"));
+  ASSERT_EQ(points.size(), 3u);
+  EXPECT_DOUBLE_EQ(points[1].val_loss, 1.05);
+  EXPECT_DOUBLE_EQ(points[2].val_accuracy, 0.3);
+  EXPECT_TRUE(std::isnan(app::read_curve(dir.file("runs/plain/metrics.csv"))[0].val_loss));
+  // gnuplot through a wrapper that keeps the script it was given.
+  const std::string wrapper = dir.file("gnuplot.sh");
+  std::ofstream(wrapper) << "#!/bin/sh\ncp \"$1\" " << dir.file("kept.gp")
+                         << " && gnuplot \"$1\"\n";
+  std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
+  const auto r =
+      testing::run_lockstep("plot " + dir.file("runs/val") + " " + dir.file("runs/plain") +
+                            " --out " + dir.file("c.png") + " --gnuplot " + wrapper);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::stringstream script;
+  script << std::ifstream(dir.file("kept.gp")).rdbuf();
+  const std::string text = script.str();
+  size_t drawn = 0;  // loss and accuracy panels
+  for (size_t at = 0; (at = text.find("'val validation'", at)) != std::string::npos; ++at) ++drawn;
+  EXPECT_EQ(drawn, 2u) << text;
+  EXPECT_EQ(text.find("plain validation"), std::string::npos) << text;
+  EXPECT_NE(text.find("'plain test'"), std::string::npos) << text;
 }
 
 TEST(Plot, AFolderWithoutMetricsIsAOneLineError) {

@@ -142,7 +142,7 @@ TEST(AvgPool2d, ForwardAndGradients) {
   Tensor x({1, 1, 2, 4}), y({1, 1, 1, 2});
   const float xs[] = {1, 2, 3, 4, 5, 6, 7, 8};
   std::copy(xs, xs + 8, x.data());
-  auto backend = make_cpu_backend(1);
+  auto backend = testing::test_cpu_backend(1);
   pool.forward(*backend, x, y, {});
   EXPECT_FLOAT_EQ(y.data()[0], (1 + 2 + 5 + 6) / 4.0f);
   EXPECT_FLOAT_EQ(y.data()[1], (3 + 4 + 7 + 8) / 4.0f);
@@ -159,7 +159,7 @@ TEST(GlobalAvgPool2d, ForwardShapeAndGradients) {
   EXPECT_EQ(pool.output_shape({4, 16, 8, 8}), (Shape{4, 16}));
   Tensor x({2, 3, 2, 2}), y({2, 3});
   for (int64_t i = 0; i < x.numel(); ++i) x.data()[i] = static_cast<float>(i);
-  auto backend = make_cpu_backend(1);
+  auto backend = testing::test_cpu_backend(1);
   pool.forward(*backend, x, y, {});
   for (int64_t r = 0; r < 6; ++r) EXPECT_FLOAT_EQ(y.data()[r], 4.0f * r + 1.5f);
   fill_random(x, 2);

@@ -4,7 +4,8 @@
 // where a command asks for more), benchmarks for a fraction of a second.
 // Commands that need what a test cannot have are listed and not run: a batch
 // system (qsub, sbatch), a network (fetch_data.sh), a batch allocation
-// (LAUNCHER=...), and the set-up scripts that build everything again.
+// (LAUNCHER=...), the fake cluster (root; tests/cluster/), and the set-up
+// scripts that build everything again.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -56,6 +57,8 @@ std::string skip_reason(const std::string& command) {
   }
   if (command.find("fetch_data.sh") != std::string::npos) return "needs a network";
   if (command.rfind("LAUNCHER=", 0) == 0) return "runs inside a batch allocation";
+  if (command.rfind("scripts/fake_cluster.sh", 0) == 0)
+    return "makes network namespaces as root (tests/cluster/cluster_test.sh runs each of these)";
   if (command.rfind("scripts/train.sh", 0) == 0 || command.rfind("scripts/test.sh", 0) == 0)
     return "sets up and builds everything again";
   if (command.rfind("cmake ", 0) == 0)

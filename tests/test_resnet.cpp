@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "nn/layer_spec.h"
 #include "nn/model_zoo.h"
+#include "support/cpu_backend.h"
 #include "support/gradient_check.h"
 
 namespace lockstep::nn {
@@ -58,7 +59,7 @@ TEST(ResidualBlock, PaddingShortcutCopiesEveryOtherPixelBetweenZeroChannels) {
   for (Parameter* p : layer->parameters()) p->value.zero();
   Tensor x({1, 2, 2, 2}), y({1, 4, 1, 1});
   for (int64_t i = 0; i < 8; ++i) x.data()[i] = static_cast<float>(i + 1);
-  auto backend = make_cpu_backend(1);
+  auto backend = testing::test_cpu_backend(1);
   layer->forward(*backend, x, y, {.training = true});
   EXPECT_EQ(std::vector<float>(y.data(), y.data() + 4), (std::vector<float>{0, 1, 5, 0}));
 }
@@ -99,7 +100,7 @@ TEST(ResNetZoo, BackwardAnnouncesEveryGradientOnceLastFirst) {
   for (const char* name : {"resnet20", "resnet18_cifar"}) {
     auto model = build_model(name, {}, {3, 8, 8}, 10);
     model->reset_parameters(1, Device::kCpu);
-    auto backend = make_cpu_backend(1);
+    auto backend = testing::test_cpu_backend(1);
     Tensor x({2, 3, 8, 8});
     fill_random(x, 1);
     const int32_t labels[] = {1, 7};

@@ -6,9 +6,14 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
+#include <type_traits>
 
 #include "app/checkpoint/checkpoint.h"
+#include "app/config/config_schema.h"
+#include "app/checkpoint/resume_policy.h"
+#include "common/error.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"
 #include "support/run_files.h"
@@ -120,6 +125,57 @@ TEST(RunRecovery, ResumePrintsChangedSettingsAndRefusesModelOrDataChanges) {
                    " --test-subset 64");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "(64 samples of fashion-mnist)")) << r.output;
+}
+
+// Another value of the key's field (any type).
+void change(const app::Key& key, app::TrainConfig& c) {
+  std::visit(
+      [&](auto app::TrainConfig::*field) {
+        auto& v = c.*field;
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, bool>) {
+          v = !v;
+        } else if constexpr (std::is_enum_v<T>) {
+          v = static_cast<T>(static_cast<int>(v) + 1);  // the defaults are the first values
+        } else if constexpr (std::is_arithmetic_v<T>) {
+          v = static_cast<T>(v + 1);
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          v += "x";
+        } else {
+          v.emplace_back();
+        }
+      },
+      key.field);
+}
+
+// The resume policy follows each key's OnResume attribute in the schema:
+// a fixed key's change is refused naming it, any other change is allowed,
+// and launch-only keys are not even listed.
+TEST(RunRecovery, ResumePolicyFollowsTheSchemasOnResumeAttribute) {
+  std::set<std::string> fixed, launch_only;
+  for (const app::Key& key : app::config_schema()) {
+    SCOPED_TRACE(key.name);
+    const app::TrainConfig stored;
+    app::TrainConfig current;
+    change(key, current);
+    const auto changed = app::changed_settings(stored, current);
+    bool refused = false;
+    try {
+      app::refuse_model_or_data_changes(stored, current, "ck.lsck");
+    } catch (const InputError& e) {
+      refused = true;
+      EXPECT_TRUE(contains(e.what(), std::string("(") + key.name + " ")) << e.what();
+    }
+    EXPECT_EQ(refused, key.on_resume == app::OnResume::kFixed);
+    EXPECT_EQ(changed.size(), key.on_resume == app::OnResume::kLaunchOnly ? 0u : 1u);
+    if (key.on_resume == app::OnResume::kFixed) fixed.insert(key.name);
+    if (key.on_resume == app::OnResume::kLaunchOnly) launch_only.insert(key.name);
+  }
+  EXPECT_EQ(fixed,
+            (std::set<std::string>{"augment", "dataset", "image_channels", "image_size", "layers",
+                                   "loss", "model", "normalize_mean", "normalize_std",
+                                   "skip_bad_images", "test_subset", "train_subset"}));
+  EXPECT_EQ(launch_only, (std::set<std::string>{"overwrite", "progress", "resume", "timeline"}));
 }
 
 TEST(RunRecovery, NonFiniteLossStopsTrainingWithoutACheckpoint) {

@@ -5,7 +5,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <regex>
+#include <string>
 
 #include "app/checkpoint/checkpoint.h"
 #include "support/dataset_files.h"
@@ -64,7 +66,9 @@ int64_t expect_two_ranks_match_one(int64_t train, const std::string& extra) {
                              extra + " --run-dir ";
   auto r = run_command(mpiexec(1, "train " + common + one.path() + " --batch-size 64"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  r = run_command(mpiexec(2, "train " + common + two.path() + " --batch-size 32"));
+  // With the bucket check on: backward never writes a bucket MPI reads.
+  r = run_command("LOCKSTEP_VERIFY_BUCKETS=1 " +
+                  mpiexec(2, "train " + common + two.path() + " --batch-size 32"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   if (::testing::Test::HasFailure()) return -1;
   const auto a = final_checkpoint(one.path());
@@ -89,25 +93,73 @@ TEST(TrainMpi, AccumulationWithAShortLastStepMatchesOneRank) {
   EXPECT_EQ(expect_two_ranks_match_one(500, "--backward-passes-per-step 3"), 6);
 }
 
+// Per-rank BatchNorm (sync_batchnorm off): each rank's running statistics
+// follow its own half batches, and the trainer averages them over the ranks
+// after every epoch. The running mean is an exponential average of batch
+// means, linear in them: with weights that do not move (lr 1e-12: below one
+// ulp of a weight, 1e-13 on biases that start at 0) the average of 2 ranks' running means at batch
+// 32 is the running mean of 1 rank at batch 64 (the same samples per step), to float rounding; rank
+// 0's own statistics alone are far from it.
+TEST(TrainMpi, RunningStatisticsAreAveragedOverRanksWithoutSyncBatchNorm) {
+  TinyData data(256, 100);
+  ScratchDir one, two;
+  std::ofstream(one.file("bn.toml"))
+      << "model = \"custom\"\nlayers = [\"conv2d out=4 kernel=3\", \"batchnorm2d relu=true\", "
+         "\"max_pool2d kernel=2\", \"flatten\", \"linear out=10\", \"log_softmax\"]\n";
+  const std::string common = "train --config " + one.file("bn.toml") + " " + data.flags() +
+                             " --epochs 1 --lr 1e-12 --lr-scaling none --test-subset 100 "
+                             "--run-dir ";
+  auto r = run_command(mpiexec(1, common + one.path() + " --batch-size 64"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = run_command(mpiexec(2, common + two.path() + " --batch-size 32"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto a = final_checkpoint(one.path());
+  const auto b = final_checkpoint(two.path());
+  ASSERT_NE(a.find("batchnorm2d2.running_mean"), nullptr) << "the BatchNorm layer's buffers";
+  EXPECT_EQ(a.meta["step"], b.meta["step"]);
+  for (const char* name : {"conv2d1.weight", "conv2d1.bias", "batchnorm2d2.weight",
+                           "batchnorm2d2.bias", "linear5.weight", "linear5.bias"}) {
+    ASSERT_NE(b.find(name), nullptr) << name;
+    const std::vector<float>& x = a.find(name)->values;
+    for (size_t i = 0; i < x.size(); ++i) {
+      ASSERT_NEAR(x[i], b.find(name)->values[i], 1e-9) << name << " moved";  // biases from 0
+    }
+  }
+  EXPECT_LT(max_relative_difference(a, b, "running_mean"), 1e-4);
+  EXPECT_EQ(max_relative_difference(a, b, "num_batches_tracked"), 0.0);
+}
+
+std::string file_text(const std::string& path) {
+  std::ifstream in(path);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
 // The reference averaged per-rank means over padded shards; lockstep reduces
-// sums and counts, so 3 ranks give the single-process numbers exactly.
+// sums and counts, so 3 ranks give the single-process numbers: the same
+// prediction for every sample (the confusion matrices, counts, are equal).
+// The loss in full precision: EvaluateMpi (tests/mpi/test_evaluate.cpp).
 TEST(TrainMpi, ThreeRanksEvaluateLikeOneProcess) {
   TinyData data(256, 100);
-  ScratchDir run;
+  ScratchDir run, one_dir, three_dir;
   auto r = run_command(mpiexec(
       1, "train " + data.flags() + " --epochs 1 --test-subset 100 --run-dir " + run.path()));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const std::string ckpt = app::CheckpointStore(run.path() + "/checkpoints", 0).latest();
   const std::regex line("test loss ([0-9.]+) acc ([0-9.]+)% \\(([0-9]+) samples");
   std::smatch m1, m3;
-  const auto one = run_command(mpiexec(1, "evaluate --checkpoint " + ckpt));
-  const auto three = run_command(mpiexec(3, "evaluate --checkpoint " + ckpt));
+  const auto one =
+      run_command(mpiexec(1, "evaluate --checkpoint " + ckpt + " --report-dir " + one_dir.path()));
+  const auto three = run_command(
+      mpiexec(3, "evaluate --checkpoint " + ckpt + " --report-dir " + three_dir.path()));
   ASSERT_TRUE(std::regex_search(one.output, m1, line)) << one.output;
   ASSERT_TRUE(std::regex_search(three.output, m3, line)) << three.output;
   EXPECT_EQ(m1[3], "100");
   EXPECT_EQ(m3[3], "100");  // 34 + 33 + 33: every sample once, none padded
-  EXPECT_EQ(m1[1], m3[1]);
-  EXPECT_EQ(m1[2], m3[2]);
+  const std::string confusion = file_text(one_dir.file("confusion_matrix.csv"));
+  ASSERT_FALSE(confusion.empty()) << one.output;
+  EXPECT_EQ(file_text(three_dir.file("confusion_matrix.csv")), confusion);
+  EXPECT_EQ(file_text(three_dir.file("per_class_accuracy.csv")),
+            file_text(one_dir.file("per_class_accuracy.csv")));
 }
 
 TEST(TrainMpi, OnlyRankZeroPrintsAndWrites) {

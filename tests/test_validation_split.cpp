@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -96,6 +97,15 @@ TEST(ValidationSplit, KeepBestAndPatienceFollowTheValidationAccuracy) {
   const auto rows = testing::read_csv(dir.file("run/metrics.csv"));
   ASSERT_GE(rows.size(), 3u);
   ASSERT_LT(rows.size(), 30u) << "patience 2 stops the run early\n" << r.output;
+  // The epoch line shows the validation figures that metrics.csv records.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      r.output, m,
+      std::regex(
+          R"(epoch +1/30  train loss \S+ acc +\S+%  val loss (\S+) acc +(\S+)%  test loss)")))
+      << r.output;
+  EXPECT_NEAR(std::stod(m[1]), std::stod(rows[0].at("val_loss")), 6e-5);
+  EXPECT_NEAR(std::stod(m[2]), 100 * std::stod(rows[0].at("val_accuracy")), 6e-3);
   EXPECT_EQ(std::stoll(rows[0].at("train_samples")), 200 - val);
   double best = -1;
   int64_t best_epoch = 0;

@@ -1,25 +1,18 @@
 #include "app/checkpoint/resume_policy.h"
 
 #include <algorithm>
-#include <set>
 
+#include "app/config/config_schema.h"
 #include "common/error.h"
 
 namespace lockstep::app {
 namespace {
 
-const std::set<std::string>& launch_only_keys() {
-  static const std::set<std::string> keys{"resume", "overwrite", "config_file", "progress",
-                                          "timeline"};
-  return keys;
-}
-
-const std::set<std::string>& model_or_data_keys() {
-  static const std::set<std::string> keys{"model",         "layers",         "loss",
-                                          "dataset",       "image_channels", "image_size",
-                                          "train_subset",  "test_subset",    "normalize_mean",
-                                          "normalize_std", "augment",        "skip_bad_images"};
-  return keys;
+// The key's OnResume attribute in the schema; keys outside it (none today)
+// may change.
+OnResume on_resume(const std::string& name) {
+  const Key* key = find_key(name);
+  return key != nullptr ? key->on_resume : OnResume::kMayChange;
 }
 
 struct Change {
@@ -30,7 +23,7 @@ std::vector<Change> changes(const TrainConfig& stored, const TrainConfig& curren
   const nlohmann::json a = to_json(stored), b = to_json(current);
   std::vector<Change> out;
   for (auto it = b.cbegin(); it != b.cend(); ++it) {
-    if (launch_only_keys().count(it.key())) continue;
+    if (on_resume(it.key()) == OnResume::kLaunchOnly) continue;
     const std::string before = a.contains(it.key()) ? a.at(it.key()).dump() : "(absent)";
     const std::string after = it.value().dump();
     if (before != after) out.push_back({it.key(), before, after});
@@ -75,7 +68,7 @@ void refuse_model_or_data_changes(const TrainConfig& stored, const TrainConfig& 
                                   const std::string& path) {
   std::string refused;
   for (const Change& c : changes(stored, current)) {
-    if (!model_or_data_keys().count(c.key)) continue;
+    if (on_resume(c.key) != OnResume::kFixed) continue;
     refused += (refused.empty() ? "" : "; ") + c.key + " " + c.before + " -> " + c.after;
   }
   if (refused.empty()) return;

@@ -25,13 +25,14 @@ ResumeSource find_resume_checkpoint(const std::string& resume, const std::string
 
 // The settings that differ between the config stored in a checkpoint and
 // the current one, as "key: old -> new" (values as JSON), in key order.
-// Keys that only say how this launch runs (resume, overwrite, config_file,
-// progress, timeline) are not compared.
+// Keys that only say how this launch runs (OnResume::kLaunchOnly in the
+// schema: resume, overwrite, progress, timeline) are not compared.
 std::vector<std::string> changed_settings(const TrainConfig& stored, const TrainConfig& current);
 
 // Throws InputError naming path and every changed key that alters the model
-// or the data it trains on (model, layers, loss, dataset, image and subset
-// keys, normalisation, augmentation, skip_bad_images), with the remedy.
+// or the data it trains on (OnResume::kFixed in the schema: model, layers,
+// loss, dataset, image and subset keys, normalisation, augmentation,
+// skip_bad_images), with the remedy.
 void refuse_model_or_data_changes(const TrainConfig& stored, const TrainConfig& current,
                                   const std::string& path);
 

@@ -38,8 +38,8 @@ BenchResult run_bench(const BenchCase& bench, distributed::Communicator& comm, d
   auto backend = nn::make_cpu_backend(cpu_backend_options(bench.threads, bench.precision));
   auto model = nn::build_model(bench.model, {}, input, 10);
   model->reset_parameters(42, nn::Device::kCpu);
-  auto optimizer =
-      nn::make_optimizer({.kind = "sgd", .momentum = 0.5f}, model->parameters(), nn::Device::kCpu);
+  auto optimizer = nn::make_optimizer({.kind = nn::OptimizerKind::kSgd, .momentum = 0.5f},
+                                      model->parameters(), nn::Device::kCpu);
   distributed::DistributedOptimizer dopt(comm, *backend, model->parameters(), *optimizer,
                                          {.allreduce_chunk_mb = bench.allreduce_chunk_mb});
   dopt.broadcast_parameters(0);
@@ -104,7 +104,7 @@ AllreduceBenchResult run_allreduce_bench(const AllreduceBenchCase& bench,
   auto model = nn::build_model(bench.model, {}, input_shape(bench.model), 10);
   model->reset_parameters(42, nn::Device::kCpu);
   const std::vector<nn::Parameter*>& params = model->parameters();
-  auto optimizer = nn::make_optimizer({.kind = "sgd"}, params, nn::Device::kCpu);
+  auto optimizer = nn::make_optimizer({.kind = nn::OptimizerKind::kSgd}, params, nn::Device::kCpu);
   distributed::DistributedOptimizerConfig config;
   config.first_bucket_mb = bench.first_bucket_mb;
   config.bucket_cap_mb = bench.bucket_cap_mb;

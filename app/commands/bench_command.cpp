@@ -3,10 +3,12 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include "app/commands/bench.h"
 #include "app/config/config.h"
 #include "distributed/stall.h"
+#include "common/error.h"
 
 namespace lockstep::app {
 namespace {
@@ -31,11 +33,11 @@ void print_case(const BenchCase& c, const BenchResult& r, int ranks, bool note_c
   if (note_chunk)
     std::snprintf(chunk_note, sizeof(chunk_note), "  chunk %g MiB", c.allreduce_chunk_mb);
   const std::string precision = nn::to_string(c.precision);
+  const bool fp32 = c.precision == nn::Precision::kFp32;
   std::printf("%-14s batch %4lld x %d rank%s  %d thread%s  %10.1f img/s  %8.3f ms/step%s%s%s\n",
               c.model.c_str(), static_cast<long long>(c.batch), ranks, ranks == 1 ? " " : "s",
               c.threads, c.threads == 1 ? " " : "s", r.images_per_second, 1e3 * r.seconds_per_step,
-              chunk_note, precision == "fp32" ? "" : "  ",
-              precision == "fp32" ? "" : precision.c_str());
+              chunk_note, fp32 ? "" : "  ", fp32 ? "" : precision.c_str());
   std::printf(
       "bench {\"model\": \"%s\", \"batch\": %lld, \"ranks\": %d, \"threads\": %d, "
       "\"allreduce_chunk_mb\": %g, \"precision\": \"%s\", \"images_per_second\": %.1f}\n",
@@ -87,11 +89,17 @@ int run_bench_command(const BenchArgs& args, distributed::Communicator& comm) {
   if (args.allreduce) return bench_allreduce(args, comm);
   std::unique_ptr<distributed::Timeline> timeline;
   if (!args.timeline.empty()) timeline = distributed::make_timeline(args.timeline, comm);
+  const std::optional<nn::Precision> precision = nn::parse_precision(args.precision);
+  if (!precision) {
+    fail_input("bench --precision \"", args.precision, "\" is not a precision (",
+               nn::names_of(nn::kPrecisionNames, ", "), ")");
+  }
+  nn::check_cpu_precision(*precision, "bench --precision");
   for (const std::string& model : args.models) {
     for (int threads : args.threads) {
       for (double chunk : args.chunks) {
         BenchCase c{model, args.batch, threads, chunk};
-        c.precision = nn::parse_precision(args.precision, "bench --precision");
+        c.precision = *precision;
         if (c.batch == 0) c.batch = model == "mnist_net" ? 64 : 128;
         const auto r = run_bench(c, comm, args.seconds, timeline.get());
         if (comm.rank() == 0) print_case(c, r, comm.size(), args.chunks.size() > 1);

@@ -51,7 +51,17 @@ std::string quoted(const std::string& s) {
   return out + "'";
 }
 
-std::string gnuplot_script(const PlotArgs& args, const std::vector<std::string>& data) {
+// One curve: column col of a run's data file.
+void curve(std::ostringstream& g, const std::string& data, int col, size_t run, int dash,
+           const std::string& title) {
+  g << quoted(data) << " using 1:" << col << " with linespoints lc " << run + 1 << " dt " << dash
+    << " title '" << title << "'";
+}
+
+// data[i]: run i's points (epoch, train, test, val loss; the accuracies);
+// validated[i]: whether it has validation points.
+std::string gnuplot_script(const PlotArgs& args, const std::vector<std::string>& data,
+                           const std::vector<bool>& validated) {
   std::ostringstream g;
   g << "set terminal pngcairo size " << args.width << "," << args.height
     << " enhanced font 'sans,10'\n"
@@ -61,12 +71,16 @@ std::string gnuplot_script(const PlotArgs& args, const std::vector<std::string>&
   for (int panel = 0; panel < 2; ++panel) {
     g << "set title '" << (panel == 0 ? "loss" : "accuracy") << "'\nplot ";
     for (size_t i = 0; i < data.size(); ++i) {
-      const int col = panel == 0 ? 2 : 4;
+      const int col = panel == 0 ? 2 : 5;
       const std::string title = run_title(args.runs[i]);
-      g << (i ? ", " : "") << quoted(data[i]) << " using 1:" << col << " with linespoints lc "
-        << i + 1 << " dt 1 title '" << title << " train', " << quoted(data[i])
-        << " using 1:" << col + 1 << " with linespoints lc " << i + 1 << " dt 2 title '" << title
-        << " test'";
+      if (i) g << ", ";
+      curve(g, data[i], col, i, 1, title + " train");
+      g << ", ";
+      curve(g, data[i], col + 1, i, 2, title + " test");
+      if (validated[i]) {
+        g << ", ";
+        curve(g, data[i], col + 2, i, 3, title + " validation");
+      }
     }
     g << "\n";
   }
@@ -90,9 +104,16 @@ std::vector<CurvePoint> read_curve(const std::string& path) {
   while (std::getline(in, line)) {
     const auto f = split(line);
     if (f.size() < header.size()) continue;
-    CurvePoint p{static_cast<int64_t>(number(f[col["epoch"]])), number(f[col["train_loss"]]),
-                 number(f[col["test_loss"]]), number(f[col["train_accuracy"]]),
-                 number(f[col["test_accuracy"]])};
+    const auto optional = [&](const char* name) {
+      return col.contains(name) ? number(f[col[name]]) : std::nan("");
+    };
+    CurvePoint p{static_cast<int64_t>(number(f[col["epoch"]])),
+                 number(f[col["train_loss"]]),
+                 number(f[col["test_loss"]]),
+                 number(f[col["train_accuracy"]]),
+                 number(f[col["test_accuracy"]]),
+                 optional("val_loss"),
+                 optional("val_accuracy")};
     by_epoch[p.epoch] = p;
   }
   std::vector<CurvePoint> out;
@@ -118,16 +139,20 @@ int run_plot(const PlotArgs& args) {
   const fs::path tmp = fs::temp_directory_path() / ("lockstep-plot-" + std::to_string(getpid()));
   fs::create_directories(tmp);
   std::vector<std::string> data;
+  std::vector<bool> validated;
   for (size_t i = 0; i < args.runs.size(); ++i) {
     const auto points = read_curve(metrics_path(args.runs[i]));
     data.push_back((tmp / ("run" + std::to_string(i) + ".dat")).string());
+    validated.push_back(false);
     std::ofstream out(data.back());
-    for (const CurvePoint& p : points)
-      out << p.epoch << " " << p.train_loss << " " << p.test_loss << " " << p.train_accuracy << " "
-          << p.test_accuracy << "\n";
+    for (const CurvePoint& p : points) {
+      out << p.epoch << " " << p.train_loss << " " << p.test_loss << " " << p.val_loss << " "
+          << p.train_accuracy << " " << p.test_accuracy << " " << p.val_accuracy << "\n";
+      if (!std::isnan(p.val_loss)) validated.back() = true;
+    }
   }
   const std::string script = (tmp / "plot.gp").string();
-  std::ofstream(script) << gnuplot_script(args, data);
+  std::ofstream(script) << gnuplot_script(args, data, validated);
   const std::string command = args.gnuplot + " " + quoted(script) + " 2>&1";
   std::string complaint;
   int status = -1;

@@ -3,9 +3,9 @@
 //
 //   lockstep plot runs/a runs/b --out curves.png [--width 1200 --height 500]
 //
-// Left: train (solid) and test (dashed) loss against epoch; right: train
-// and test accuracy. One colour per run, titled with the run folder's name.
-// For a resumed run the last row of an epoch counts.
+// Left: train (solid), validation (dotted; runs with val_fraction) and test
+// (dashed) loss against epoch; right: the same accuracies. One colour per run, titled with the run
+// folder's name. For a resumed run the last row of an epoch counts.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +29,8 @@ struct PlotArgs {
 struct CurvePoint {
   int64_t epoch = 0;
   double train_loss = 0, test_loss = 0, train_accuracy = 0, test_accuracy = 0;
+  // NaN without a validation split (or columns: metrics.csv before them).
+  double val_loss = 0, val_accuracy = 0;
 };
 
 // The points of a metrics.csv, by epoch. Throws InputError naming the file

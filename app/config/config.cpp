@@ -17,7 +17,7 @@ void validate_combinations(const TrainConfig& c) {
     fail_input("config key gradient_engine = \"nccl\" needs device = \"cuda\" or \"auto\"");
   }
   if (c.device == "cpu") {
-    nn::parse_precision(c.precision, "config key precision");  // the CPU: fp32 | bf16
+    nn::check_cpu_precision(c.precision, "config key precision");  // the CPU: fp32 | bf16
   }
   if (c.model != "custom" && !c.layers.empty()) {
     fail_input("config key layers is set but model is \"", c.model,
@@ -65,7 +65,15 @@ void validate(const TrainConfig& config) {
 nlohmann::json to_json(const TrainConfig& config) {
   nlohmann::json j = nlohmann::json::object();
   for (const Key& key : config_schema()) {
-    std::visit([&](auto C::*field) { j[key.name] = config.*field; }, key.field);
+    std::visit(
+        [&](auto C::*field) {
+          if constexpr (std::is_enum_v<std::decay_t<decltype(config.*field)>>) {
+            j[key.name] = enum_name(config.*field);  // as files and flags spell it
+          } else {
+            j[key.name] = config.*field;
+          }
+        },
+        key.field);
   }
   return j;
 }
@@ -75,7 +83,16 @@ TrainConfig train_config_from_json(const nlohmann::json& j, const std::string& s
   try {
     for (const Key& key : config_schema()) {
       if (!j.contains(key.name)) continue;
-      std::visit([&](auto C::*field) { j.at(key.name).get_to(config.*field); }, key.field);
+      std::visit(
+          [&](auto C::*field) {
+            using T = std::decay_t<decltype(config.*field)>;
+            if constexpr (std::is_enum_v<T>) {
+              config.*field = parse_enum<T>(key, j.at(key.name).get<std::string>());
+            } else {
+              j.at(key.name).get_to(config.*field);
+            }
+          },
+          key.field);
     }
   } catch (const nlohmann::json::exception& e) {
     fail_input(source, ": stored config is malformed: ", e.what());
@@ -100,16 +117,21 @@ std::string options_markdown() {
   out << "| key | type | default | allowed | unit | used by | meaning |\n"
       << "|---|---|---|---|---|---|---|\n";
   const TrainConfig defaults;
-  std::string per_rank;
+  std::string per_rank, fixed;
+  const auto add = [](std::string& list, const Key& key) {
+    list += (list.empty() ? "`" : ", `") + std::string(key.name) + "`";
+  };
   for (const Key& key : config_schema()) {
     out << "| `" << key.name << "` | " << type_name(key) << " | `"
         << cell(display_value(key, defaults)) << "` | " << cell(describe_allowed(key)) << " | "
         << key.unit << " | " << commands_of(key) << " | " << cell(key.help) << " |\n";
-    if (!key.fingerprint)
-      per_rank += (per_rank.empty() ? "`" : ", `") + std::string(key.name) + "`";
+    if (!key.fingerprint) add(per_rank, key);
+    if (key.on_resume == OnResume::kFixed) add(fixed, key);
   }
   out << "\nEvery key must have the same value on every rank (checked at start-up), except "
-      << per_rank << ".\n";
+      << per_rank << ".\n"
+      << "\nA resumed run may change any key except those that alter the model or the data "
+      << "(refused): " << fixed << ".\n";
   return out.str();
 }
 

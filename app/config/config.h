@@ -5,6 +5,9 @@
 // range or allowed values, the subcommands that use it and whether it enters
 // the start-up fingerprint. Flags, validation, `lockstep options`,
 // configs/README.md, checkpoint JSON and the fingerprint all come from it.
+// Enumerations that nn/ reads (precision, optimizer, LR schedule and
+// scaling) are parsed here, once, and held as nn/'s enums; files, flags and
+// checkpoints spell them as text.
 #pragma once
 
 #include <cstdint>
@@ -14,6 +17,10 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "nn/lr_schedule.h"
+#include "nn/optimizer.h"
+#include "nn/precision.h"
 
 namespace CLI {
 class App;
@@ -48,22 +55,22 @@ struct TrainConfig {
   std::string loss = "auto";        // auto | nll | cross_entropy
 
   // --- optimisation
-  int64_t batch_size = 64;         // samples per rank per step
-  int64_t test_batch_size = 1000;  // samples per rank per evaluation batch
-  std::string optimizer = "sgd";   // sgd | adam | adamw
-  double lr = 0.01;                // single-worker learning rate
-  double momentum = 0.5;           // sgd momentum
-  double dampening = 0.0;          // sgd dampening
-  bool nesterov = false;           // sgd Nesterov momentum
-  double weight_decay = 0.0;       // L2 penalty added to the gradient
+  int64_t batch_size = 64;                                // samples per rank per step
+  int64_t test_batch_size = 1000;                         // samples per rank per evaluation batch
+  nn::OptimizerKind optimizer = nn::OptimizerKind::kSgd;  // sgd | adam | adamw
+  double lr = 0.01;                                       // single-worker learning rate
+  double momentum = 0.5;                                  // sgd momentum
+  double dampening = 0.0;                                 // sgd dampening
+  bool nesterov = false;                                  // sgd Nesterov momentum
+  double weight_decay = 0.0;                              // L2 penalty added to the gradient
   double adam_beta1 = 0.9, adam_beta2 = 0.999, adam_eps = 1e-8;
-  std::string lr_schedule = "constant";  // constant | step | cosine
-  std::vector<int64_t> lr_milestones;    // step: epochs where lr is multiplied by lr_gamma
-  double lr_gamma = 0.1;                 // step: decay factor
-  double lr_min = 0.0;                   // cosine: final single-worker lr
-  std::string lr_scaling = "linear";     // linear | sqrt | none: lr factor for N workers
-  double warmup_epochs = 0.0;            // gradual warmup to the scaled lr (epochs, 0: off)
-  bool momentum_correction = true;       // rescale momentum when lr changes
+  nn::LrScheduleKind lr_schedule = nn::LrScheduleKind::kConstant;  // constant | step | cosine
+  std::vector<int64_t> lr_milestones;  // step: epochs where lr is multiplied by lr_gamma
+  double lr_gamma = 0.1;               // step: decay factor
+  double lr_min = 0.0;                 // cosine: final single-worker lr
+  nn::LrScaling lr_scaling = nn::LrScaling::kLinear;  // linear | sqrt | none: for N workers
+  double warmup_epochs = 0.0;       // gradual warmup to the scaled lr (epochs, 0: off)
+  bool momentum_correction = true;  // rescale momentum when lr changes
 
   // --- data parallelism
   std::string reduce_op = "average";       // average | sum
@@ -91,7 +98,7 @@ struct TrainConfig {
   int64_t eval_every = 1;  // evaluate every N epochs (0: never)
 
   // fp32 | bf16 | fp16: arithmetic of convolutions and GEMMs (fp16: cuda only)
-  std::string precision = "fp32";
+  nn::Precision precision = nn::Precision::kFp32;
   // Dynamic loss scaling (nn/grad_scaler.h): auto (on for fp16) | on | off
   std::string loss_scaling = "auto";
   double loss_scale_init = 65536.0;           // initial scale

@@ -13,12 +13,24 @@ constexpr double kMaxSamples = 1e12;
 constexpr double kMaxMiB = 1 << 20;
 
 // key(name, field, help), then what applies of .range (of numbers, with
-// their unit), .allowed (enumerations), .commands (default: train only) and
-// .ranks_may_differ() (not part of the start-up fingerprint).
+// their unit), .allowed (enumerations), .commands (default: train only),
+// .ranks_may_differ() (not part of the start-up fingerprint),
+// .fixed_on_resume() and .launch_only() (OnResume).
 class KeyBuilder {
  public:
+  // An enumeration's allowed values are its names (enum_names).
   KeyBuilder(const char* name, Field field, const char* help)
-      : key_{.name = name, .field = field, .help = help} {}
+      : key_{.name = name, .field = field, .help = help} {
+    std::visit(
+        [&](auto C::*f) {
+          using T = std::remove_reference_t<decltype(std::declval<C&>().*f)>;
+          if constexpr (std::is_enum_v<T>) {
+            for (const auto& entry : enum_names(static_cast<T*>(nullptr)))
+              key_.allowed.emplace_back(entry.value);
+          }
+        },
+        field);
+  }
   KeyBuilder& range(Range range, const char* unit = "") {
     key_.range = range;
     key_.unit = unit;
@@ -34,6 +46,14 @@ class KeyBuilder {
   }
   KeyBuilder& ranks_may_differ() {
     key_.fingerprint = false;
+    return *this;
+  }
+  KeyBuilder& fixed_on_resume() {
+    key_.on_resume = OnResume::kFixed;
+    return *this;
+  }
+  KeyBuilder& launch_only() {
+    key_.on_resume = OnResume::kLaunchOnly;
     return *this;
   }
   operator Key() const { return key_; }
@@ -57,53 +77,65 @@ std::vector<Key> make_schema() {
       // --- data
       key("dataset", &C::dataset,
           "fashion-mnist | mnist | cifar10 | folder (data_dir/train/<class>/*.png, test/...)")
-          .commands(kShow),
+          .commands(kShow)
+          .fixed_on_resume(),
       key("data_dir", &C::data_dir, "folder of the dataset files (empty: the dataset's default)")
           .commands(kAll),
       key("image_channels", &C::image_channels,
           "folder: decode images to 1 (gray) or 3 (RGB) channels (0: as the first image)")
           .allowed({"0", "1", "3"})
-          .commands(kShow),
+          .commands(kShow)
+          .fixed_on_resume(),
       key("image_size", &C::image_size,
           "folder: resize every image to S x S pixels (0: keep; all images must share one size)")
           .range(between(0, 65536), "pixels")
-          .commands(kShow),
+          .commands(kShow)
+          .fixed_on_resume(),
       key("skip_bad_images", &C::skip_bad_images,
           "folder: skip empty, damaged or truncated images instead of failing (noted)")
-          .commands(kShow),
+          .commands(kShow)
+          .fixed_on_resume(),
       key("train_subset", &C::train_subset,
           "train on N samples only (0: all): the first N of a built-in set, N stratified by class "
           "of an image folder")
-          .range(between(0, kMaxSamples), "samples"),
+          .range(between(0, kMaxSamples), "samples")
+          .fixed_on_resume(),
       key("test_subset", &C::test_subset,
           "evaluate on N test samples only (0: all), chosen as for train_subset")
           .range(between(0, kMaxSamples), "samples")
-          .commands(kTrain | kEvaluate),
+          .commands(kTrain | kEvaluate)
+          .fixed_on_resume(),
       key("normalize_mean", &C::normalize_mean,
           "per-channel mean of pixels in [0, 1] (empty: dataset default)")
-          .commands(kShow),
+          .commands(kShow)
+          .fixed_on_resume(),
       key("normalize_std", &C::normalize_std,
           "per-channel std of pixels in [0, 1] (empty: dataset default)")
           .range(positive())
-          .commands(kShow),
+          .commands(kShow)
+          .fixed_on_resume(),
       key("augment", &C::augment,
           "random crop (4 px) and flip of training images (auto: the dataset's default)")
           .allowed({"auto", "on", "off"})
-          .commands(kShow),
+          .commands(kShow)
+          .fixed_on_resume(),
       key("drop_last", &C::drop_last, "sampler drops the tail instead of padding shards"),
       // --- model
       key("model", &C::model,
           "mnist_net | alexnet_cifar | resnet20 | resnet32 | resnet44 | resnet56 | resnet110 | "
-          "resnet18_cifar | custom"),
-      key("layers", &C::layers, "custom model: list of layers, e.g. \"conv2d out=10 kernel=5\""),
-      key("loss", &C::loss, "loss of the model's output").allowed({"auto", "nll", "cross_entropy"}),
+          "resnet18_cifar | custom")
+          .fixed_on_resume(),
+      key("layers", &C::layers, "custom model: list of layers, e.g. \"conv2d out=10 kernel=5\"")
+          .fixed_on_resume(),
+      key("loss", &C::loss, "loss of the model's output")
+          .allowed({"auto", "nll", "cross_entropy"})
+          .fixed_on_resume(),
       // --- optimisation
       key("batch_size", &C::batch_size, "samples per rank per step")
           .range(positive(kMaxBatch), "samples"),
       key("test_batch_size", &C::test_batch_size, "samples per rank per evaluation batch")
           .range(positive(kMaxBatch), "samples"),
-      key("optimizer", &C::optimizer, "update rule (adamw: decoupled weight decay)")
-          .allowed({"sgd", "adam", "adamw"}),
+      key("optimizer", &C::optimizer, "update rule (adamw: decoupled weight decay)"),
       key("lr", &C::lr, "single-worker learning rate (scaled by lr_scaling)").range(positive()),
       key("momentum", &C::momentum, "sgd momentum").range(at_least(0)),
       key("dampening", &C::dampening, "sgd dampening").range(at_least(0)),
@@ -112,15 +144,13 @@ std::vector<Key> make_schema() {
       key("adam_beta1", &C::adam_beta1, "adam first-moment decay").range(between(0, 1)),
       key("adam_beta2", &C::adam_beta2, "adam second-moment decay").range(between(0, 1)),
       key("adam_eps", &C::adam_eps, "adam denominator epsilon").range(at_least(0)),
-      key("lr_schedule", &C::lr_schedule, "learning-rate schedule")
-          .allowed({"constant", "step", "cosine"}),
+      key("lr_schedule", &C::lr_schedule, "learning-rate schedule"),
       key("lr_milestones", &C::lr_milestones,
           "step schedule: epochs where lr is multiplied by lr_gamma")
           .range(between(0, kMaxEpochs), "epochs"),
       key("lr_gamma", &C::lr_gamma, "step schedule: decay factor").range(at_least(0)),
       key("lr_min", &C::lr_min, "cosine schedule: final single-worker lr").range(at_least(0)),
-      key("lr_scaling", &C::lr_scaling, "lr factor for N workers")
-          .allowed({"linear", "sqrt", "none"}),
+      key("lr_scaling", &C::lr_scaling, "lr factor for N workers"),
       key("warmup_epochs", &C::warmup_epochs, "gradual warmup to the scaled lr (0: off)")
           .range(between(0, kMaxEpochs), "epochs"),
       key("momentum_correction", &C::momentum_correction, "rescale momentum when the lr changes"),
@@ -173,8 +203,7 @@ std::vector<Key> make_schema() {
       // the CPU (nn/precision.h: vdpbf16ps where the CPU has AVX512_BF16, else emulated)
       key("precision", &C::precision,
           "convolution and GEMM inputs rounded to 16 bits, float32 accumulation, float32 weights "
-          "(bf16: cpu or cuda; fp16: cuda only, with loss scaling)")
-          .allowed({"fp32", "bf16", "fp16"}),
+          "(bf16: cpu or cuda; fp16: cuda only, with loss scaling)"),
       // loss scaling: PyTorch GradScaler's dynamic scale (nn/grad_scaler.h)
       key("loss_scaling", &C::loss_scaling,
           "dynamic loss scaling: loss times a scale that halves on a step with inf/NaN gradients "
@@ -204,16 +233,19 @@ std::vector<Key> make_schema() {
           .range(between(0, kMaxEpochs), "epochs"),
       key("keep_checkpoints", &C::keep_checkpoints, "keep the newest N checkpoints (0: all)")
           .range(between(0, kMaxEpochs)),
-      key("resume", &C::resume, "\"\" | auto (newest in run_dir) | checkpoint path"),
+      key("resume", &C::resume, "\"\" | auto (newest in run_dir) | checkpoint path").launch_only(),
       // Issue 12 (robust resume): a fresh run may replace another run's checkpoints.
       key("overwrite", &C::overwrite,
           "fresh run into a run_dir holding checkpoints: delete them and metrics.csv (else "
-          "refused)"),
+          "refused)")
+          .launch_only(),
       key("timeline", &C::timeline, "write a Chrome-trace JSON timeline to this file")
-          .ranks_may_differ(),
+          .ranks_may_differ()
+          .launch_only(),
       key("progress", &C::progress, "auto (live line on a terminal) | plain | none")
           .allowed({"auto", "plain", "none"})
-          .ranks_may_differ(),
+          .ranks_may_differ()
+          .launch_only(),
       // --- modern CNN recipe (issue 14): BatchNorm across ranks, loss, clipping, decay
       key("sync_batchnorm", &C::sync_batchnorm,
           "BatchNorm statistics over the global batch (one allreduce per layer in forward and in "

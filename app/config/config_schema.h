@@ -10,14 +10,18 @@
 //       .range(between(0, 1)),
 //
 // .range (numbers, with their unit: "MiB", "s", ...), .allowed
-// (enumerations), .commands (default: train only) and .ranks_may_differ()
-// (default: every rank must agree) are optional. Supported field types are
+// (enumerations), .commands (default: train only), .ranks_may_differ()
+// (default: every rank must agree), .fixed_on_resume() (a key that alters
+// the model or the data) and .launch_only() (not compared on resume) are
+// optional. Supported field types are
 // those of Field below. Then run scripts/gen_config_docs.sh (a test fails
 // while configs/README.md is out of date).
 #pragma once
 
 #include <limits>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -28,7 +32,29 @@ namespace lockstep::app {
 using Field = std::variant<bool TrainConfig::*, int64_t TrainConfig::*, uint64_t TrainConfig::*,
                            double TrainConfig::*, std::string TrainConfig::*,
                            std::vector<float> TrainConfig::*, std::vector<int64_t> TrainConfig::*,
-                           std::vector<std::string> TrainConfig::*>;
+                           std::vector<std::string> TrainConfig::*, nn::Precision TrainConfig::*,
+                           nn::OptimizerKind TrainConfig::*, nn::LrScheduleKind TrainConfig::*,
+                           nn::LrScaling TrainConfig::*>;
+
+// The names of an enumeration field (nn/'s tables): its allowed values, its
+// text in files, flags and checkpoints.
+inline const auto& enum_names(nn::Precision*) {
+  return nn::kPrecisionNames;
+}
+inline const auto& enum_names(nn::OptimizerKind*) {
+  return nn::kOptimizerNames;
+}
+inline const auto& enum_names(nn::LrScheduleKind*) {
+  return nn::kLrScheduleNames;
+}
+inline const auto& enum_names(nn::LrScaling*) {
+  return nn::kLrScalingNames;
+}
+
+template <typename E>
+std::string enum_name(E value) {
+  return nn::value_of(enum_names(static_cast<E*>(nullptr)), value).value_or("?");
+}
 
 // Inclusive bounds of a number (of each element, for lists of numbers);
 // min_exclusive turns the lower bound into "> min". Numbers are always finite.
@@ -49,6 +75,13 @@ inline Range positive(double max = std::numeric_limits<double>::max()) {
   return {0, max, true};
 }
 
+// What resuming from a checkpoint may do with a key (app/checkpoint/resume_policy.h).
+enum class OnResume {
+  kMayChange,   // a changed value is listed when the run resumes
+  kFixed,       // alters the model or the data it trains on: a change is refused
+  kLaunchOnly,  // says how this launch runs: not compared
+};
+
 struct Key {
   const char* name;  // TOML key and --name; --name-with-dashes too
   Field field;
@@ -58,7 +91,18 @@ struct Key {
   std::vector<std::string> allowed;  // enumerations: the accepted values
   unsigned commands = kTrain;        // Command bits of the subcommands that use it
   bool fingerprint = true;           // every rank must agree (start-up check)
+  OnResume on_resume = OnResume::kMayChange;
 };
+
+// Throws InputError "config key K is "text"; expected one of ...".
+[[noreturn]] void fail_not_allowed(const Key& key, std::string_view text);
+
+// The value of an enumeration key named by text; fail_not_allowed otherwise.
+template <typename E>
+E parse_enum(const Key& key, std::string_view text) {
+  if (const auto v = nn::key_of(enum_names(static_cast<E*>(nullptr)), text)) return *v;
+  fail_not_allowed(key, text);
+}
 
 // Every key, in documentation order.
 const std::vector<Key>& config_schema();

@@ -92,6 +92,14 @@ std::optional<float> read(const toml::node& n, float*) {
 std::optional<std::string> read(const toml::node& n, std::string*) {
   return n.is_string() ? n.value<std::string>() : std::nullopt;
 }
+// An enumeration: a string that names one of its values (else an
+// InputError naming the key and the allowed values).
+template <typename E>
+std::optional<E> read_enum(const Key& key, const toml::node& n) {
+  if (!n.is_string()) return std::nullopt;
+  return parse_enum<E>(key, n.value<std::string>().value_or(""));
+}
+
 template <typename T>
 std::optional<std::vector<T>> read(const toml::node& n, std::vector<T>*) {
   const toml::array* array = n.as_array();
@@ -109,7 +117,13 @@ std::optional<std::vector<T>> read(const toml::node& n, std::vector<T>*) {
 bool set_from_node(const Key& key, const toml::node& node, TrainConfig& c) {
   return std::visit(
       [&](auto C::*field) {
-        auto value = read(node, &(c.*field));
+        using T = std::decay_t<decltype(c.*field)>;
+        std::optional<T> value;
+        if constexpr (std::is_enum_v<T>) {
+          value = read_enum<T>(key, node);
+        } else {
+          value = read(node, &(c.*field));
+        }
         if (value) c.*field = std::move(*value);
         return value.has_value();
       },
@@ -175,7 +189,13 @@ void apply_config_text(std::string_view text, const std::string& path, Command c
       fail_input(where, "unknown key ", one_line(key_name), suggestion(key_name));
     }
     if ((key->commands & command) == 0) continue;  // another subcommand's key
-    if (!set_from_node(*key, node, config)) {
+    bool typed = false;
+    try {
+      typed = set_from_node(*key, node, config);
+    } catch (const InputError& e) {
+      fail_input(where, e.what());  // an enumeration's unknown name, with the file and line
+    }
+    if (!typed) {
       fail_input(where, "key ", key->name, " has value ", one_line(format_node(node)),
                  " of the wrong type (", type_name(*key), " expected)");
     }

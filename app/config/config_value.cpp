@@ -103,6 +103,13 @@ std::string parse(const Key&, const std::string& t, std::string*) {
   return t;
 }
 
+// An enumeration: one of its names (app/config/config_schema.h enum_names).
+template <typename E>
+E parse(const Key& key, const std::string& t, E*) {
+  static_assert(std::is_enum_v<E>, "a field type without its own parse()");
+  return parse_enum<E>(key, t);
+}
+
 template <typename T>
 T from_text(const Key& key, const std::vector<std::string>& values, T*) {
   return parse(key, values.empty() ? "" : values.back(), static_cast<T*>(nullptr));
@@ -134,6 +141,11 @@ void check_allowed(const Key& key, const std::string& value, bool quoted) {
 
 }  // namespace
 
+void fail_not_allowed(const Key& key, std::string_view text) {
+  check_allowed(key, std::string(text), true);
+  fail_input("config key ", key.name, " is \"", text, "\"");  // allowed lists it: not reached
+}
+
 std::string type_name(const Key& key) {
   return std::visit(
       Overloaded{[](bool C::*) { return "true/false"; }, [](int64_t C::*) { return "integer"; },
@@ -141,7 +153,8 @@ std::string type_name(const Key& key) {
                  [](std::string C::*) { return "string"; },
                  [](std::vector<float> C::*) { return "list of numbers"; },
                  [](std::vector<int64_t> C::*) { return "list of integers"; },
-                 [](std::vector<std::string> C::*) { return "list of strings"; }},
+                 [](std::vector<std::string> C::*) { return "list of strings"; },
+                 [](auto C::*) { return "string"; }},  // enumerations
       key.field);
 }
 
@@ -164,7 +177,8 @@ std::string display_value(const Key& key, const TrainConfig& c) {
                                [&](std::string C::*f) { return enclose("\"", c.*f, "\""); },
                                [&](std::vector<float> C::*f) { return list(c.*f, ""); },
                                [&](std::vector<int64_t> C::*f) { return list(c.*f, ""); },
-                               [&](std::vector<std::string> C::*f) { return list(c.*f, "\""); }},
+                               [&](std::vector<std::string> C::*f) { return list(c.*f, "\""); },
+                               [&](auto C::*f) { return enclose("\"", enum_name(c.*f), "\""); }},
                     key.field);
 }
 
@@ -205,7 +219,8 @@ void check_value(const Key& key, const TrainConfig& c) {
                         [&](std::vector<int64_t> C::*f) {
                           for (int64_t v : c.*f) check_number(key, static_cast<double>(v));
                         },
-                        [](std::vector<std::string> C::*) {}},
+                        [](std::vector<std::string> C::*) {},
+                        [](auto C::*) {}},  // enumerations: parsed, so allowed
              key.field);
 }
 

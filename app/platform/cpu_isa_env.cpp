@@ -23,10 +23,11 @@ std::string cpu_isa_description() {
   return out;
 }
 
-std::string kernels_label(nn::Device device, const std::string& precision) {
+std::string kernels_label(nn::Device device, nn::Precision precision) {
   if (device == nn::Device::kCuda) return "cuda";
   const nn::CpuIsa isa = nn::choose_cpu_isa(cpu_isa_cap_from_environment());
-  if (isa == nn::CpuIsa::kAvx512 && precision == "bf16" && nn::cpu_has_avx512_bf16()) {
+  if (isa == nn::CpuIsa::kAvx512 && precision == nn::Precision::kBf16 &&
+      nn::cpu_has_avx512_bf16()) {
     return "avx512_bf16";
   }
   return nn::to_string(isa);

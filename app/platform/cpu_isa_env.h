@@ -25,6 +25,6 @@ std::string cpu_isa_description();
 // metrics.csv and the timeline: "cuda"; on the CPU the instruction set of
 // its kernels under the cap (avx2, avx512), "avx512_bf16" when bf16
 // products run on vdpbf16ps. precision: the config key's value.
-std::string kernels_label(nn::Device device, const std::string& precision);
+std::string kernels_label(nn::Device device, nn::Precision precision);
 
 }  // namespace lockstep::app

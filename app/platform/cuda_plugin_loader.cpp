@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "app/platform/cuda_libraries.h"
 #include "nn/device_memory.h"
 
 #ifndef LOCKSTEP_PLUGIN_RELATIVE_DIR
@@ -29,14 +30,15 @@ std::string dl_error() {
   return e != nullptr ? e : "unknown dlopen error";
 }
 
-std::string version_triplet(int v, int major_unit) {
-  if (v <= 0) return "none";
-  const int minor_unit = major_unit / 100;
-  return std::to_string(v / major_unit) + "." + std::to_string(v % major_unit / minor_unit) + "." +
-         std::to_string(v % minor_unit);
-}
-
 }  // namespace
+
+std::string library_version_string(int version, int major_unit) {
+  if (version <= 0 || major_unit < 100) return "none";
+  const int minor_unit = major_unit / 100;
+  return std::to_string(version / major_unit) + "." +
+         std::to_string(version % major_unit / minor_unit) + "." +
+         std::to_string(version % minor_unit);
+}
 
 std::vector<std::string> cuda_plugin_candidates() {
   std::vector<std::string> paths;
@@ -55,9 +57,12 @@ std::vector<std::string> cuda_plugin_candidates() {
 CudaPluginLoad load_cuda_plugin_from(const std::string& path) {
   CudaPluginLoad load;
   load.path = path;
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // The CUDA libraries from the system's places, else from the pip wheels.
+  std::string why;
+  void* handle = open_with_fallback(path, wheel_library_dirs(python_prefixes()), false, why);
   if (handle == nullptr) {
-    load.error = "the CUDA plugin " + path + " cannot be loaded: " + dl_error();
+    load.error = "the CUDA plugin " + path + " cannot be loaded: " + why +
+                 " (install the CUDA runtime, cuBLAS, cuDNN and NCCL, or NVIDIA's pip wheels)";
     return load;
   }
   auto entry = reinterpret_cast<LockstepCudaPluginEntry>(dlsym(handle, LOCKSTEP_CUDA_PLUGIN_ENTRY));
@@ -66,12 +71,18 @@ CudaPluginLoad load_cuda_plugin_from(const std::string& path) {
     return load;
   }
   const LockstepCudaPlugin* plugin = entry();
-  if (plugin == nullptr || plugin->abi_version != LOCKSTEP_CUDA_PLUGIN_ABI ||
-      plugin->size != sizeof(LockstepCudaPlugin)) {
+  if (plugin == nullptr || plugin->abi_version != LOCKSTEP_CUDA_PLUGIN_ABI) {
     load.error = "the CUDA plugin " + path + " has plugin ABI " +
                  (plugin ? std::to_string(plugin->abi_version) : "?") + ", this lockstep needs " +
                  std::to_string(LOCKSTEP_CUDA_PLUGIN_ABI) +
                  "; install the plugin built with this lockstep";
+    return load;
+  }
+  if (plugin->size != sizeof(LockstepCudaPlugin)) {
+    load.error = "the CUDA plugin " + path + " has a function table of " +
+                 std::to_string(plugin->size) + " bytes, this lockstep's has " +
+                 std::to_string(sizeof(LockstepCudaPlugin)) +
+                 " (built from another header); install the plugin built with this lockstep";
     return load;
   }
   if (plugin->lockstep_version == nullptr ||
@@ -170,8 +181,13 @@ std::string cuda_plugin_info() {
   out << "  CUDA     : plugin " << load.path << " (ABI " << load.plugin->abi_version << ")\n"
       << "             runtime " << cuda_version_string(v.runtime) << ", driver "
       << (driver.version > 0 ? cuda_version_string(driver.version) : "none (" + driver.error + ")")
-      << "\n             cuDNN " << version_triplet(v.cudnn, 10000) << ", cuBLAS "
-      << version_triplet(v.cublas, 10000) << ", NCCL " << version_triplet(v.nccl, 10000) << "\n";
+      << "\n             cuDNN " << library_version_string(v.cudnn, 10000) << ", cuBLAS "
+      << library_version_string(v.cublas, 10000) << ", NCCL "
+      << library_version_string(v.nccl, 10000) << "\n";
+  for (const char* lib : {"libcudart.so", "libcublas.so", "libcudnn.so", "libnccl.so"}) {
+    const std::string file = loaded_library_path(lib);
+    out << "             " << lib << " from " << (file.empty() ? "(not loaded)" : file) << "\n";
+  }
   if (driver.version > 0) {
     char why[256] = {};
     const int n = load.plugin->device_count(why, sizeof(why));

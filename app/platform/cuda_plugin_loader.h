@@ -53,6 +53,10 @@ CudaAvailability cuda_availability();
 
 // "13.0" for 13000; "none" for 0.
 std::string cuda_version_string(int version);
+// major.minor.patch of a library version encoded as major * major_unit +
+// minor * (major_unit / 100) + patch: cuDNN 91900 and NCCL 22803 (unit
+// 10000) are 9.19.0 and 2.28.3, cuBLAS 130100 is 13.1.0; "none" for 0.
+std::string library_version_string(int version, int major_unit);
 // The plugin part of `lockstep info`: path, versions, devices (lines with
 // a leading "  ").
 std::string cuda_plugin_info();

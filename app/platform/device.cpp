@@ -17,8 +17,8 @@ GpuChoice gpu_for_rank(const distributed::Communicator& comm, int visible, bool 
 
 std::unique_ptr<nn::Backend> cpu_backend(const TrainConfig& config,
                                          const distributed::Communicator& comm, int threads) {
-  const nn::Precision precision = nn::parse_precision(config.precision, "config key precision");
-  return nn::make_cpu_backend(cpu_backend_options(threads, precision));
+  nn::check_cpu_precision(config.precision, "config key precision");
+  return nn::make_cpu_backend(cpu_backend_options(threads, config.precision));
 }
 
 }  // namespace
@@ -42,8 +42,8 @@ std::unique_ptr<nn::Backend> make_backend(const TrainConfig& config,
     }
     return cpu_backend(config, comm, threads);
   }
-  return std::unique_ptr<nn::Backend>(static_cast<nn::Backend*>(
-      cuda.plugin->make_backend(gpu.device, config.deterministic, config.precision.c_str())));
+  return std::unique_ptr<nn::Backend>(static_cast<nn::Backend*>(cuda.plugin->make_backend(
+      gpu.device, config.deterministic, static_cast<int>(config.precision))));
 }
 
 std::unique_ptr<distributed::Communicator> make_gradient_communicator(

@@ -3,13 +3,12 @@
 #include <sstream>
 
 #include "common/error.h"
-#include "distributed/timeline.h"
 
 namespace lockstep::app {
 
 bool loss_scaling_on(const TrainConfig& config) {
   return config.loss_scaling == "on" ||
-         (config.loss_scaling == "auto" && config.precision == "fp16");
+         (config.loss_scaling == "auto" && config.precision == nn::Precision::kFp16);
 }
 
 std::unique_ptr<nn::GradScaler> make_grad_scaler(const TrainConfig& config) {
@@ -18,30 +17,6 @@ std::unique_ptr<nn::GradScaler> make_grad_scaler(const TrainConfig& config) {
   sc.init_scale = static_cast<float>(config.loss_scale_init);
   sc.growth_interval = config.loss_scale_growth_interval;
   return std::make_unique<nn::GradScaler>(sc);
-}
-
-bool scaled_step(nn::GradScaler& scaler, distributed::DistributedOptimizer& dopt,
-                 nn::Optimizer& inner, nn::Backend& backend, distributed::Communicator& comm,
-                 const std::vector<nn::Parameter*>& params, float lr,
-                 distributed::Timeline* timeline) {
-  const float average = dopt.reduce_gradients();
-  const float unscale = scaler.unscale_factor();
-  int64_t found = 0;
-  {
-    distributed::TimelineSpan span(timeline, "non-finite gradient check", "optimizer");
-    found = nn::has_non_finite(backend, params) ? 1 : 0;
-    if (comm.size() > 1) {
-      comm.set_stall_label("loss scaling: non-finite gradient flag");
-      comm.allreduce(std::span<int64_t>(&found, 1), distributed::ReduceOp::kMax);
-    }
-  }
-  if (!scaler.update(found != 0)) {
-    distributed::TimelineSpan span(timeline, "step skipped (inf/NaN gradients)", "optimizer");
-    return false;
-  }
-  distributed::TimelineSpan span(timeline, "inner optimizer step", "optimizer");
-  inner.step(backend, lr, average * unscale);
-  return true;
 }
 
 std::string describe(const nn::GradScaler& scaler) {

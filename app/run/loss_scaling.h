@@ -1,5 +1,6 @@
-// Loss scaling in the trainer: when it is on, how a step is taken, and how
-// the scaler's state travels in checkpoints (nn/grad_scaler.h has the rules).
+// Loss scaling in the trainer: when it is on, and how the scaler's state
+// travels in checkpoints (nn/grad_scaler.h has the rules; the scaled step
+// itself is DistributedOptimizer::step's).
 #pragma once
 
 #include <memory>
@@ -8,8 +9,6 @@
 #include <nlohmann/json.hpp>
 
 #include "app/config/config.h"
-#include "distributed/communicator.h"
-#include "distributed/distributed_optimizer.h"
 #include "nn/grad_scaler.h"
 
 namespace lockstep::app {
@@ -19,16 +18,6 @@ namespace lockstep::app {
 bool loss_scaling_on(const TrainConfig& config);
 // The scaler of a run when loss_scaling_on(config); null otherwise.
 std::unique_ptr<nn::GradScaler> make_grad_scaler(const TrainConfig& config);
-
-// After the step's backward passes: reduces the gradients, checks the sums
-// for inf/NaN, agrees with every rank (one max allreduce of a flag, so the
-// ranks skip together even if their sums differed), and either takes the
-// inner optimizer's step with the gradients unscaled or skips it. Returns
-// true when the step was taken.
-bool scaled_step(nn::GradScaler& scaler, distributed::DistributedOptimizer& dopt,
-                 nn::Optimizer& inner, nn::Backend& backend, distributed::Communicator& comm,
-                 const std::vector<nn::Parameter*>& params, float lr,
-                 distributed::Timeline* timeline);
 
 // "loss scaling: initial scale 65536, x2 after 2000 clean steps, x0.5 and skip on inf/NaN"
 std::string describe(const nn::GradScaler& scaler);

@@ -75,9 +75,14 @@ void Report::epoch(const EpochResult& r, int64_t epochs) {
       std::snprintf(test, sizeof(test), "test loss %.4f acc %6.2f%%", r.test_loss,
                     100.0 * r.test_accuracy);
     }
-    std::printf("epoch %3lld/%lld  train loss %.4f acc %6.2f%%  %s  %6.2f s  %8.0f img/s",
+    char val[96] = "";
+    if (r.validated) {
+      std::snprintf(val, sizeof(val), "val loss %.4f acc %6.2f%%  ", r.val_loss,
+                    100.0 * r.val_accuracy);
+    }
+    std::printf("epoch %3lld/%lld  train loss %.4f acc %6.2f%%  %s%s  %6.2f s  %8.0f img/s",
                 static_cast<long long>(r.epoch), static_cast<long long>(epochs), r.train_loss,
-                100.0 * r.train_accuracy, test, r.seconds, r.images_per_second);
+                100.0 * r.train_accuracy, val, test, r.seconds, r.images_per_second);
     if (r.loss_scale > 0) {
       std::printf("  loss scale %g, %lld steps skipped", r.loss_scale,
                   static_cast<long long>(r.skipped_steps));

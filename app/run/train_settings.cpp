@@ -3,8 +3,7 @@
 #include "app/platform/placement.h"
 
 #include <algorithm>
-
-#include "app/run/loss_scaling.h"
+#include <cstdlib>
 
 namespace lockstep::app {
 
@@ -24,8 +23,10 @@ distributed::DistributedOptimizerConfig dopt_config(const TrainConfig& c) {
   d.compression = distributed::parse_compression(c.compression);
   d.backward_passes_per_step = static_cast<int>(c.backward_passes_per_step);
   d.overlap = c.overlap;
-  d.keep_non_finite = loss_scaling_on(c);  // the scaler skips such steps
   d.grad_clip_norm = c.grad_clip_norm;
+  // A debug check, not a setting (it is not in the fingerprint): a gradient
+  // written while MPI reads its bucket ends the run (host_reduction.h).
+  d.verify_buckets = std::getenv("LOCKSTEP_VERIFY_BUCKETS") != nullptr;
   return d;
 }
 

@@ -58,7 +58,7 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
 
   backend_ = make_backend(config_, comm_, threads_);
   const std::string kernels = kernels_label(backend_->device(), config_.precision);
-  report_->set_run_labels(config_.precision, kernels);
+  report_->set_run_labels(nn::to_string(config_.precision), kernels);
   stager_ = std::make_unique<BatchStager>(*backend_);
   model_ =
       nn::build_model(config_.model, config_.layers, {train_.channels, train_.height, train_.width},
@@ -74,12 +74,14 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
   scaler_ = make_grad_scaler(config_);
   if (!config_.timeline.empty()) {
     timeline_ = distributed::make_timeline(config_.timeline, comm_);
-    timeline_->label_process("precision " + config_.precision + ", kernels " + kernels);
+    timeline_->label_process(std::string("precision ") + nn::to_string(config_.precision) +
+                             ", kernels " + kernels);
   }
   gradient_comm_ = make_gradient_communicator(*backend_, comm_, config_.gradient_engine);
   auto dconfig = dopt_config(config_);
   dconfig.timeline = timeline_.get();
   dconfig.gradient_comm = gradient_comm_.get();
+  dconfig.grad_scaler = scaler_.get();
   dopt_ = std::make_unique<distributed::DistributedOptimizer>(
       comm_, *backend_, model_->parameters(), *optimizer_, dconfig);
   arm_stall_abort(false);
@@ -157,7 +159,7 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   const int64_t k = config_.backward_passes_per_step;
   const int64_t batches = sampler.steps(config_.batch_size);
   const int64_t steps = (batches + k - 1) / k;
-  check_batch_count(r.epoch, batches);
+  check_batch_count(comm_, r.epoch, batches);
   if (steps == 0) fail_input("epoch ", r.epoch, ": no batch (batch_size too large?)");
 
   data::BatchLoaderOptions lo;
@@ -203,14 +205,15 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
 
 // Every rank must take the same number of steps; the sampler guarantees it,
 // and one small collective checks it rather than trusting it.
-void Trainer::check_batch_count(int64_t epoch_number, int64_t batches) {
-  comm_.set_stall_label("epoch " + std::to_string(epoch_number) + " step-count check");
+void check_batch_count(distributed::Communicator& comm, int64_t epoch_number, int64_t batches) {
+  comm.set_stall_label("epoch " + std::to_string(epoch_number) + " step-count check");
   int64_t range[2] = {batches, -batches};
-  comm_.allreduce(std::span<int64_t>(range, 2), distributed::ReduceOp::kMax);
+  comm.allreduce(std::span<int64_t>(range, 2), distributed::ReduceOp::kMax);
   if (range[0] != batches || -range[1] != batches) {
-    throw DistributedError(detail::concat("ranks disagree on batches in epoch ", epoch_number,
-                                          ": rank ", comm_.rank(), " has ", batches,
-                                          ", others up to ", range[0]));
+    throw DistributedError(
+        detail::concat("ranks disagree on the number of batches in epoch ", epoch_number, ": from ",
+                       -range[1], " to ", range[0], " across ranks, rank ", comm.rank(), " has ",
+                       batches, " (every rank must see the same data set and batch size)"));
   }
 }
 
@@ -243,12 +246,7 @@ void Trainer::train_step(data::BatchLoader& loader, data::Batch& batch, int64_t 
   }
   {
     distributed::TimelineSpan span(timeline_.get(), "optimizer step", "compute");
-    if (scaler_) {
-      scaled_step(*scaler_, *dopt_, *optimizer_, *backend_, comm_, model_->parameters(),
-                  static_cast<float>(lr), timeline_.get());
-    } else {
-      dopt_->step(static_cast<float>(lr));
-    }
+    dopt_->step(lr);
   }
   ++global_step_;
   if (!stall_abort_armed_) arm_stall_abort(true);  // the first step of this launch is done

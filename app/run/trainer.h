@@ -37,6 +37,11 @@ namespace lockstep::app {
 
 class TensorBoardLog;
 
+// The per-epoch step-count check, collective: throws DistributedError on
+// every rank unless every rank has `batches` batches in this epoch, naming
+// the range over the ranks and this rank's count.
+void check_batch_count(distributed::Communicator& comm, int64_t epoch_number, int64_t batches);
+
 class Trainer {
  public:
   // Loads data, builds the model, checks that all ranks agree, broadcasts
@@ -57,11 +62,12 @@ class Trainer {
   const std::vector<EpochResult>& history() const { return history_; }
   const TrainConfig& config() const { return config_; }
   const std::vector<std::string>& class_names() const { return train_.class_names; }
+  // The validation split this rank holds (the whole split; empty without
+  // val_fraction).
+  const data::Dataset& validation_set() const { return val_; }
 
  private:
   EpochResult train_epoch(int64_t epoch);
-  // Throws DistributedError unless every rank has `batches` batches.
-  void check_batch_count(int64_t epoch_number, int64_t batches);
   // One optimizer step over `passes` batches of loader (read into batch); adds to totals and
   // data_seconds (time spent waiting for batches).
   void train_step(data::BatchLoader& loader, data::Batch& batch, int64_t epoch, int64_t passes,

@@ -71,7 +71,7 @@ void Trainer::resume() {
       nlohmann::json position;
       try {
         optimizer_->set_steps(m.at("optimizer").at("steps").get<int64_t>());
-        optimizer_->set_last_lr(m.at("optimizer").at("last_lr").get<float>());
+        optimizer_->set_last_lr(m.at("optimizer").at("last_lr").get<double>());
         position = {{"epoch", m.at("epoch").get<int64_t>()},
                     {"step", m.at("step").get<int64_t>()},
                     {"best", m.value("best", nlohmann::json())},

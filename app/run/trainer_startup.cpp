@@ -33,7 +33,7 @@ void Trainer::banner() {
       << (config_.threads > 0 ? "threads key"
                               : threads_reason(static_cast<int>(affinity_cpus().size()),
                                                online_cpus(), comm_.local_size()))
-      << ") on " << backend_->name() << ", precision " << config_.precision << "\n";
+      << ") on " << backend_->name() << ", precision " << nn::to_string(config_.precision) << "\n";
   if (gradient_comm_) out << "gradients: " << gradient_comm_->describe() << "\n";
   out << "data: " << train_.name << " " << train_.size() << " samples, " << test_.name << " "
       << test_.size() << " samples";
@@ -41,8 +41,8 @@ void Trainer::banner() {
   out << " from " << train_.source << "\n"
       << model_->summary() << "\n"
       << "optimizer: " << optimizer_->describe() << ", lr " << config_.lr << " x "
-      << schedule_->scale_factor() << " (" << config_.lr_scaling << " scaling for " << comm_.size()
-      << " rank" << (comm_.size() == 1 ? "" : "s") << ")";
+      << schedule_->scale_factor() << " (" << nn::to_string(config_.lr_scaling) << " scaling for "
+      << comm_.size() << " rank" << (comm_.size() == 1 ? "" : "s") << ")";
   if (config_.warmup_epochs > 0) out << ", warmup " << config_.warmup_epochs << " epochs";
   out << ", batch " << config_.batch_size << " per rank (" << config_.batch_size * comm_.size()
       << " global)";

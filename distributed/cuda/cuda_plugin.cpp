@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "distributed/cuda/cuda_plugin_abi.h"
 #include "distributed/cuda/nccl_communicator.h"
+#include "distributed/cuda/plugin_text.h"
 #include "nn/cuda/cuda_backend.h"
 #include "nn/cuda/cuda_device_memory.h"
 #include "nn/cuda/precision.h"
@@ -18,13 +19,6 @@
 namespace {
 
 using namespace lockstep;
-
-void copy_out(const std::string& text, char* out, size_t size) {
-  if (out == nullptr || size == 0) return;
-  const size_t n = std::min(text.size(), size - 1);
-  std::memcpy(out, text.data(), n);
-  out[n] = '\0';
-}
 
 void versions(LockstepCudaVersions* out) {
   *out = LockstepCudaVersions{};
@@ -46,28 +40,23 @@ int device_count(char* why, size_t why_size) {
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess || count == 0) {
     cudaGetLastError();
-    copy_out(status != cudaSuccess ? cudaGetErrorString(status) : "the runtime reports 0 devices",
-             why, why_size);
+    distributed::copy_c_string(
+        status != cudaSuccess ? cudaGetErrorString(status) : "the runtime reports 0 devices", why,
+        why_size);
     return 0;
   }
   return count;
 }
 
 void describe_devices(char* out, size_t size) {
-  std::string text = nn::cuda_devices_description();
-  // The first line repeats the versions lockstep prints itself.
-  if (const size_t eol = text.find('\n'); eol != std::string::npos) {
-    text.erase(0, eol + 1);
-  } else {
-    text.clear();
-  }
-  copy_out(text, out, size);
+  distributed::copy_c_string(distributed::device_lines(nn::cuda_devices_description()), out, size);
 }
 
-void* make_backend(int device, int deterministic, const char* precision) {
-  const auto parsed = nn::cuda::parse_precision(precision);
-  LOCKSTEP_CHECK(parsed.has_value(), "precision ", precision, " passed validation");
-  return nn::make_cuda_backend(device, deterministic != 0, *parsed).release();
+void* make_backend(int device, int deterministic, int precision) {
+  const auto p = static_cast<nn::Precision>(precision);
+  LOCKSTEP_CHECK(nn::value_of(nn::kPrecisionNames, p).has_value(), "precision ", precision,
+                 " is not an nn::Precision");
+  return nn::make_cuda_backend(device, deterministic != 0, p).release();
 }
 
 void upload(void* backend, const void* host, void* device, size_t bytes) {

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LOCKSTEP_CUDA_PLUGIN_ABI 1
+#define LOCKSTEP_CUDA_PLUGIN_ABI 2
 #define LOCKSTEP_CUDA_PLUGIN_ENTRY "lockstep_cuda_plugin"
 
 #ifdef __cplusplus
@@ -46,9 +46,10 @@ typedef struct LockstepCudaPlugin {
   /* One line per visible device ("cuda:0 NVIDIA H100 (sm_90, 79.1 GiB, 132
    * SMs)"), NUL-terminated, cut at size. */
   void (*describe_devices)(char* out, size_t size);
-  /* new lockstep::nn::Backend on visible device `device`; precision "fp32",
-   * "bf16" or "fp16" (nn/cuda/precision.h). */
-  void* (*make_backend)(int device, int deterministic, const char* precision);
+  /* new lockstep::nn::Backend on visible device `device`; precision: the
+   * integer value of lockstep::nn::Precision (0 fp32, 1 bf16, 2 fp16:
+   * nn/precision.h). */
+  void* (*make_backend)(int device, int deterministic, int precision);
   /* Copies host memory to device memory of the lockstep::nn::Backend*
    * backend, queued on its stream (nn::cuda_upload). */
   void (*upload)(void* backend, const void* host, void* device, size_t bytes);

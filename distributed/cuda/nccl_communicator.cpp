@@ -7,6 +7,8 @@
 
 #include "common/enum_table.h"
 #include "distributed/cuda/nccl_communicator_impl.h"
+#include "distributed/cuda/nccl_ops.h"
+#include "distributed/stall_schedule.h"
 #include "nn/cuda/cuda_check.h"
 
 namespace lockstep::distributed::nccl_detail {
@@ -20,13 +22,8 @@ bool on_device(const void* p) {
   return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
 }
 
-constexpr nn::EnumEntry<ReduceOp, ncclRedOp_t> kNcclOps[] = {{ReduceOp::kSum, ncclSum},
-                                                             {ReduceOp::kAverage, ncclAvg},
-                                                             {ReduceOp::kMin, ncclMin},
-                                                             {ReduceOp::kMax, ncclMax}};
-
 ncclRedOp_t nccl_op(ReduceOp op) {
-  if (const auto nccl = nn::value_of(kNcclOps, op)) return *nccl;
+  if (const auto nccl = nccl_op_of(op)) return *nccl;
   throw Error("internal error: unknown ReduceOp");
 }
 
@@ -165,22 +162,26 @@ void NcclCommunicator::wait_until(const char* operation, const std::function<boo
     policy = policy_;
   }
   const Clock::time_point start = Clock::now();
-  double next_warning = policy.warning_seconds;
+  StallSchedule schedule(policy, StallSchedule::Repeat::kEvery);
   for (;;) {
     ncclResult_t state = ncclSuccess;
     NCCL_CHECK(ncclCommGetAsyncError(comm_.get(), &state));
     if (state != ncclSuccess && state != ncclInProgress) fail_async(operation, state);
     if (state == ncclSuccess && done()) return;
     const double waited = std::chrono::duration<double>(Clock::now() - start).count();
-    if (policy.warning_seconds > 0.0 && waited >= next_warning) {
-      report_stall(policy, operation, waited, false);
-      next_warning += policy.warning_seconds;
+    switch (schedule.at(waited)) {
+      case StallSchedule::Action::kWarn:
+        report_stall(policy, operation, waited, false);
+        break;
+      case StallSchedule::Action::kAbort:
+        report_stall(policy, operation, waited, true);
+        abort(1);
+      case StallSchedule::Action::kNone:
+        break;
     }
-    if (policy.abort_seconds > 0.0 && waited >= policy.abort_seconds) {
-      report_stall(policy, operation, waited, true);
-      abort(1);
+    if (const double pause = StallSchedule::pause_seconds(waited, policy.spin_seconds)) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(pause));
     }
-    if (waited >= policy.spin_seconds) std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
 }
 

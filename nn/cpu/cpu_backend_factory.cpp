@@ -12,6 +12,7 @@ namespace lockstep::nn {
 
 std::unique_ptr<Backend> make_cpu_backend(const CpuBackendOptions& options) {
   LOCKSTEP_CHECK(options.threads >= 0, "make_cpu_backend: negative thread count ", options.threads);
+  check_cpu_precision(options.precision, "precision");
   switch (choose_cpu_isa(options.isa_cap)) {
     case CpuIsa::kAvx512:
       return cpu::avx512::make_isa_backend(options.threads, options.precision,

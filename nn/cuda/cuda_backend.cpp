@@ -15,14 +15,14 @@ namespace {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(int device, bool deterministic, cuda::Precision precision)
+  CudaBackend(int device, bool deterministic, Precision precision)
       : ctx_(device, deterministic, precision) {}
 
   Device device() const override { return Device::kCuda; }
   std::string name() const override {
-    const bool fp32 = ctx_.precision() == cuda::Precision::kFp32;
+    const bool fp32 = ctx_.precision() == Precision::kFp32;
     return "cuda:" + std::to_string(ctx_.device()) + " (" + ctx_.device_name() +
-           (fp32 ? "" : std::string(", ") + cuda::to_string(ctx_.precision())) + ")";
+           (fp32 ? "" : std::string(", ") + nn::to_string(ctx_.precision())) + ")";
   }
 
   void conv2d_forward(const Conv2dGeometry& g, const float* x, const float* w, const float* b,
@@ -235,7 +235,7 @@ void cuda_upload(Backend& backend, const void* host, void* device, size_t bytes)
 }
 
 std::unique_ptr<Backend> make_cuda_backend(int device_index, bool deterministic,
-                                           cuda::Precision precision) {
+                                           Precision precision) {
   const int count = cuda_device_count();
   if (device_index < 0 || device_index >= count) {
     const std::string seen = count == 0 ? "none is visible: " + cuda_devices_description()

@@ -50,6 +50,6 @@ std::string cuda_devices_description();
 void cuda_upload(Backend& backend, const void* host, void* device, size_t bytes);
 
 std::unique_ptr<Backend> make_cuda_backend(int device_index, bool deterministic,
-                                           cuda::Precision precision = cuda::Precision::kFp32);
+                                           Precision precision = Precision::kFp32);
 
 }  // namespace lockstep::nn

@@ -10,8 +10,6 @@
 namespace lockstep::nn::cuda {
 namespace {
 
-constexpr size_t kMaxWorkspaceBytes = size_t{1} << 30;
-
 constexpr EnumEntry<ConvMath, cudnnMathType_t> kCudnnMath[] = {
     {ConvMath::kDefault, CUDNN_DEFAULT_MATH},
     {ConvMath::kTensorOp, CUDNN_TENSOR_OP_MATH},
@@ -126,7 +124,7 @@ void* DeviceContext::workspace(size_t bytes) {
 size_t DeviceContext::workspace_limit() const {
   size_t free_bytes = 0, total_bytes = 0;
   CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-  return std::min(kMaxWorkspaceBytes, workspace_.bytes() + free_bytes / 2);
+  return workspace_limit_for(workspace_.bytes(), free_bytes);
 }
 
 ConvPlan& DeviceContext::conv_plan(const Conv2dGeometry& g) {
@@ -192,8 +190,7 @@ const void* DeviceContext::download(const void* device_src, size_t bytes) {
 
 void DeviceContext::copy_to_device(void* device_dst, const void* host, size_t bytes) {
   if (bytes == 0) return;
-  Upload& upload = uploads_[next_upload_];
-  next_upload_ = (next_upload_ + 1) % uploads_.size();
+  Upload& upload = uploads_[upload_ring_.next()];
   // The buffer's previous copy must have run before it is overwritten.
   CUDA_CHECK(cudaEventSynchronize(upload.done.get()));
   void* staged = upload.buffer.reserve(bytes);

@@ -36,6 +36,7 @@
 
 #include "nn/backend.h"
 #include "nn/cuda/descriptors.h"
+#include "nn/cuda/host_rules.h"
 #include "nn/cuda/precision.h"
 
 namespace lockstep::nn::cuda {
@@ -144,8 +145,9 @@ class DeviceContext {
     PinnedBuffer buffer;
     std::unique_ptr<CUevent_st, EventDeleter> done;
   };
-  std::array<Upload, 4> uploads_;
-  size_t next_upload_ = 0;
+  static constexpr size_t kUploadSlots = 4;
+  std::array<Upload, kUploadSlots> uploads_;
+  UploadRing<kUploadSlots> upload_ring_;
   PinnedBuffer download_;
   std::map<ConvKey, std::unique_ptr<ConvPlan>> conv_plans_;
 };

@@ -7,17 +7,9 @@
 #include <cstdint>
 
 #include "nn/cuda/cuda_check.h"
+#include "nn/cuda/host_rules.h"
 
 namespace lockstep::nn::cuda {
-
-constexpr int kThreadsPerBlock = 256;
-constexpr int64_t kMaxBlocks = int64_t{1} << 16;
-
-// Blocks for n work items (at least 1).
-inline unsigned blocks_for(int64_t n) {
-  const int64_t blocks = (n + kThreadsPerBlock - 1) / kThreadsPerBlock;
-  return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, kMaxBlocks));
-}
 
 // kernel<<<blocks_for(n), kThreadsPerBlock, 0, stream>>>(args...), checked;
 // nothing when n == 0.

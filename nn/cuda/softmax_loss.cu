@@ -32,15 +32,6 @@ __device__ float log_sum_exp(const float* x, int64_t cols) {
   return top + logf(sum);
 }
 
-// What one row sends back to the host.
-struct RowResult {
-  float lse;     // log-sum-exp of the row (cross-entropy; 0 for NLL)
-  float picked;  // x[label], with label smoothing e (1 - e) x[label] + e mean(x) (0 when
-                 // the label is out of range)
-  int32_t top;   // arg-max
-  int32_t label;
-};
-
 __device__ bool label_ok(int32_t label, int64_t cols) {
   return label >= 0 && label < cols;
 }
@@ -95,18 +86,7 @@ LossStats collect(DeviceContext& ctx, const char* op, int64_t rows, int64_t cols
                   const RowResult* device_rows) {
   const auto* host = static_cast<const RowResult*>(
       ctx.download(device_rows, static_cast<size_t>(rows) * sizeof(RowResult)));
-  LossStats stats;
-  stats.count = rows;
-  for (int64_t i = 0; i < rows; ++i) {
-    const RowResult& r = host[i];
-    if (r.label < 0 || r.label >= cols) {
-      fail_input(op, ": label ", r.label, " of row ", i, " is outside [0, ", cols,
-                 "); check that the data set's labels match the model's number of classes");
-    }
-    stats.loss_sum += static_cast<double>(r.lse) - static_cast<double>(r.picked);
-    stats.correct += r.top == r.label ? 1 : 0;
-  }
-  return stats;
+  return collect_rows(op, rows, cols, host);
 }
 
 }  // namespace

@@ -5,7 +5,7 @@
 #   tests/cluster/cluster_test.sh CASE BUILD_DIR
 #
 # CASE: exit | topology | same_numbers | crash | freeze | partition |
-# slow_link | sigterm. Each case makes its own cluster (prefix "c" + case)
+# slow_link | sigterm | stall_partition | scale. Each case makes its own cluster (prefix "c" + case)
 # and tears it down, also on failure. Where namespaces cannot be made (not
 # root, no iproute2) a case skips (exit 77) saying why, except under CI=true,
 # where it fails: CI runs as root and must run them.
@@ -251,6 +251,22 @@ case_partition() {
   resume_and_compare partition
 }
 
+case_stall_partition() {
+  # Without the heartbeat, the stall watchdog ends a partitioned job; the
+  # ranks cut off on node1 reach it too, and their MPI_Abort, which cannot
+  # reach the launcher, gives up after its deadline instead of blocking.
+  bash "$fc" up -p "$prefix" -n 2
+  # shellcheck disable=SC2046
+  cluster_mpiexec 2 2 "$lockstep" $(train_args --epochs 4 --train-subset 8192 --stall-abort-s 20 \
+    --liveness-timeout-s 0 --run-dir "$work/faulted") >"$work/faulted.txt" 2>&1 &
+  job_pid=$!
+  wait_for_line "$work/faulted.txt" "^epoch +1/4" "$job_pid"
+  fault_start=$(date +%s.%N)
+  bash "$fc" partition -p "$prefix" node1
+  finish_faulted_run stall_partition "rank 0: stall: .*missing ranks: 2, 3"
+  expect_no_leftovers "stall_partition (link still down)" 60
+}
+
 case_slow_link() {
   # A rate-limited link makes the job slow, not dead: liveness must not end
   # it, and it completes.
@@ -279,6 +295,25 @@ case_sigterm() {
   [ "$(tail -n 1 "$work/exit_code")" = 143 ] || fail "sigterm: mpiexec exited $(cat "$work/exit_code"), not 143"
   expect_no_leftovers sigterm 30
   resume_and_compare sigterm
+}
+
+case_scale() {
+  # The scaling study across nodes: 1 rank, 2 ranks on 2 nodes, 4 ranks on 2
+  # nodes, through jobs/scale.sh's LAUNCHER template.
+  bash "$fc" up -p "$prefix" -n 2
+  (cd "$src" && LOCKSTEP="$lockstep" \
+    LAUNCHER="bash $fc mpiexec -p $prefix -n 2 --np {n} --" \
+    timeout 600 bash jobs/scale.sh --config configs/fashion_mnist.toml --ranks 1,2,4 --epochs 1 \
+    --out "$work/scale" --train-subset 2048 --test-subset 500 --threads 1) >"$work/scale.txt" 2>&1 ||
+    fail "jobs/scale.sh: $(tail -n 5 "$work/scale.txt")"
+  local n
+  for n in 1 2 4; do
+    grep -qE "^\| $n \| " "$work/scale/scaling.md" || fail "scaling.md has no row for $n ranks"
+  done
+  grep -q "2 ranks on 2 nodes" "$work/scale/n2/"*.log || fail "2 ranks did not run on 2 nodes"
+  grep -q "4 ranks on 2 nodes" "$work/scale/n4/"*.log || fail "4 ranks did not run on 2 nodes"
+  [ -s "$work/scale/scaling.png" ] || fail "no scaling.png"
+  cat "$work/scale/scaling.md"
 }
 
 "case_$case_name"

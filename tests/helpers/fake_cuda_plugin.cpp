@@ -1,6 +1,10 @@
 // Stand-ins for liblockstep_cuda.so (tests/test_cuda_plugin.cpp):
-// FAKE_PLUGIN_ABI is the ABI version it claims; FAKE_PLUGIN_NO_ENTRY builds
-// one without the entry point. A plugin of the right ABI sees no device.
+// FAKE_PLUGIN_ABI is the ABI version it claims (the previous one: refused); FAKE_PLUGIN_NO_ENTRY builds
+// one without the entry point; FAKE_PLUGIN_SHORT_TABLE one whose table is a
+// pointer shorter than the loader's (a plugin built against an older
+// header); FAKE_PLUGIN_VERSION one from another lockstep release. A plugin
+// of the right ABI sees FAKE_PLUGIN_DEVICES devices (default none), and
+// cannot make a backend.
 #include <cstring>
 
 #include "distributed/cuda/cuda_plugin_abi.h"
@@ -12,20 +16,32 @@ void versions(LockstepCudaVersions* out) {
   *out = LockstepCudaVersions{13000, 0, 0, 0, 0};
 }
 
+#ifndef FAKE_PLUGIN_DEVICES
+#define FAKE_PLUGIN_DEVICES 0
+#endif
+
 int device_count(char* why, size_t size) {
   std::strncpy(why, "fake plugin: no device", size - 1);
-  return 0;
+  return FAKE_PLUGIN_DEVICES;
 }
+
+#ifdef FAKE_PLUGIN_SHORT_TABLE
+constexpr uint32_t kTableSize = sizeof(LockstepCudaPlugin) - sizeof(void*);
+#else
+constexpr uint32_t kTableSize = sizeof(LockstepCudaPlugin);
+#endif
+#ifdef FAKE_PLUGIN_VERSION
+constexpr const char* kVersion = FAKE_PLUGIN_VERSION;
+#else
+constexpr const char* kVersion = LOCKSTEP_VERSION;
+#endif
 
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) const LockstepCudaPlugin* lockstep_cuda_plugin() {
-  static const LockstepCudaPlugin plugin = {FAKE_PLUGIN_ABI,  sizeof(LockstepCudaPlugin),
-                                            LOCKSTEP_VERSION, 13000,
-                                            versions,         device_count,
-                                            nullptr,          nullptr,
-                                            nullptr,          nullptr,
-                                            nullptr};
+  static const LockstepCudaPlugin plugin = {FAKE_PLUGIN_ABI, kTableSize,   kVersion, 13000,
+                                            versions,        device_count, nullptr,  nullptr,
+                                            nullptr,         nullptr,      nullptr};
   return &plugin;
 }
 #else

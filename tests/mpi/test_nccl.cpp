@@ -6,6 +6,8 @@
 // every node has a device for each of its ranks.
 #include <gtest/gtest.h>
 
+#include "support/gpu_skip.h"
+
 #include "distributed/communicator.h"
 
 #if LOCKSTEP_HAVE_CUDA
@@ -132,7 +134,7 @@ TEST(Nccl, UnusableDeviceFailsOnEveryRank) {
 #else  // !LOCKSTEP_HAVE_CUDA
 
 TEST(Nccl, NotBuilt) {
-  GTEST_SKIP() << "this build has no CUDA (LOCKSTEP_HAVE_CUDA=0): no NCCL communicator to test";
+  LOCKSTEP_SKIP_NOT_BUILT("no NCCL communicator to test");
 }
 
 #endif

@@ -6,6 +6,8 @@
 // rank alike and saying why, unless every rank has a GPU of its own.
 #include <gtest/gtest.h>
 
+#include "support/gpu_skip.h"
+
 #include "distributed/communicator.h"
 #include "distributed/device_reducer.h"
 #include "distributed/mpi_communicator.h"
@@ -213,7 +215,7 @@ INSTANTIATE_TEST_SUITE_P(NcclReducer, NcclEquivalence,
 #else  // !LOCKSTEP_HAVE_CUDA
 
 TEST(NcclReducer, NotBuilt) {
-  GTEST_SKIP() << "this build has no CUDA (LOCKSTEP_HAVE_CUDA=0): no NCCL reducer to test";
+  LOCKSTEP_SKIP_NOT_BUILT("no NCCL reducer to test");
 }
 
 #endif

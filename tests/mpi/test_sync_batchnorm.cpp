@@ -53,7 +53,7 @@ TEST(SyncBatchNorm, NRanksAtBatchBMatchOneProcessAtBatchNB) {
   auto comm = make_test_comm();
   const int size = comm->size(), rank = comm->rank();
   auto backend = nn::make_cpu_backend(1);
-  const nn::OptimizerConfig sgd{.kind = "sgd", .momentum = 0.9f};
+  const nn::OptimizerConfig sgd{.kind = nn::OptimizerKind::kSgd, .momentum = 0.9f};
   auto reference = bn_model(3);
   auto reference_sgd = nn::make_optimizer(sgd, reference->parameters(), Device::kCpu);
   auto replica = bn_model(3 + 100 * static_cast<uint64_t>(rank));

@@ -30,7 +30,8 @@ TEST(TimelineMpi, MergedTraceHasOneTrackPerRankWithCommThreadSpans) {
   const std::string file = dir + "/trace.json";
   auto timeline = make_timeline(file, *comm);
   auto model = testing::small_model(7);
-  auto opt = nn::make_optimizer({.kind = "sgd"}, model->parameters(), nn::Device::kCpu);
+  auto opt =
+      nn::make_optimizer({.kind = nn::OptimizerKind::kSgd}, model->parameters(), nn::Device::kCpu);
   DistributedOptimizer dopt(*comm, *backend, model->parameters(), *opt,
                             {.bucket_cap_mb = 0, .timeline = timeline.get()});
   for (int step = 0; step < 2; ++step) {

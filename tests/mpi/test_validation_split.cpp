@@ -28,17 +28,21 @@ TEST(ValidationSplitMpi, EveryRankHoldsTheSameSplitAndCountsItOnce) {
   config.val_fraction = 0.3;
   app::Trainer trainer(config, *comm);
   const app::EvalResult v = trainer.evaluate(true);
-  // The split itself, compared across ranks by a hash of its indices.
-  const std::vector<int32_t> labels = data::load_dataset("mnist", dir + "/data", true).labels;
-  uint64_t h = 0;
-  const auto split = data::stratified_split(labels, 10, 0.3, config.seed);
-  for (int64_t i : split.validation) h = h * 1000003u + static_cast<uint64_t>(i);
+  // The trainer's split (images and labels), compared across ranks and with
+  // the split the same seed makes of the whole training file here.
+  const data::Dataset& held = trainer.validation_set();
+  const uint64_t h = held.fingerprint();
   const auto all = comm->allgather_value(h);
-  for (uint64_t other : all) EXPECT_EQ(other, h);
-  EXPECT_EQ(v.samples, static_cast<int64_t>(split.validation.size()));
+  for (size_t r = 0; r < all.size(); ++r) EXPECT_EQ(all[r], h) << "rank " << r << "'s split";
+  data::Dataset whole = data::load_dataset("mnist", dir + "/data", true);
+  const data::Dataset want = data::split_off_validation(whole, 0.3, config.seed);
+  EXPECT_EQ(held.size(), want.size());
+  EXPECT_EQ(h, want.fingerprint());
+  EXPECT_EQ(v.samples, held.size());
   if (comm->rank() == 0) {
     auto single = distributed::make_single_communicator();
     app::Trainer alone(config, *single);
+    EXPECT_EQ(alone.validation_set().fingerprint(), h);
     const app::EvalResult one = alone.evaluate(true);
     EXPECT_EQ(one.samples, v.samples);
     EXPECT_NEAR(one.loss, v.loss, 1e-6 * std::max(1.0, one.loss));

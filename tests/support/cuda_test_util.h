@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "support/gpu_skip.h"
+
 #if LOCKSTEP_HAVE_CUDA
 
 #include <cuda_runtime.h>
@@ -125,7 +127,7 @@ class CudaBackendTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (cuda_device_count() == 0) {
-      GTEST_SKIP() << "no CUDA device visible: " << cuda_devices_description();
+      LOCKSTEP_SKIP_NO_DEVICE(cuda_devices_description());
     }
     cpu_ = make_cpu_backend(2);
     gpu_ = make_cuda_backend(0, true);

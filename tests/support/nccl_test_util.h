@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "support/gpu_skip.h"
+
 #if LOCKSTEP_HAVE_CUDA
 
 #include <cstring>
@@ -64,7 +66,7 @@ inline std::vector<float> host_copy(const nn::Tensor& device) {
 #define SKIP_WITHOUT_DEVICES(mpi)                                                     \
   if (const std::string why = ::lockstep::distributed::testing::missing_devices(mpi); \
       !why.empty()) {                                                                 \
-    GTEST_SKIP() << "no CUDA device visible for every rank: " << why;                 \
+    LOCKSTEP_SKIP_NO_DEVICE("not one GPU for every rank: " << why);                   \
   }
 
 #endif  // LOCKSTEP_HAVE_CUDA

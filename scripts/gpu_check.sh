@@ -1,0 +1,197 @@
+#!/usr/bin/env bash
+# The GPU check of a lockstep bundle (scripts/gpu_bundle.sh), the whole
+# procedure on a bare GPU node:
+#
+#   bash BUNDLE/gpu_check.sh RESULTS_DIR
+#
+# Steps, most valuable first, each under its own timeout and all within
+# $GPU_CHECK_BUDGET_S (470 s):
+#   1 versions     driver, runtime, cuDNN, cuBLAS, NCCL (lockstep info);
+#                  refuses, and stops, when the driver is older than the runtime
+#   2 gpu_tests    Cuda*, Cudnn*, the device checkpoint test; nccl_tests: the
+#                  NCCL suite on one rank; from the XML: no test skipped
+#   3 train_fp32   lockstep train, Fashion-MNIST, 32 epochs, --device cuda;
+#     train_bf16   fp32 must land within 0.3 points of the CPU's 88.0%
+#   4 torch        the same 32 epochs in PyTorch on the same GPU
+#   5 memcheck, racecheck, synccheck: compute-sanitizer on a test subset
+# RESULTS_DIR gets every log, the gtest XML, the runs' metrics.csv and
+# summary.md + summary.json. Exit status 1 when a step failed.
+#
+# Without a GPU (or with GPU_CHECK_DRY_RUN=1) it is a dry run: the CPU parts
+# run (lockstep info, the GPU test binaries, whose tests must all skip with
+# "no device", never "CUDA code not built"; a short CPU training run) and
+# every GPU step reports "no GPU". CI runs it so (tests/CMakeLists.txt).
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+results=${1:?usage: bash gpu_check.sh RESULTS_DIR}
+mkdir -p "$results"
+results=$(cd "$results" && pwd)
+deadline=$(($(date +%s) + ${GPU_CHECK_BUDGET_S:-470}))
+# The bundle's archives (scripts/gpu_bundle.sh), unpacked beside this script.
+for archive in programs data; do
+  if [[ -f $here/$archive.tar.xz && ! -f $here/.unpacked-$archive ]]; then
+    tar -C "$here" -xJf "$here/$archive.tar.xz"
+    touch "$here/.unpacked-$archive"
+  fi
+done
+bundle_version=$(head -n1 "$here/MANIFEST" 2>/dev/null || echo "not a bundle")
+# shellcheck source=scripts/gpu_check_lib.sh
+source "$here/gpu_check_lib.sh"
+lockstep=$here/bin/lockstep
+tests=$here/tests
+export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The bundle's C++ runtime only when the node's lacks a version it needs.
+if ldd "$here/bin/lockstep" "$here/tests/lockstep_tests" 2>&1 |
+  grep -Eq "(libstdc\+\+|libgcc_s)[^ ]* => not found|version .GLIBCXX|version .GCC_"; then
+  LD_LIBRARY_PATH="$here/lib:$here/lib/fallback${LD_LIBRARY_PATH#"$here/lib"}"
+fi
+export PATH="$here/bin:$PATH"
+python=${PYTHON:-$(command -v python3 || true)}
+
+# cuDNN, cuBLAS, NCCL, the runtime: the system's copies first; what the loader
+# cannot find there comes from the pip wheels (site-packages/nvidia/*/lib).
+wheel_dirs=()
+if [[ -n $python ]]; then
+  while read -r dir; do
+    [[ -d $dir ]] && wheel_dirs+=("$dir")
+  done < <("$python" -c 'import glob, nvidia
+for p in nvidia.__path__: print("\n".join(sorted(glob.glob(p + "/*/lib"))))' 2>/dev/null || true)
+fi
+for _ in 1 2 3 4; do  # again: a wheel's library may need another wheel's
+  added=0
+  for soname in $(ldd "$here/bin/liblockstep_cuda.so" "$tests/lockstep_tests" 2>/dev/null |
+    awk '/not found/ { print $1 }' | sort -u); do
+    for dir in "${wheel_dirs[@]}"; do
+      if [[ -e $dir/$soname && :$LD_LIBRARY_PATH: != *:$dir:* ]]; then
+        LD_LIBRARY_PATH+=":$dir" added=1
+        break
+      fi
+    done
+  done
+  ((added)) || break
+done
+
+mode=gpu
+if [[ ${GPU_CHECK_DRY_RUN:-0} == 1 ]] || ! nvidia-smi -L >/dev/null 2>&1; then mode="dry run"; fi
+gpu_step() { [[ $mode == gpu ]]; }
+no_gpu() { record "$1" "no GPU" 0 "${2:-}"; }
+
+# --- 1 versions --------------------------------------------------------------------------
+run_logged versions 60 "$lockstep" info
+info=$(cat "$results/versions.log")
+runtime=$(sed -n 's/.*runtime \([0-9.]*\), driver.*/\1/p' <<<"$info" | head -n1)
+driver=$(sed -n 's/.*runtime [0-9.]*, driver \([0-9.]*\).*/\1/p' <<<"$info" | head -n1)
+libs=$(grep -o 'cuDNN [^,]*, cuBLAS [^,]*, NCCL [0-9.a-z]*' <<<"$info" | head -n1 || true)
+metric[versions]="runtime ${runtime:-?}, driver ${driver:-none}, ${libs:-no plugin}"
+metric[libraries]=$(sed -n 's/^ *\(lib[a-z]*\.so\) from /\1 /p' <<<"$info" | paste -sd';' || true)
+if gpu_step; then
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader \
+    >>"$results/versions.log" 2>&1 || true
+  metric[gpu]=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -n1)
+fi
+detail="${metric[versions]}; LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+if ((run_rc != 0)) || [[ -z $runtime || -z $libs ]]; then
+  record versions fail "$run_seconds" "lockstep info failed or shows no plugin (versions.log)"
+elif gpu_step && [[ -z $driver || ${driver%%.*} -lt ${runtime%%.*} ]]; then
+  record versions refused "$run_seconds" "the driver supports CUDA ${driver:-none}, the runtime needs \
+${runtime}: update the NVIDIA driver (or bring a bundle built with an older toolkit)"
+  exit 1
+else
+  record versions pass "$run_seconds" "$detail"
+fi
+
+# --- 2 the GPU tests -----------------------------------------------------------------------
+# gtest_step NAME XML SECONDS CMD...: runs a gtest binary; on a GPU nothing may
+# skip; in a dry run every skip must say "no device" (the code was built).
+gtest_step() {
+  local name=$1 xml=$2 limit=$3 status detail
+  shift 3
+  run_logged "$name" "$limit" "$@"
+  xml_counts "$xml"
+  status=$(status_of "$run_rc")
+  detail="$xml_tests tests, $xml_failures failed, $xml_skipped skipped"
+  if ((xml_tests == 0)); then
+    status=fail detail="no tests ran ($name.log)"
+  elif gpu_step && ((xml_skipped > 0)); then
+    status=fail detail+="; skipped on a GPU: $(head -n3 <<<"$xml_skip_text" | tr '\n' ';')"
+  elif ! gpu_step && [[ -n $xml_skip_text ]] && grep -qv '^no device' <<<"$xml_skip_text"; then
+    status=fail detail+="; a skip other than 'no device': $(grep -v '^no device' <<<"$xml_skip_text" |
+      head -n1)"
+  elif ! gpu_step && [[ $status == pass ]]; then
+    status="no GPU" detail+=" (the CPU-side tests passed; the rest skip: no device)"
+  fi
+  record "$name" "$status" "$run_seconds" "$detail"
+}
+# (CudaPlugin.* and CudaLibraries.* need the build tree's helper files: CI runs them.)
+gpu_filter='Cuda*:Cudnn*:*/Cuda*:CheckpointFormat.DeviceTensors*:-CudaPlugin.*:CudaLibraries.*'
+gtest_step gpu_tests "$results/gpu_tests.xml" 180 "$tests/lockstep_tests" \
+  "--gtest_filter=$gpu_filter" "--gtest_output=xml:$results/gpu_tests.xml"
+gtest_step nccl_tests "$results/nccl_tests.xml" 90 mpiexec -n 1 "$tests/lockstep_mpi_tests" \
+  --expect-ranks=1 '--gtest_filter=Nccl*' "--gtest_output=xml:$results/nccl_tests.xml"
+
+# --- 3 lockstep train, 32 epochs ---------------------------------------------------------------
+# train_step NAME SECONDS FLAGS...: a run in $results/NAME with its metrics.
+# Sets status and detail for the caller to record.
+train_step() {
+  local name=$1 limit=$2
+  shift 2
+  run_logged "$name" "$limit" "$lockstep" train --config "$here/configs/fashion_mnist.toml" \
+    --data-dir "$here/data" --run-dir "$results/$name" --checkpoint-every 0 "$@"
+  status=$(status_of "$run_rc")
+  metrics_summary "$results/$name/metrics.csv"
+  detail="wall $run_seconds s, ${csv_summary:-no epoch finished}"
+  [[ $status == pass ]] || detail+="; $(tail -n1 "$results/$name.log")"
+  metric[$name]=$detail
+}
+if gpu_step; then
+  train_step train_fp32 150 --epochs 32 --device cuda
+  if [[ $status == pass ]] && ! awk -v a="$csv_accuracy" 'BEGIN { exit !(a >= 87.7 && a <= 88.3) }'; then
+    status=fail detail+="; fp32 accuracy $csv_accuracy% is not within 0.3 of the CPU's 88.0%"
+  fi
+  record train_fp32 "$status" "$run_seconds" "$detail"
+  train_step train_bf16 150 --epochs 32 --device cuda --precision bf16
+  record train_bf16 "$status" "$run_seconds" "$detail"
+else
+  # The CPU part: the same command, on the CPU, short.
+  train_step train_cpu 120 --epochs 1 --device cpu --train-subset 2048 --test-subset 1000
+  [[ -n $csv_accuracy ]] || status=fail detail+="; no test accuracy in metrics.csv"
+  record train_cpu "$status" "$run_seconds" "$detail"
+  no_gpu train_fp32 "lockstep train, 32 epochs, --device cuda"
+  no_gpu train_bf16 "the same, --precision bf16"
+fi
+
+# --- 4 PyTorch, the same run ---------------------------------------------------------------
+if gpu_step; then
+  run_logged torch 150 "$python" "$here/torch_reference.py" --epochs 32 --data-dir "$here/data"
+  status=$(status_of "$run_rc")
+  detail=$(tail -n1 "$results/torch.log")
+  torch_s=$(sed -n 's/.*"seconds": \([0-9.]*\).*/\1/p' <<<"$detail")
+  lockstep_s=$(sed -n 's/^wall \([0-9.]*\) s.*/\1/p' <<<"${metric[train_fp32]:-}")
+  if [[ $status == pass && -n $torch_s && -n $lockstep_s ]]; then
+    metric[torch_over_lockstep_fp32]=$(awk -v t="$torch_s" -v l="$lockstep_s" \
+      'BEGIN { printf "%.2f", t / l }')
+  fi
+  metric[torch]=$detail
+  record torch "$status" "$run_seconds" "$detail"
+else
+  no_gpu torch "torch_reference.py, 32 epochs on the GPU"
+fi
+
+# --- 5 compute-sanitizer ---------------------------------------------------------------------
+sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+subset='CudaBackendTest.ReluMatchesCpuExactly:CudaBackendTest.GemmMatchesCpu:CudaBackendTest.LossesMatchCpu'
+subset+=':CudaBackendTest.SgdMatchesCpu:CudaBackendTest.DropoutMasksAreBitIdenticalToCpu'
+subset+=':CudaShapes/CudaPoolTest.MatchesCpuExactly/n8_c10_24x24_k2_s2:CudaBackendTest.BatchNormMatchesCpu'
+for tool in memcheck racecheck synccheck; do
+  if ! gpu_step; then
+    no_gpu "$tool" "compute-sanitizer --tool $tool on a subset of the GPU tests"
+  elif [[ ! -x $sanitizer ]]; then
+    record "$tool" fail 0 "compute-sanitizer not found (PATH, /usr/local/cuda/bin)"
+  else
+    gtest_step "$tool" "$results/$tool.xml" 40 "$sanitizer" --tool "$tool" --error-exitcode 1 \
+      "$tests/lockstep_tests" "--gtest_filter=$subset" "--gtest_output=xml:$results/$tool.xml"
+  fi
+done
+
+cat "$results/summary.md"
+[[ $(overall_status) == pass ]]

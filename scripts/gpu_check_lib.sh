@@ -1,0 +1,127 @@
+# shellcheck shell=bash
+# Globals shared with gpu_check.sh (set there, or set here for it to read):
+# shellcheck disable=SC2034,SC2154
+# Helpers of gpu_check.sh (sourced): steps under a timeout and a deadline,
+# the gtest XML counts, the summary (summary.md and summary.json, rewritten
+# after every step so that a run cut short still reports).
+#
+# Globals the caller sets: results (folder), deadline (epoch seconds).
+# A step's status is one of: pass, fail, timeout, "no GPU", refused.
+
+step_names=() step_status=() step_seconds=() step_detail=()
+declare -A metric=()
+
+# run_logged NAME SECONDS CMD...: runs CMD with its output in
+# $results/NAME.log under a timeout cut to the deadline; sets run_rc (124 on
+# timeout) and run_seconds. Never fails itself.
+run_logged() {
+  local name=$1 limit=$2 left start
+  shift 2
+  left=$((deadline - $(date +%s)))
+  ((left < limit)) && limit=$left
+  start=$(date +%s.%N)
+  if ((limit <= 0)); then
+    echo "gpu_check: no time left for $name" >"$results/$name.log"
+    run_rc=124
+  else
+    run_rc=0
+    timeout --kill-after=10 "$limit" "$@" >"$results/$name.log" 2>&1 || run_rc=$?
+  fi
+  run_seconds=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
+}
+
+# record NAME STATUS SECONDS DETAIL: adds a step and rewrites the summary.
+record() {
+  step_names+=("$1") step_status+=("$2") step_seconds+=("$3") step_detail+=("$4")
+  printf 'gpu_check: %-16s %-8s %6s s  %s\n' "$1" "$2" "$3" "$4" >&2
+  write_summary
+}
+
+# status_of RC: pass, timeout (124, 137) or fail.
+status_of() {
+  case $1 in
+    0) echo pass ;;
+    124 | 137) echo timeout ;;
+    *) echo fail ;;
+  esac
+}
+
+# xml_counts FILE: sets xml_tests, xml_failures, xml_skipped and xml_skip_text
+# (the distinct skip messages, without gtest's file:line, one a line) from a
+# gtest XML report.
+xml_counts() {
+  xml_tests=0 xml_failures=0 xml_skipped=0 xml_skip_text=""
+  [[ -f $1 ]] || return 0
+  xml_tests=$(grep -c '<testcase ' "$1" || true)
+  xml_failures=$(grep -c '<failure ' "$1" || true)
+  xml_skipped=$(grep -c 'result="skipped"' "$1" || true)
+  xml_skip_text=$(grep -o '<skipped message="[^"]*"' "$1" |
+    sed 's/^<skipped message="//; s/"$//; s/^[^&]*&#x0A;//; s/&#x0A;/ /g' |
+    sed 's/&quot;/"/g; s/&apos;/'"'"'/g; s/&lt;/</g; s/&gt;/>/g; s/&amp;/\&/g' | sort -u || true)
+}
+
+json_string() {
+  local s=$1
+  s=${s//\\/\\\\} s=${s//\"/\\\"} s=${s//$'\n'/\\n} s=${s//$'\t'/ }
+  printf '"%s"' "$s"
+}
+
+overall_status() {
+  local s
+  for s in "${step_status[@]}"; do
+    [[ $s == pass || $s == "no GPU" ]] || { echo fail; return; }
+  done
+  echo pass
+}
+
+write_summary() {
+  local i key first=1 overall
+  overall=$(overall_status)
+  {
+    echo "# lockstep GPU check: $overall"
+    echo
+    echo "$(date -u +%Y-%m-%dT%H:%M:%SZ) on $(uname -n); mode: $mode; bundle: $bundle_version"
+    echo
+    echo "| step | status | seconds | detail |"
+    echo "|---|---|---|---|"
+    for i in "${!step_names[@]}"; do
+      echo "| ${step_names[i]} | ${step_status[i]} | ${step_seconds[i]} | ${step_detail[i]//|/\\|} |"
+    done
+    if ((${#metric[@]})); then
+      echo
+      echo "| metric | value |"
+      echo "|---|---|"
+      for key in $(printf '%s\n' "${!metric[@]}" | sort); do echo "| $key | ${metric[$key]} |"; done
+    fi
+    echo
+    echo "Logs, gtest XML and metrics.csv files: $results"
+  } >"$results/summary.md"
+  {
+    printf '{"status": %s, "mode": %s, "bundle": %s, "steps": [' "$(json_string "$overall")" \
+      "$(json_string "$mode")" "$(json_string "$bundle_version")"
+    for i in "${!step_names[@]}"; do
+      ((i)) && printf ', '
+      printf '{"name": %s, "status": %s, "seconds": %s, "detail": %s}' \
+        "$(json_string "${step_names[i]}")" "$(json_string "${step_status[i]}")" \
+        "${step_seconds[i]}" "$(json_string "${step_detail[i]}")"
+    done
+    printf '], "metrics": {'
+    for key in $(printf '%s\n' "${!metric[@]}" | sort); do
+      ((first)) || printf ', '
+      first=0
+      printf '%s: %s' "$(json_string "$key")" "$(json_string "${metric[$key]}")"
+    done
+    printf '}}\n'
+  } >"$results/summary.json"
+}
+
+# metrics_summary CSV: sets csv_summary ("acc ACC% img/s IPS epochs N train_s
+# SECONDS": the last epoch's test accuracy, mean images/s, summed epoch
+# seconds) and csv_accuracy (percent; empty without a metrics row).
+metrics_summary() {
+  csv_accuracy="" csv_summary="no metrics.csv"
+  [[ -f $1 ]] || return 0
+  csv_accuracy=$(awk -F, 'NR > 1 { a = $7 } END { if (NR > 1) printf "%.2f", 100 * a }' "$1")
+  csv_summary=$(awk -F, 'NR > 1 { s += $9; i += $10; n++; a = $7 }
+    END { if (n) printf "acc %.2f%% img/s %.0f epochs %d train_s %.1f", 100 * a, i / n, n, s }' "$1")
+}
