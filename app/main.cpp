@@ -20,6 +20,7 @@
 #include "app/run/trainer.h"
 #include "distributed/failure.h"
 #include "distributed/mpi_communicator.h"
+#include "nn/layer_registry.h"
 
 namespace app = lockstep::app;
 
@@ -39,6 +40,8 @@ int main(int argc, char** argv) {
   app::add_evaluate_options(*eval_cmd, eval_args);
   auto* info_cmd = cli.add_subcommand("info", "print how lockstep was built and what it sees");
   auto* options_cmd = cli.add_subcommand("options", "print every config key as markdown");
+  bool layer_docs = false;
+  options_cmd->add_flag("--layers", layer_docs, "the layer types of a `layers` list instead");
   auto* doctor_cmd = cli.add_subcommand(
       "doctor", "under the job's launcher: each rank's CPUs, threads, GPU, plugin, data; problems");
   app::add_config_options(*doctor_cmd, app::kTrain);
@@ -81,7 +84,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (*options_cmd) {
-      if (root) std::cout << app::options_markdown();
+      if (root)
+        std::cout << (layer_docs ? lockstep::nn::layer_types_markdown() : app::options_markdown());
       return 0;
     }
     if (*doctor_cmd) return app::run_doctor(app::read_config(*doctor_cmd, app::kTrain), *comm);

@@ -1,19 +1,10 @@
 // Building models: the zoo of reference networks and sequential models
 // written as a layer list in a config file.
 //
-// A layer is written as its type followed by key=value arguments; input
-// sizes are inferred from the previous layer:
-//   conv2d out=10 kernel=5 [stride=1] [pad=0] [bias=true]
-//   batchnorm2d [relu=false]            (relu=true fuses a ReLU after it)
-//   max_pool2d kernel=2 [stride=kernel] | avg_pool2d kernel=2 [stride=kernel]
-//   global_avg_pool2d                    ((N, C, H, W) -> (N, C))
-//   basic_block out=16 [stride=1] [shortcut=auto|identity|pad|conv]
-//       a residual block (nn/layers/residual_block.h): conv1 3x3 (stride),
-//       bn1+relu, conv2 3x3, bn2, plus the shortcut, then relu; auto is
-//       identity when shape-preserving, else conv (1x1 conv + BatchNorm)
-//   relu | flatten | log_softmax
-//   dropout [p=0.5] | dropout2d [p=0.5]
-//   linear out=50
+// A layer is written as its type followed by key=value arguments
+// ("conv2d out=10 kernel=5"); input sizes are inferred from the previous
+// layer. The types and their arguments are the layer registry's
+// (nn/layer_registry.h; `lockstep options --layers` lists them).
 // A layer may be given a name with "name: " in front ("fc1: linear out=50");
 // otherwise it is named after its type and position ("linear3").
 #pragma once

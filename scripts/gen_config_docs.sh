@@ -11,6 +11,7 @@ if [ ! -x "$lockstep" ]; then
   exit 1
 fi
 table=$("$lockstep" options)
+layers=$("$lockstep" options --layers)
 cat >configs/README.md <<END
 # Experiment configs
 
@@ -34,14 +35,12 @@ edit the table by hand.
 ResNets \`resnet20\`, \`resnet32\`, \`resnet44\`, \`resnet56\`, \`resnet110\` and
 \`resnet18_cifar\`, whose channels, image size and classes come from the data
 set), or \`custom\` with a layer list in \`layers\`: one layer per string,
-\`"[name: ] type key=value ..."\`, input sizes inferred. Types: \`conv2d out= kernel=
-[stride=1] [pad=0] [bias=true]\`, \`batchnorm2d [relu=false]\` (relu=true fuses the
-ReLU), \`max_pool2d kernel= [stride=]\`, \`avg_pool2d kernel= [stride=]\`,
-\`global_avg_pool2d\`, \`basic_block out= [stride=1]
-[shortcut=auto|identity|pad|conv]\` (a residual block: conv1 3x3, bn1+relu,
-conv2 3x3, bn2, plus the shortcut, then relu), \`relu\`, \`dropout [p=0.5]\`,
-\`dropout2d [p=0.5]\`, \`flatten\`, \`linear out=\`, \`log_softmax\`. Names become
-PyTorch's state_dict names (\`layer1.0.conv1.weight\`,
+\`"[name: ] type key=value ..."\`, input sizes inferred. The types (from the
+layer registry, nn/layer_registry.h):
+
+$layers
+
+Names become PyTorch's state_dict names (\`layer1.0.conv1.weight\`,
 \`layer1.0.bn1.running_var\`, \`layer2.0.shortcut.0.weight\`). A small ResNet
 (layer2.0's shortcut zero-pads channels, "option A"; layer3.0's is a 1x1
 convolution with BatchNorm):

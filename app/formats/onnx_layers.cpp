@@ -1,14 +1,12 @@
-// ONNX conversions of the plain layers (pooling included), and the graph
-// helpers they share.
+// The graph helpers, and convert(): a leaf layer's nodes as its registry
+// entry describes them (nn/layer_registry.h), a composite's from
+// onnx_residual_layers.cpp.
 #include "app/formats/onnx_graph.h"
 
+#include <cctype>
+
 #include "common/error.h"
-#include "nn/layers/activations.h"
-#include "nn/layers/avg_pool2d.h"
-#include "nn/layers/conv2d.h"
-#include "nn/layers/dropout.h"
-#include "nn/layers/linear.h"
-#include "nn/layers/pool2d.h"
+#include "nn/layer_registry.h"
 
 namespace lockstep::app::onnx_export {
 
@@ -21,14 +19,6 @@ onnx::NodeProto* GraphBuilder::add(const std::string& op, const std::string& nam
   for (const std::string& in : inputs) n->add_input(in);
   n->add_output(output);
   return n;
-}
-
-onnx::NodeProto* GraphBuilder::node(const std::string& op, const nn::Layer& layer,
-                                    const std::vector<std::string>& extra_inputs) {
-  std::vector<std::string> inputs = {current};
-  inputs.insert(inputs.end(), extra_inputs.begin(), extra_inputs.end());
-  current = layer.name() + ".out";
-  return add(op, layer.name(), inputs, current);
 }
 
 void GraphBuilder::initializer(const std::string& name, const nn::Tensor& value) {
@@ -47,15 +37,6 @@ void GraphBuilder::int64_initializer(const std::string& name, const std::vector<
   t->set_data_type(onnx::TensorProto::INT64);
   t->add_dims(static_cast<int64_t>(values.size()));
   for (int64_t v : values) t->add_int64_data(v);
-}
-
-std::vector<std::string> GraphBuilder::weights(nn::Layer& layer) {
-  std::vector<std::string> names;
-  for (const nn::Parameter* p : layer.parameters()) {
-    initializer(p->name, p->value);
-    names.push_back(p->name);
-  }
-  return names;
 }
 
 void ints(onnx::NodeProto* n, const char* name, const std::vector<int64_t>& values) {
@@ -79,86 +60,62 @@ void real(onnx::NodeProto* n, const char* name, float value) {
   a->set_f(value);
 }
 
-void convert(nn::Layer& layer, GraphBuilder& g) {
-  const nn::Shape in = g.shape;
-  for (const auto* list : {&basic_conversions(), &residual_conversions()}) {
-    for (const Conversion& c : *list) {
-      if (!c(layer, g)) continue;
-      g.shape = layer.output_shape(in);
-      return;
-    }
-  }
-  fail_input("ONNX export: layer ", layer.name(), " (", layer.describe(),
-             ") has no ONNX conversion yet");
-}
-
 namespace {
 
-bool conv2d(nn::Layer& layer, GraphBuilder& g) {
-  auto* c = dynamic_cast<nn::Conv2d*>(&layer);
-  if (!c) return false;
-  onnx::NodeProto* n = g.node("Conv", layer, g.weights(layer));  // weight[, bias]
-  ints(n, "kernel_shape", {c->kernel(), c->kernel()});
-  ints(n, "strides", {c->stride(), c->stride()});
-  ints(n, "pads", {c->pad(), c->pad(), c->pad(), c->pad()});
-  return true;
+// The parameter or buffer of layer named name.
+const nn::Tensor& tensor_named(nn::Layer& layer, const std::string& name) {
+  for (const nn::Parameter* p : layer.parameters()) {
+    if (p->name == name) return p->value;
+  }
+  for (const nn::Buffer* b : layer.buffers()) {
+    if (b->name == name) return b->value;
+  }
+  fail_input("ONNX export: layer ", layer.name(), " has no tensor ", name);
 }
 
-bool linear(nn::Layer& layer, GraphBuilder& g) {
-  if (!dynamic_cast<nn::Linear*>(&layer)) return false;
-  integer(g.node("Gemm", layer, g.weights(layer)), "transB", 1);  // y = x W^T + b
-  return true;
+// Appends a leaf's nodes, each reading the one before: the first is named
+// after the layer, the others "<layer>.<op>"; the last writes "<layer>.out".
+void emit(const std::vector<nn::OnnxNode>& nodes, nn::Layer& layer, GraphBuilder& g) {
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const nn::OnnxNode& d = nodes[i];
+    std::vector<std::string> inputs = {g.current};
+    for (const std::string& name : d.initializers) {
+      g.initializer(name, tensor_named(layer, name));
+      inputs.push_back(name);
+    }
+    std::string op = d.op;
+    for (char& c : op) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    const std::string name = i == 0 ? layer.name() : layer.name() + "." + op;
+    const std::string output = i + 1 == nodes.size() ? layer.name() + ".out" : name + ".y";
+    onnx::NodeProto* n = g.add(d.op, name, inputs, output);
+    for (const auto& [key, values] : d.ints) ints(n, key.c_str(), values);
+    for (const auto& [key, value] : d.integers) integer(n, key.c_str(), value);
+    for (const auto& [key, value] : d.reals) real(n, key.c_str(), value);
+    g.current = output;
+  }
 }
 
-// MaxPool or AveragePool (op) of a square window: Pool has kernel() and
-// stride().
-template <typename Pool>
-bool pool2d(nn::Layer& layer, GraphBuilder& g, const char* op) {
-  auto* p = dynamic_cast<Pool*>(&layer);
-  if (!p) return false;
-  onnx::NodeProto* n = g.node(op, layer);
-  ints(n, "kernel_shape", {p->kernel(), p->kernel()});
-  ints(n, "strides", {p->stride(), p->stride()});
-  return true;
-}
-
-bool max_pool2d(nn::Layer& layer, GraphBuilder& g) {
-  return pool2d<nn::MaxPool2d>(layer, g, "MaxPool");
-}
-
-bool avg_pool2d(nn::Layer& layer, GraphBuilder& g) {
-  return pool2d<nn::AvgPool2d>(layer, g, "AveragePool");
-}
-
-bool relu(nn::Layer& layer, GraphBuilder& g) {
-  if (!dynamic_cast<nn::ReLU*>(&layer)) return false;
-  g.node("Relu", layer);
-  return true;
-}
-
-bool flatten(nn::Layer& layer, GraphBuilder& g) {
-  if (!dynamic_cast<nn::Flatten*>(&layer)) return false;
-  integer(g.node("Flatten", layer), "axis", 1);
-  return true;
-}
-
-bool log_softmax(nn::Layer& layer, GraphBuilder& g) {
-  if (!dynamic_cast<nn::LogSoftmax*>(&layer)) return false;
-  integer(g.node("LogSoftmax", layer), "axis", 1);
-  return true;
-}
-
-// Inference: dropout is the identity and leaves no node.
-bool dropout(nn::Layer& layer, GraphBuilder&) {
-  return dynamic_cast<nn::Dropout*>(&layer) != nullptr;
+// A leaf of a registered type: true when one took it.
+bool convert_registered(nn::Layer& layer, GraphBuilder& g) {
+  for (const nn::LayerType* type : nn::layer_types()) {
+    if (!type->onnx) continue;
+    if (auto nodes = type->onnx(layer)) {
+      emit(*nodes, layer, g);
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace
 
-const std::vector<Conversion>& basic_conversions() {
-  static const std::vector<Conversion> all = {conv2d, linear,  max_pool2d,  avg_pool2d,
-                                              relu,   flatten, log_softmax, dropout};
-  return all;
+void convert(nn::Layer& layer, GraphBuilder& g) {
+  const nn::Shape in = g.shape;
+  if (!convert_registered(layer, g) && !convert_composite(layer, g)) {
+    fail_input("ONNX export: layer ", layer.name(), " (", layer.describe(),
+               ") has no ONNX conversion yet");
+  }
+  g.shape = layer.output_shape(in);
 }
 
 }  // namespace lockstep::app::onnx_export

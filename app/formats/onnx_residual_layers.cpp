@@ -1,38 +1,14 @@
-// ONNX conversions of the layers residual networks add: BatchNorm2d (eval
-// mode: running statistics), Sequential, ResidualBlock (identity, option-A
-// padding and projection shortcuts), global average pooling.
+// ONNX conversions of the composite layers: Sequential, ResidualBlock
+// (identity, option-A padding and projection shortcuts). Leaf layers are
+// converted from their registry entries (onnx_layers.cpp).
 #include <limits>
 
 #include "app/formats/onnx_graph.h"
-#include "nn/layers/avg_pool2d.h"
-#include "nn/layers/batch_norm2d.h"
 #include "nn/layers/residual_block.h"
 #include "nn/layers/sequential.h"
 
 namespace lockstep::app::onnx_export {
 namespace {
-
-// y = relu?((x - running_mean) / sqrt(running_var + eps) * weight + bias)
-bool batch_norm2d(nn::Layer& layer, GraphBuilder& g) {
-  auto* bn = dynamic_cast<nn::BatchNorm2d*>(&layer);
-  if (!bn) return false;
-  std::vector<std::string> inputs = g.weights(layer);  // scale, B
-  for (const nn::Buffer* b : layer.buffers()) {
-    if (b->name.ends_with(".num_batches_tracked")) continue;
-    g.initializer(b->name, b->value);  // input_mean, input_var
-    inputs.push_back(b->name);
-  }
-  if (!bn->fused_relu()) {
-    real(g.node("BatchNormalization", layer, inputs), "epsilon", bn->eps());
-    return true;
-  }
-  inputs.insert(inputs.begin(), g.current);
-  const std::string normed = layer.name() + ".bn";
-  real(g.add("BatchNormalization", layer.name(), inputs, normed), "epsilon", bn->eps());
-  g.current = layer.name() + ".out";
-  g.add("Relu", layer.name() + ".relu", {normed}, g.current);
-  return true;
-}
 
 bool sequential(nn::Layer& layer, GraphBuilder& g) {
   auto* s = dynamic_cast<nn::Sequential*>(&layer);
@@ -86,22 +62,10 @@ bool residual_block(nn::Layer& layer, GraphBuilder& g) {
   return true;
 }
 
-// (N, C, H, W) -> (N, C)
-bool global_avg_pool2d(nn::Layer& layer, GraphBuilder& g) {
-  if (!dynamic_cast<nn::GlobalAvgPool2d*>(&layer)) return false;
-  const std::string pooled = layer.name() + ".pooled";
-  g.add("GlobalAveragePool", layer.name(), {g.current}, pooled);
-  g.current = layer.name() + ".out";
-  integer(g.add("Flatten", layer.name() + ".flatten", {pooled}, g.current), "axis", 1);
-  return true;
-}
-
 }  // namespace
 
-const std::vector<Conversion>& residual_conversions() {
-  static const std::vector<Conversion> all = {batch_norm2d, sequential, residual_block,
-                                              global_avg_pool2d};
-  return all;
+bool convert_composite(nn::Layer& layer, GraphBuilder& g) {
+  return sequential(layer, g) || residual_block(layer, g);
 }
 
 }  // namespace lockstep::app::onnx_export

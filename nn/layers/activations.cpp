@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/error.h"
+#include "nn/layer_registry.h"
 
 namespace lockstep::nn {
 
@@ -45,6 +46,46 @@ void Flatten::forward(Backend& backend, const Tensor& x, Tensor& y, const Forwar
 void Flatten::backward(Backend& backend, const Tensor& x, const Tensor&, const Tensor& dy,
                        Tensor* dx) {
   if (dx != nullptr) backend.copy(x.numel(), dy.data(), dx->data());
+}
+
+const LayerType& relu_layer_type() {
+  static const LayerType type{
+      .name = "relu",
+      .usage = "relu",
+      .summary = "max(x, 0)",
+      .make = [](LayerArgs&, const Shape&) -> std::unique_ptr<Layer> {
+        return std::make_unique<ReLU>();
+      },
+      .onnx = onnx_for<ReLU>([](ReLU&) { return std::vector<OnnxNode>{{.op = "Relu"}}; })};
+  return type;
+}
+
+const LayerType& flatten_layer_type() {
+  static const LayerType type{
+      .name = "flatten",
+      .usage = "flatten",
+      .summary = "(N, C, H, W) to (N, C*H*W)",
+      .make = [](LayerArgs&, const Shape&) -> std::unique_ptr<Layer> {
+        return std::make_unique<Flatten>();
+      },
+      .onnx = onnx_for<Flatten>([](Flatten&) {
+        return std::vector<OnnxNode>{{.op = "Flatten", .integers = {{"axis", 1}}}};
+      })};
+  return type;
+}
+
+const LayerType& log_softmax_layer_type() {
+  static const LayerType type{
+      .name = "log_softmax",
+      .usage = "log_softmax",
+      .summary = "log-probabilities over the classes of each row",
+      .make = [](LayerArgs&, const Shape&) -> std::unique_ptr<Layer> {
+        return std::make_unique<LogSoftmax>();
+      },
+      .onnx = onnx_for<LogSoftmax>([](LogSoftmax&) {
+        return std::vector<OnnxNode>{{.op = "LogSoftmax", .integers = {{"axis", 1}}}};
+      })};
+  return type;
 }
 
 }  // namespace lockstep::nn

@@ -1,6 +1,7 @@
 #include "nn/layers/avg_pool2d.h"
 
 #include "common/error.h"
+#include "nn/layer_registry.h"
 
 namespace lockstep::nn {
 
@@ -20,6 +21,22 @@ void GlobalAvgPool2d::backward(Backend& backend, const Tensor& x, const Tensor&,
                                Tensor* dx) {
   if (dx == nullptr) return;
   backend.row_mean_backward(x.dim(0) * x.dim(1), x.dim(2) * x.dim(3), dy.data(), dx->data());
+}
+
+const LayerType& global_avg_pool2d_layer_type() {
+  static const LayerType type{.name = "global_avg_pool2d",
+                              .usage = "global_avg_pool2d",
+                              .summary = "the mean of each channel, (N, C, H, W) to (N, C)",
+                              .input = LayerInput::kImage,
+                              .make = [](LayerArgs&, const Shape&) -> std::unique_ptr<Layer> {
+                                return std::make_unique<GlobalAvgPool2d>();
+                              },
+                              .onnx = onnx_for<GlobalAvgPool2d>([](GlobalAvgPool2d&) {
+                                return std::vector<OnnxNode>{
+                                    {.op = "GlobalAveragePool"},
+                                    {.op = "Flatten", .integers = {{"axis", 1}}}};
+                              })};
+  return type;
 }
 
 }  // namespace lockstep::nn

@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "nn/batch_stats_reducer.h"
+#include "nn/layer_registry.h"
 #include "nn/layers/batch_norm_exact.h"
 
 namespace lockstep::nn {
@@ -179,6 +180,36 @@ void BatchNorm2d::reset_parameters(uint64_t, Device device) {
   num_batches_tracked_.value = Tensor(Shape{}, device);
   coef_ = Tensor({5, channels_}, device);
   coef_host_ = Tensor({5, channels_});
+}
+
+namespace {
+
+// eval mode: y = relu?((x - running_mean) / sqrt(running_var + eps) * weight + bias)
+std::vector<OnnxNode> batch_norm2d_onnx(BatchNorm2d& bn) {
+  std::vector<std::string> inputs = parameter_names(bn);  // scale, B
+  for (const Buffer* b : bn.buffers()) {
+    if (!b->name.ends_with(".num_batches_tracked")) inputs.push_back(b->name);  // mean, var
+  }
+  std::vector<OnnxNode> nodes = {
+      {.op = "BatchNormalization", .initializers = inputs, .reals = {{"epsilon", bn.eps()}}}};
+  if (bn.fused_relu()) nodes.push_back({.op = "Relu"});
+  return nodes;
+}
+
+}  // namespace
+
+const LayerType& batchnorm2d_layer_type() {
+  static const LayerType type{
+      .name = "batchnorm2d",
+      .usage = "batchnorm2d [relu=false]",
+      .summary = "batch normalisation (nn.BatchNorm2d); relu=true fuses the ReLU",
+      .parameters = {"weight", "bias"},
+      .input = LayerInput::kImage,
+      .make = [](LayerArgs& args, const Shape& in) -> std::unique_ptr<Layer> {
+        return std::make_unique<BatchNorm2d>(in[1], args.flag("relu", false));
+      },
+      .onnx = onnx_for<BatchNorm2d>(batch_norm2d_onnx)};
+  return type;
 }
 
 }  // namespace lockstep::nn

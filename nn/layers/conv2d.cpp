@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "nn/exact_sum.h"
+#include "nn/layer_registry.h"
 
 namespace lockstep::nn {
 
@@ -97,6 +98,30 @@ void Conv2d::reset_parameters(uint64_t seed, Device device) {
   bias_.value = Tensor({out_channels_}, device);
   bias_.grad = Tensor({out_channels_}, device);
   fill_uniform(bias_.value, bound, seed, bias_.name);
+}
+
+const LayerType& conv2d_layer_type() {
+  static const LayerType type{
+      .name = "conv2d",
+      .usage = "conv2d out= kernel= [stride=1] [pad=0] [bias=true]",
+      .summary = "a 2-D convolution (nn.Conv2d, square kernel)",
+      .parameters = {"weight", "bias"},
+      .input = LayerInput::kImage,
+      .make = [](LayerArgs& args, const Shape& in) -> std::unique_ptr<Layer> {
+        const int64_t out = args.integer("out", 0, true);
+        const int64_t kernel = args.integer("kernel", 0, true);
+        const int64_t stride = args.integer("stride", 1);
+        const int64_t pad = args.integer("pad", 0);
+        return std::make_unique<Conv2d>(in[1], out, kernel, stride, pad, args.flag("bias", true));
+      },
+      .onnx = onnx_for<Conv2d>([](Conv2d& c) {
+        const int64_t k = c.kernel(), s = c.stride(), p = c.pad();
+        return std::vector<OnnxNode>{
+            {.op = "Conv",
+             .initializers = parameter_names(c),  // weight[, bias]
+             .ints = {{"kernel_shape", {k, k}}, {"strides", {s, s}}, {"pads", {p, p, p, p}}}}};
+      })};
+  return type;
 }
 
 }  // namespace lockstep::nn

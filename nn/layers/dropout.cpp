@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "nn/counter_rng.h"
+#include "nn/layer_registry.h"
 
 namespace lockstep::nn {
 
@@ -50,6 +51,32 @@ void Dropout::backward(Backend& backend, const Tensor& x, const Tensor&, const T
     return;
   }
   backend.dropout_backward(last_, mask_.data(), dy.data(), dx->data());
+}
+
+namespace {
+
+// Dropout (channelwise false) or Dropout2d; inference: the identity, no node.
+LayerType dropout_type(bool channelwise) {
+  return {.name = channelwise ? "dropout2d" : "dropout",
+          .usage = channelwise ? "dropout2d [p=0.5]" : "dropout [p=0.5]",
+          .summary = channelwise ? "drops whole channels with probability p (nn.Dropout2d)"
+                                 : "drops elements with probability p (nn.Dropout)",
+          .make = [channelwise](LayerArgs& args, const Shape&) -> std::unique_ptr<Layer> {
+            return std::make_unique<Dropout>(args.real("p", 0.5f), channelwise);
+          },
+          .onnx = onnx_for<Dropout>([](Dropout&) { return std::vector<OnnxNode>{}; })};
+}
+
+}  // namespace
+
+const LayerType& dropout_layer_type() {
+  static const LayerType type = dropout_type(false);
+  return type;
+}
+
+const LayerType& dropout2d_layer_type() {
+  static const LayerType type = dropout_type(true);
+  return type;
 }
 
 }  // namespace lockstep::nn

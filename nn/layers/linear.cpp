@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "nn/exact_sum.h"
+#include "nn/layer_registry.h"
 
 namespace lockstep::nn {
 
@@ -63,6 +64,23 @@ void Linear::reset_parameters(uint64_t seed, Device device) {
   const float bound = 1.0f / std::sqrt(static_cast<float>(in_));
   fill_uniform(weight_.value, bound, seed, weight_.name);
   fill_uniform(bias_.value, bound, seed, bias_.name);
+}
+
+const LayerType& linear_layer_type() {
+  static const LayerType type{
+      .name = "linear",
+      .usage = "linear out=",
+      .summary = "a fully connected layer, y = x W^T + b (nn.Linear)",
+      .parameters = {"weight", "bias"},
+      .input = LayerInput::kFlat,
+      .make = [](LayerArgs& args, const Shape& in) -> std::unique_ptr<Layer> {
+        return std::make_unique<Linear>(in[1], args.integer("out", 0, true));
+      },
+      .onnx = onnx_for<Linear>([](Linear& l) {
+        return std::vector<OnnxNode>{
+            {.op = "Gemm", .initializers = parameter_names(l), .integers = {{"transB", 1}}}};
+      })};
+  return type;
 }
 
 }  // namespace lockstep::nn

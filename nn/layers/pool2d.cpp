@@ -1,6 +1,7 @@
 #include "nn/layers/pool2d.h"
 
 #include "common/error.h"
+#include "nn/layer_registry.h"
 
 namespace lockstep::nn {
 
@@ -49,6 +50,40 @@ void Pool2d::backward(Backend& backend, const Tensor& x, const Tensor& y, const 
     return backend.maxpool2d_backward(g, x.data(), y.data(), dy.data(), dx->data());
   }
   backend.avgpool2d_backward(g, dy.data(), dx->data());
+}
+
+namespace {
+
+// max_pool2d or avg_pool2d (Pool: MaxPool2d or AvgPool2d; op: its ONNX op).
+template <typename Pool>
+LayerType pool_type(const char* name, const char* summary, const char* op) {
+  return {.name = name,
+          .usage = std::string(name) + " kernel= [stride=kernel]",
+          .summary = summary,
+          .input = LayerInput::kImage,
+          .make = [](LayerArgs& args, const Shape&) -> std::unique_ptr<Layer> {
+            const int64_t kernel = args.integer("kernel", 0, true);
+            return std::make_unique<Pool>(kernel, args.integer("stride", 0));
+          },
+          .onnx = onnx_for<Pool>([op](Pool& p) {
+            const int64_t k = p.kernel(), s = p.stride();
+            return std::vector<OnnxNode>{
+                {.op = op, .ints = {{"kernel_shape", {k, k}}, {"strides", {s, s}}}}};
+          })};
+}
+
+}  // namespace
+
+const LayerType& max_pool2d_layer_type() {
+  static const LayerType type =
+      pool_type<MaxPool2d>("max_pool2d", "the maximum of each window", "MaxPool");
+  return type;
+}
+
+const LayerType& avg_pool2d_layer_type() {
+  static const LayerType type =
+      pool_type<AvgPool2d>("avg_pool2d", "the mean of each window", "AveragePool");
+  return type;
 }
 
 }  // namespace lockstep::nn

@@ -1,6 +1,9 @@
 #include "nn/layers/residual_block.h"
 
 #include "common/error.h"
+#include "nn/layer_registry.h"
+#include "nn/layers/batch_norm2d.h"
+#include "nn/layers/conv2d.h"
 
 namespace lockstep::nn {
 
@@ -123,6 +126,67 @@ void ResidualBlock::summarize(const Shape& input, int depth, std::vector<Summary
   Layer::summarize(input, depth, rows);
   main_->summarize_children(input, depth + 1, rows);
   if (projection_) projection_->summarize(input, depth + 1, rows);
+}
+
+namespace {
+
+// conv1 (3x3, stride) bn1+relu conv2 (3x3) bn2, no conv biases; the
+// shortcut: identity, option-A channel padding, or a 1x1 convolution with
+// BatchNorm.
+std::unique_ptr<Layer> make_basic_block(LayerArgs& args, const Shape& in) {
+  const std::string& text = args.text();
+  const int64_t planes = args.integer("out", 0, true);
+  const int64_t stride = args.integer("stride", 1);
+  const bool same = stride == 1 && planes == in[1];
+  std::string shortcut = args.word("shortcut", "auto");
+  if (shortcut == "auto") shortcut = same ? "identity" : "conv";
+  if (planes <= 0 || stride <= 0) {
+    fail_input("layer \"", text, "\": out and stride must be positive");
+  }
+  auto main = std::make_unique<Sequential>();
+  main->add("conv1", std::make_unique<Conv2d>(in[1], planes, 3, stride, 1, false));
+  main->add("bn1", std::make_unique<BatchNorm2d>(planes, true));
+  main->add("conv2", std::make_unique<Conv2d>(planes, planes, 3, 1, 1, false));
+  main->add("bn2", std::make_unique<BatchNorm2d>(planes));
+  ShortcutKind kind = ShortcutKind::kIdentity;
+  std::unique_ptr<Sequential> projection;
+  if (shortcut == "identity") {
+    if (!same) {
+      fail_input("layer \"", text, "\": an identity shortcut needs stride 1 and out=", in[1],
+                 "; use shortcut=pad or shortcut=conv");
+    }
+  } else if (shortcut == "pad") {
+    kind = ShortcutKind::kPad;
+  } else if (shortcut == "conv") {
+    kind = ShortcutKind::kProjection;
+    projection = std::make_unique<Sequential>();
+    projection->add("0", std::make_unique<Conv2d>(in[1], planes, 1, stride, 0, false));
+    projection->add("1", std::make_unique<BatchNorm2d>(planes));
+  } else {
+    fail_input("layer \"", text, "\": unknown shortcut \"", shortcut,
+               "\" (known: auto, identity, pad, conv)");
+  }
+  const std::string what =
+      detail::concat("basic_block(", in[1], "->", planes, ", s", stride, ", ", shortcut, ")");
+  return std::make_unique<ResidualBlock>(std::move(main), kind, std::move(projection), planes,
+                                         stride, true, what);
+}
+
+}  // namespace
+
+// A composite: the ONNX exporter converts it itself (app/formats/).
+const LayerType& basic_block_layer_type() {
+  static const LayerType type{
+      .name = "basic_block",
+      .usage = "basic_block out= [stride=1] [shortcut=auto|identity|pad|conv]",
+      .summary =
+          "a residual block: conv1 3x3, bn1+relu, conv2 3x3, bn2, plus the shortcut "
+          "(conv: `shortcut.0` 1x1 convolution, `shortcut.1` BatchNorm), then relu",
+      .parameters = {"conv1.weight", "bn1.weight", "bn1.bias", "conv2.weight", "bn2.weight",
+                     "bn2.bias"},
+      .input = LayerInput::kImage,
+      .make = make_basic_block};
+  return type;
 }
 
 }  // namespace lockstep::nn
