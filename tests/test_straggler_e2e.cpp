@@ -63,8 +63,9 @@ TEST(StragglerE2E, SlowNodeNamedOnFakeCluster) {
   if (check.exit_code != 0) GTEST_SKIP() << "no fake cluster here: " << check.output;
   ScratchDir data, run;
   testing::write_mnist_dir(data.path(), 256, 32);
-  // Two nodes of one rank each: rank 1 is node1's.
-  const auto r = run_command(cluster + " run -n 2 -r 1 -p strag -- " +
+  // Two nodes of one rank each: rank 1 is node1's. The time limit only
+  // turns a hung job into a failure (the script tears the cluster down).
+  const auto r = run_command("timeout -s TERM 240 " + cluster + " run -n 2 -r 1 -p strag -- " +
                              train_command(data.path(), run.path() + "/run"));
   expect_rank_one_named(r, run.path() + "/run", "node1");
 }
