@@ -3,14 +3,12 @@
 //
 // Each rank records its own time per optimizer step (ComputeRecorder): the
 // step's wall time less the time it waited for gradient reductions, that is
-// forward, backward and the optimizer step, and the time it waited for its
-// own loader (a rank starved of CPU, or with slow storage, loses much of its
-// time there: with steps shorter than a scheduler time slice, a CPU hog shows
-// in the loader's hand-offs rather than in forward and backward). Waits for
+// forward, backward, the optimizer step and its waits for its own loader (a
+// rank starved of CPU or with slow storage loses time there too). Waits for
 // the other ranks are left out, so a fast rank that waits for a slow one is
-// not counted slow. At the end of an epoch one small
-// allgather (gather_compute, a few dozen bytes per rank) brings every rank's
-// figures to every rank; find_straggler() decides, as a pure function.
+// not counted slow. At the end of an epoch one small allgather
+// (gather_compute, a few dozen bytes per rank) brings every rank's figures
+// to every rank; find_straggler() decides, as a pure function.
 //
 // "Persistently slower": the figure compared is each rank's median step
 // time (as above) over the epoch. A rank whose median step is more than
