@@ -139,6 +139,57 @@ TEST(TimelineReport, SummaryShowsMeansAndHiddenFraction) {
       << skipped;
 }
 
+// Three ranks, four steps each: forward 10 + backward 20 + optimizer step 10
+// per step, rank 2 three times as long and 8 more waiting for its loader
+// (3.2x); the synchronize inside the optimizer
+// step (long on the fast ranks, which wait for rank 2) is not compute. Rank
+// 0's step 0 is slow (a warm-up) and moves no median.
+nlohmann::json straggler_trace() {
+  nlohmann::json e = nlohmann::json::array();
+  for (int pid = 0; pid < 3; ++pid) {
+    const std::string node = pid == 2 ? "node1" : "node0";
+    e.push_back({{"name", "process_labels"},
+                 {"ph", "M"},
+                 {"pid", pid},
+                 {"tid", 0},
+                 {"args", {{"labels", "node " + node + ", precision fp32, kernels avx2"}}}});
+    const double slow = pid == 2 ? 3.0 : 1.0;
+    for (int step = 0; step < 4; ++step) {
+      const double t0 = 200.0 * step;
+      const double f = (pid == 0 && step == 0 ? 50.0 : 10.0) * slow;
+      const double backward_end = t0 + f + 20 * slow, step_end = t0 + 190;
+      // Rank 2 also waits for its loader: its own time too.
+      if (pid == 2) e.push_back(span("data wait", "data", pid, 0, t0 - 8, t0));
+      e.push_back(span("forward", "compute", pid, 0, t0, t0 + f));
+      e.push_back(span("backward", "compute", pid, 0, t0 + f, backward_end));
+      e.push_back(span("optimizer step", "compute", pid, 0, backward_end, step_end));
+      // The optimizer's own work: the last 10 * slow of its span.
+      e.push_back(
+          span("synchronize", "communication wait", pid, 0, backward_end, step_end - 10 * slow));
+    }
+  }
+  return e;
+}
+
+TEST(TimelineReport, NamesTheStragglerAndItsNode) {
+  const auto ranks = summarize_timeline(straggler_trace());
+  ASSERT_EQ(ranks.size(), 3u);
+  EXPECT_EQ(ranks[2].node, "node1");
+  EXPECT_EQ(ranks[0].node, "node0");
+  TimelineSummaryArgs args;
+  args.trace = "t.json";
+  args.skip = 0;
+  const std::string text = format_timeline_summary(ranks, args);
+  EXPECT_TRUE(
+      testing::contains(text, "straggler: rank 2 (node1) computes 3.20x the median step time\n"))
+      << text;
+  args.straggler_threshold = 2.5;
+  const std::string lenient = format_timeline_summary(ranks, args);
+  EXPECT_TRUE(testing::contains(
+      lenient, "straggler: none (slowest rank 2 (node1) computes 3.20x the median step time)"))
+      << lenient;
+}
+
 TEST(TimelineReport, CommandReadsTraceFile) {
   const auto file = std::filesystem::temp_directory_path() /
                     ("lockstep_timeline_report_" + std::to_string(getpid()) + ".json");

@@ -35,7 +35,7 @@ TEST(TrainE2E, MnistNetLearnsOnAFashionMnistSubset) {
         run_lockstep(small_run(dir.path(), 4, 2000) + " --lr 0.05 --seed " + std::to_string(seed));
     ASSERT_EQ(r.exit_code, 0) << r.output;
     const auto m = last_metrics(dir.path());
-    ASSERT_EQ(m.size(), 20u) << r.output;  // the columns of metrics.csv
+    ASSERT_EQ(m.size(), 23u) << r.output;  // the columns of metrics.csv
     const double test_accuracy = std::stod(m[6]);
     EXPECT_GT(test_accuracy, 0.5) << "seed " << seed << " (chance is 0.1)\n" << r.output;
     EXPECT_EQ(m[7], "500");  // every test sample counted exactly once
@@ -58,9 +58,11 @@ TEST(TrainE2E, MetricsAndStartUpLineNameThePrecisionAndTheKernels) {
   std::ifstream in(dir.path() + "/metrics.csv");
   std::string header;
   std::getline(in, header);
-  EXPECT_TRUE(header.ends_with(",val_accuracy,precision,kernels")) << header;
+  EXPECT_TRUE(header.ends_with(
+      ",val_accuracy,precision,kernels,straggler_rank,straggler_node,straggler_slowdown"))
+      << header;
   const auto m = last_metrics(dir.path());
-  ASSERT_EQ(m.size(), 20u);
+  ASSERT_EQ(m.size(), 23u);
   EXPECT_EQ(m[18], "fp32");
   const nn::CpuIsa isa = nn::choose_cpu_isa(app::cpu_isa_cap_from_environment());
   EXPECT_EQ(m[19], nn::to_string(isa));
@@ -76,7 +78,7 @@ TEST(TrainE2E, AccumulationUsesEverySampleWhenItDoesNotDivideTheBatches) {
   const auto r = run_lockstep(small_run(dir.path(), 1) + " --backward-passes-per-step 3 --lr 0.05");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto m = last_metrics(dir.path());
-  ASSERT_EQ(m.size(), 20u) << r.output;  // the columns of metrics.csv
+  ASSERT_EQ(m.size(), 23u) << r.output;  // the columns of metrics.csv
   EXPECT_EQ(m[4], "1000");               // train_samples
   EXPECT_EQ(r.output.find("not used"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("batch 64 per rank (64 global) x 3 backward passes per step (192 "

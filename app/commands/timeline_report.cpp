@@ -7,6 +7,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "distributed/stragglers.h"
 #include "distributed/timeline.h"
 
 namespace lockstep::app {
@@ -75,6 +76,11 @@ StepTimes step_times(const std::vector<const Span*>& spans, const Span& sync) {
       ++t.allreduces;
     }
   }
+  for (const Span* s : spans) {
+    if (s->tid != distributed::Timeline::kMainThread) continue;
+    if (s->category == "compute") t.compute += s->end - s->start - overlap(*s, sync);
+    if (s->name == "data wait") t.compute += s->end - s->start;
+  }
   for (const Span* a : spans) {
     if (a->category != "allreduce") continue;
     for (const Span* b : spans) {
@@ -108,11 +114,23 @@ std::vector<StepTimes> rank_steps(std::vector<Span> spans) {
   return steps;
 }
 
+// "node HOST, precision ..." -> "HOST"; "" without a node label.
+std::string node_of_labels(const std::string& labels) {
+  const std::string prefix = "node ";
+  if (labels.rfind(prefix, 0) != 0) return "";
+  return labels.substr(prefix.size(), labels.find(',') - prefix.size());
+}
+
 }  // namespace
 
 std::vector<RankSteps> summarize_timeline(const nlohmann::json& events) {
   std::map<int, std::vector<Span>> by_rank;
+  std::map<int, std::string> nodes;
   for (const nlohmann::json& e : events) {
+    if (e.is_object() && e.value("ph", "") == "M" && e.value("name", "") == "process_labels" &&
+        e.contains("args") && e["args"].is_object()) {
+      nodes[e.value("pid", 0)] = node_of_labels(e["args"].value("labels", ""));
+    }
     if (!e.is_object() || e.value("ph", "") != "X" || !e.contains("ts") || !e.contains("dur"))
       continue;
     Span s;
@@ -124,7 +142,8 @@ std::vector<RankSteps> summarize_timeline(const nlohmann::json& events) {
     by_rank[e.value("pid", 0)].push_back(std::move(s));
   }
   std::vector<RankSteps> out;
-  for (auto& [rank, spans] : by_rank) out.push_back({rank, rank_steps(std::move(spans))});
+  for (auto& [rank, spans] : by_rank)
+    out.push_back({rank, nodes[rank], rank_steps(std::move(spans))});
   // Lateness: against the earliest backward end of the same step on any rank.
   size_t common = out.empty() ? 0 : out.front().steps.size();
   for (const RankSteps& r : out) common = std::min(common, r.steps.size());
@@ -161,7 +180,36 @@ void add(StepTimes& sum, const StepTimes& t) {
   sum.exposed += t.exposed;
   sum.handoff += t.handoff;
   sum.late += t.late;
+  sum.compute += t.compute;
   sum.allreduces += t.allreduces;
+}
+
+// The median of the steps after `skip` (ComputeRecorder's lower median).
+double median_compute(const RankSteps& r, int64_t skip) {
+  distributed::ComputeRecorder recorder;
+  for (size_t s = static_cast<size_t>(std::max<int64_t>(skip, 0)); s < r.steps.size(); ++s)
+    recorder.add(r.steps[s].compute);
+  return recorder.median();
+}
+
+// "straggler: rank 1 (node1) computes ...", or "straggler: none (...)".
+std::string straggler_report(const std::vector<RankSteps>& ranks, const TimelineSummaryArgs& args) {
+  std::vector<double> times;
+  for (const RankSteps& r : ranks) times.push_back(median_compute(r, args.skip));
+  const auto v = distributed::find_straggler(times, args.straggler_threshold);
+  if (v.slowest < 0) return "";
+  const RankSteps& slowest = ranks[static_cast<size_t>(v.slowest)];
+  const std::string node = slowest.node.empty() ? "node unknown" : slowest.node;
+  if (v.rank >= 0) {
+    auto named = v;
+    named.rank = slowest.rank;  // trace pid, not the index
+    return distributed::straggler_line(named, node, args.straggler_threshold) + "\n";
+  }
+  char line[200];
+  std::snprintf(line, sizeof(line),
+                "straggler: none (slowest rank %d (%s) computes %.2fx the median step time)\n",
+                slowest.rank, node.c_str(), v.slowdown);
+  return line;
 }
 
 }  // namespace
@@ -199,10 +247,13 @@ std::string format_timeline_summary(const std::vector<RankSteps>& ranks,
                         {"exposed_ms", sum.exposed / n / 1e3},
                         {"handoff_ms", sum.handoff / n / 1e3},
                         {"late_ms", sum.late / n / 1e3},
+                        {"compute_ms", sum.compute / n / 1e3},
+                        {"median_compute_ms", median_compute(r, args.skip) / 1e3},
+                        {"node", r.node},
                         {"hidden_fraction", sum.allreduce > 0 ? sum.hidden / sum.allreduce : 0.0}};
     json_lines += "timeline " + j.dump() + "\n";
   }
-  if (ranks.size() > 1) out += row("all", all_steps, all);
+  if (ranks.size() > 1) out += row("all", all_steps, all) + straggler_report(ranks, args);
   if (args.per_step) {
     out += "per step (rank:step):\n" + step_lines;
   }
@@ -215,6 +266,10 @@ void add_timeline_summary_options(CLI::App& cmd, TimelineSummaryArgs& args) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   cmd.add_flag("--per-step,--per_step", args.per_step, "also print every rank's every step");
+  cmd.add_option("--straggler-threshold,--straggler_threshold", args.straggler_threshold,
+                 "name a rank whose median step compute is this fraction over the median rank's")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
 }
 
 int run_timeline_summary(const TimelineSummaryArgs& args) {

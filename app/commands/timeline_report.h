@@ -18,6 +18,15 @@
 //   late      = this rank's last backward end minus the earliest rank's in
 //               the same step: how long the other ranks waited for it
 //   hidden fraction = hidden / allreduce
+//   compute   = the main thread's "compute" spans (forward, backward,
+//               optimizer step) less the synchronize span inside them, plus
+//               its "data wait" spans: the rank's own time (distributed/
+//               stragglers.h)
+//
+// Stragglers: each rank's median compute per step (steps after --skip) go
+// to find_straggler() (distributed/stragglers.h), with the node taken from
+// the rank's process labels ("node HOST, ..."); the report names the rank
+// whose median is more than --straggler-threshold over the median rank's.
 //
 //   | backward ........................ | synchronize |
 //            | ar 0 |   | ar 1 |           | ar 2 |     comm thread
@@ -39,12 +48,14 @@ namespace lockstep::app {
 // One step of one rank: the figures above, in microseconds.
 struct StepTimes {
   double backward = 0.0, allreduce = 0.0, hidden = 0.0, exposed = 0.0, handoff = 0.0, late = 0.0;
+  double compute = 0.0;
   double backward_end = 0.0;  // timestamp of the step's last backward end (-1: none)
   int allreduces = 0;
 };
 
 struct RankSteps {
   int rank = 0;
+  std::string node;  // from the process labels; "" when the trace has none
   std::vector<StepTimes> steps;
 };
 
@@ -54,12 +65,14 @@ std::vector<RankSteps> summarize_timeline(const nlohmann::json& events);
 
 struct TimelineSummaryArgs {
   std::string trace;
-  int64_t skip = 1;       // leading steps per rank left out of the totals (warm-up)
-  bool per_step = false;  // also print one line per rank and step
+  int64_t skip = 1;                   // leading steps per rank left out of the totals (warm-up)
+  bool per_step = false;              // also print one line per rank and step
+  double straggler_threshold = 0.25;  // as the config key of that name
 };
 
 // The report: per rank (and all ranks) the mean per step of each figure
-// and the hidden fraction, plus a "timeline {...}" JSON line per rank.
+// and the hidden fraction, the straggler verdict ("straggler: ..."), plus a
+// "timeline {...}" JSON line per rank.
 std::string format_timeline_summary(const std::vector<RankSteps>& ranks,
                                     const TimelineSummaryArgs& args);
 

@@ -86,6 +86,7 @@ struct TrainConfig {
   double stall_abort_s = 600.0;            // end the job after this wait (s, 0: never)
   double liveness_timeout_s = 15.0;        // a silent rank is lost after this (s, 0: off)
   double heartbeat_interval_s = 1.0;       // between liveness heartbeats (s)
+  double straggler_threshold = 0.25;       // name a rank this fraction slower than the median
 
   // --- execution
   std::string device = "cpu";  // cpu | cuda | auto

@@ -192,6 +192,14 @@ std::vector<Key> make_schema() {
           "seconds between liveness heartbeats (a byte each way between rank 0 and every rank, on "
           "a TCP connection of their own)")
           .range(at_least(0), "s"),
+      key("straggler_threshold", &C::straggler_threshold,
+          "after each epoch, name the slowest rank (with its node) when its median step time "
+          "(forward, backward, optimizer and its loader waits; not its waits for the other ranks "
+          "in gradient reductions) is more than this fraction over the median rank's: slower in "
+          "at least half its steps, not in a few (0: name none; metrics.csv records the slowdown "
+          "either way)")
+          .range(at_least(0), "fraction")
+          .ranks_may_differ(),
       // --- execution
       key("device", &C::device,
           "where to compute (auto: cuda when every rank on the node has a GPU of its own, else "

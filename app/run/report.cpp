@@ -17,10 +17,12 @@ Report::Report(bool active, const std::string& mode, const std::string& metrics_
   metrics_ = std::fopen(metrics_path.c_str(), exists ? "a" : "w");
   if (metrics_ == nullptr) fail_input(metrics_path, ": cannot write metrics file");
   if (!exists) {
-    std::fprintf(metrics_,
-                 "epoch,lr,train_loss,train_accuracy,train_samples,test_loss,test_accuracy,"
-                 "test_samples,seconds,images_per_second,compute_s,comm_wait_s,data_s,eval_s,"
-                 "checkpoint_s,test_top_k_accuracy,val_loss,val_accuracy,precision,kernels\n");
+    std::fprintf(
+        metrics_,
+        "epoch,lr,train_loss,train_accuracy,train_samples,test_loss,test_accuracy,"
+        "test_samples,seconds,images_per_second,compute_s,comm_wait_s,data_s,eval_s,"
+        "checkpoint_s,test_top_k_accuracy,val_loss,val_accuracy,precision,kernels,straggler_rank,"
+        "straggler_node,straggler_slowdown\n");
     std::fflush(metrics_);
   }
 }
@@ -88,20 +90,22 @@ void Report::epoch(const EpochResult& r, int64_t epochs) {
                   static_cast<long long>(r.skipped_steps));
     }
     std::printf("\n");
+    if (!r.straggler_line.empty()) std::printf("%s\n", r.straggler_line.c_str());
     std::fflush(stdout);
   }
   if (metrics_ != nullptr) {
     const double nan = std::nan("");
     std::fprintf(metrics_,
                  "%lld,%.8g,%.8g,%.8g,%lld,%.8g,%.8g,%lld,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.8g,%"
-                 ".8g,%.8g,%s,%s\n",
+                 ".8g,%.8g,%s,%s,%d,%s,%.4g\n",
                  static_cast<long long>(r.epoch), r.lr, r.train_loss, r.train_accuracy,
                  static_cast<long long>(r.train_samples), r.evaluated ? r.test_loss : nan,
                  r.evaluated ? r.test_accuracy : nan, static_cast<long long>(r.test_samples),
                  r.seconds, r.images_per_second, r.compute_seconds, r.comm_wait_seconds,
                  r.data_seconds, r.eval_seconds, r.checkpoint_seconds,
                  r.evaluated ? r.test_top_k_accuracy : nan, r.validated ? r.val_loss : nan,
-                 r.validated ? r.val_accuracy : nan, precision_.c_str(), kernels_.c_str());
+                 r.validated ? r.val_accuracy : nan, precision_.c_str(), kernels_.c_str(),
+                 r.straggler_rank, r.straggler_node.c_str(), r.straggler_slowdown);
     std::fflush(metrics_);
   }
 }

@@ -1,7 +1,9 @@
 // What rank 0 shows and records: one line per epoch on stdout, a live
 // progress line when stdout is a terminal, and metrics.csv in the run
-// directory (one row per epoch; its last columns, precision and kernels,
-// say what the epoch computed in). Other ranks construct a silent Report.
+// directory (one row per epoch; precision and kernels say what the epoch
+// computed in; the last three columns, straggler_rank, straggler_node and
+// straggler_slowdown, name a straggler: EpochResult below). Other ranks
+// construct a silent Report.
 #pragma once
 
 #include <chrono>
@@ -33,6 +35,12 @@ struct EpochResult {
   // Loss scaling (0 when off): the scale after the epoch, steps skipped in it.
   double loss_scale = 0.0;
   int64_t skipped_steps = 0;
+  // Stragglers (distributed/stragglers.h): the slowest rank's median step
+  // compute time over the median rank's (1 with one rank), and the rank named
+  // when that is over straggler_threshold (-1, "" and no line: none).
+  double straggler_slowdown = 1.0;
+  int straggler_rank = -1;
+  std::string straggler_node, straggler_line;
 };
 
 class Report {

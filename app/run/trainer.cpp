@@ -22,6 +22,7 @@
 #include "data/validation_split.h"
 #include "distributed/comm_batch_stats_reducer.h"
 #include "distributed/exact_gradients.h"
+#include "distributed/stragglers.h"
 #include "nn/model_zoo.h"
 
 namespace lockstep::app {
@@ -76,8 +77,8 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
   scaler_ = make_grad_scaler(config_);
   if (!config_.timeline.empty()) {
     timeline_ = distributed::make_timeline(config_.timeline, comm_);
-    timeline_->label_process(std::string("precision ") + nn::to_string(config_.precision) +
-                             ", kernels " + kernels);
+    timeline_->label_process("node " + comm_.host_name() + ", precision " +
+                             nn::to_string(config_.precision) + ", kernels " + kernels);
   }
   gradient_comm_ = make_gradient_communicator(*backend_, comm_, config_.gradient_engine);
   auto dconfig = dopt_config(config_);
@@ -184,6 +185,7 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   dopt_->reset_stats();
   if (scaler_) scaler_->reset_skipped();
   double data_seconds = 0.0;
+  compute_steps_.clear();
   const auto train_start = Clock::now();
   for (int64_t step = 0; step < steps; ++step) {
     const double loss_before = totals.loss, count_before = totals.count;
@@ -199,6 +201,7 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   if (!config_.sync_batchnorm) average_running_statistics(comm_, *model_);
   comm_.set_stall_label("epoch " + std::to_string(r.epoch) + " training metrics");
   totals.reduce(comm_);
+  name_straggler(r);
   const auto stats = dopt_->stats();
   r.train_loss = totals.loss / totals.count;
   r.train_accuracy = totals.correct / totals.count;
@@ -211,6 +214,17 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   finish_epoch(r);
   r.seconds = seconds_since(epoch_start);
   return r;
+}
+
+void Trainer::name_straggler(EpochResult& r) {
+  const auto ranks = distributed::gather_compute(comm_, compute_steps_);
+  const auto verdict = distributed::find_straggler(ranks, config_.straggler_threshold);
+  if (verdict.slowest >= 0) r.straggler_slowdown = verdict.slowdown;
+  if (verdict.rank < 0) return;
+  r.straggler_rank = verdict.rank;
+  r.straggler_node = ranks[static_cast<size_t>(verdict.rank)].node;
+  r.straggler_line =
+      distributed::straggler_line(verdict, r.straggler_node, config_.straggler_threshold);
 }
 
 // Every rank must take the same number of steps; the sampler guarantees it,
@@ -229,6 +243,10 @@ void check_batch_count(distributed::Communicator& comm, int64_t epoch_number, in
 
 void Trainer::train_step(data::BatchLoader& loader, data::Batch& batch, int64_t epoch,
                          int64_t passes, double lr, Totals& totals, double& data_seconds) {
+  // The rank's own time: the step less its waits for gradient reductions
+  // (a loader starved of CPU counts, as the rank's own slowness).
+  const auto step_start = Clock::now();
+  const double waits_before = dopt_->stats().exposed_seconds;
   if (passes != config_.backward_passes_per_step && !exact_)
     dopt_->set_step_passes(static_cast<int>(passes));
   for (int64_t pass = 0; pass < passes; ++pass) {
@@ -267,6 +285,7 @@ void Trainer::train_step(data::BatchLoader& loader, data::Batch& batch, int64_t 
     distributed::TimelineSpan span(timeline_.get(), "optimizer step", "compute");
     dopt_->step(lr);
   }
+  compute_steps_.add(seconds_since(step_start) - (dopt_->stats().exposed_seconds - waits_before));
   ++global_step_;
   if (!stall_abort_armed_) arm_stall_abort(true);  // the first step of this launch is done
 }

@@ -26,6 +26,7 @@
 #include "distributed/distributed_optimizer.h"
 #include "distributed/exact_gradients.h"
 #include "distributed/liveness.h"
+#include "distributed/stragglers.h"
 #include "distributed/timeline.h"
 #include "nn/backend.h"
 #include "nn/batch_stats_reducer.h"
@@ -70,9 +71,13 @@ class Trainer {
  private:
   EpochResult train_epoch(int64_t epoch);
   // One optimizer step over `passes` batches of loader (read into batch); adds to totals and
-  // data_seconds (time spent waiting for batches).
+  // data_seconds (time spent waiting for batches), and its own time (all but
+  // the reduction waits) to compute_steps_.
   void train_step(data::BatchLoader& loader, data::Batch& batch, int64_t epoch, int64_t passes,
                   double lr, Totals& totals, double& data_seconds);
+  // Collective: every rank's compute figures of the epoch (compute_steps_)
+  // to every rank; the straggler, if any, into r (distributed/stragglers.h).
+  void name_straggler(EpochResult& r);
   // Evaluation and checkpoint due after epoch r.epoch, timed into r.
   void finish_epoch(EpochResult& r);
   // Evaluates the validation split into r; true for a new best accuracy.
@@ -123,6 +128,8 @@ class Trainer {
   bool stall_abort_armed_ = false;
   bool evaluated_once_ = false;
   std::vector<EpochResult> history_;
+  // This epoch's seconds per step on this rank, without reduction waits.
+  distributed::ComputeRecorder compute_steps_;
 };
 
 }  // namespace lockstep::app
