@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <thread>
 
 #include "common/error.h"
@@ -70,6 +71,51 @@ std::string LivenessLoss::message() const {
   return line;
 }
 
+std::string slow_link_line(const LinkTimes& times, double floor_seconds, double factor) {
+  // Each node: the shortest longest round trip of its measured ranks, and
+  // the shortest median.
+  struct Node {
+    std::string name;
+    double longest, typical;
+  };
+  std::vector<Node> nodes;
+  for (size_t r = 1; r < times.round_trip.size(); ++r) {
+    if (times.round_trip[r] <= 0.0) continue;
+    auto it = std::find_if(nodes.begin(), nodes.end(),
+                           [&](const Node& n) { return n.name == times.nodes[r]; });
+    if (it == nodes.end()) {
+      nodes.push_back({times.nodes[r], times.round_trip[r], times.typical[r]});
+    } else {
+      it->longest = std::min(it->longest, times.round_trip[r]);
+      it->typical = std::min(it->typical, times.typical[r]);
+    }
+  }
+  if (nodes.empty()) return "";
+  const auto slowest =
+      std::max_element(nodes.begin(), nodes.end(),
+                       [](const Node& a, const Node& b) { return a.longest < b.longest; });
+  double fastest = 0.0;  // rank 0 alone on its node: no other node to compare with
+  bool others = false;
+  for (const Node& n : nodes) {
+    if (&n == &*slowest) continue;
+    fastest = others ? std::min(fastest, n.typical) : n.typical;
+    others = true;
+  }
+  if (slowest->longest <= floor_seconds || slowest->longest <= factor * fastest) return "";
+  std::vector<int> ranks;
+  for (size_t r = 1; r < times.nodes.size(); ++r) {
+    if (times.nodes[r] == slowest->name) ranks.push_back(static_cast<int>(r));
+  }
+  char slow[32], fast[32];
+  std::snprintf(slow, sizeof(slow), "%.0f", 1e3 * slowest->longest);
+  std::snprintf(fast, sizeof(fast), "%.1f", 1e3 * fastest);
+  std::string text = detail::concat("slow link: node ", slowest->name, " (",
+                                    ranks.size() == 1 ? "rank " : "ranks ", format_rank_list(ranks),
+                                    "): heartbeat round trip ", slow, " ms");
+  if (others) text += detail::concat(", fastest node ", fast, " ms");
+  return text;
+}
+
 class LivenessMonitor::Impl {
  public:
   Impl(Communicator& comm, LivenessPolicy policy, OnLoss on_loss)
@@ -102,6 +148,11 @@ class LivenessMonitor::Impl {
     Clock::time_point last_seen;
     bool finished = false;  // said goodbye
     bool closed = false;    // closed without one
+    // Rank 0: the probe in flight (sent at probe_sent) and the round trips
+    // since take_link_times().
+    bool probing = false;
+    Clock::time_point probe_sent;
+    std::vector<double> round_trips;  // at most one a heartbeat
   };
 
   void gather_host_names() {
@@ -115,6 +166,28 @@ class LivenessMonitor::Impl {
   bool poll_once(double seconds);
   void send_heartbeats();
   void report(std::vector<const Peer*> lost, double silent);
+
+ public:
+  LinkTimes take_link_times() {
+    LinkTimes times;
+    if (comm_.rank() != 0) return times;
+    times.nodes = hosts_;
+    times.round_trip.assign(hosts_.size(), 0.0);
+    times.typical.assign(hosts_.size(), 0.0);
+    std::lock_guard lock(links_mutex_);
+    for (Peer& p : peers_) {
+      std::vector<double>& trips = p.round_trips;
+      if (trips.empty()) continue;
+      std::sort(trips.begin(), trips.end());
+      times.round_trip[static_cast<size_t>(p.rank)] = trips.back();
+      times.typical[static_cast<size_t>(p.rank)] = trips[trips.size() / 2];
+      trips.clear();
+    }
+    return times;
+  }
+
+ private:
+  std::mutex links_mutex_;  // the round-trip fields of peers_
 
   Communicator& comm_;
   LivenessPolicy policy_;
@@ -230,7 +303,15 @@ bool LivenessMonitor::Impl::poll_once(double seconds) {
     const ssize_t n = recv(p.socket.fd(), buffer, sizeof(buffer), MSG_DONTWAIT);
     if (n > 0) {
       p.last_seen = Clock::now();
-      if (std::memchr(buffer, 'q', static_cast<size_t>(n)) != nullptr) p.finished = true;
+      const auto has = [&](char c) { return std::memchr(buffer, c, static_cast<size_t>(n)); };
+      if (has('q') != nullptr) p.finished = true;
+      if (has('p') != nullptr) send(p.socket.fd(), "e", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (has('e') != nullptr && p.probing) {
+        const double trip = std::chrono::duration<double>(p.last_seen - p.probe_sent).count();
+        std::lock_guard lock(links_mutex_);
+        if (p.round_trips.size() < 100000) p.round_trips.push_back(trip);
+        p.probing = false;
+      }
     } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
       p.closed = true;
     }
@@ -239,9 +320,16 @@ bool LivenessMonitor::Impl::poll_once(double seconds) {
 }
 
 void LivenessMonitor::Impl::send_heartbeats() {
-  for (const Peer& p : peers_) {
+  const bool root = comm_.rank() == 0;
+  for (Peer& p : peers_) {
+    if (p.finished || p.closed) continue;
+    // Rank 0's heartbeat is a probe when none is in flight to that rank.
+    const bool probe = root && !p.probing;
     // A full buffer means the peer reads nothing: its silence says so.
-    if (!p.finished && !p.closed) send(p.socket.fd(), "h", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (send(p.socket.fd(), probe ? "p" : "h", 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1 && probe) {
+      p.probing = true;
+      p.probe_sent = Clock::now();
+    }
   }
 }
 
@@ -277,6 +365,10 @@ LivenessMonitor::LivenessMonitor(Communicator& comm, LivenessPolicy policy, OnLo
     : impl_(std::make_unique<Impl>(comm, policy, std::move(on_loss))) {}
 
 LivenessMonitor::~LivenessMonitor() = default;
+
+LinkTimes LivenessMonitor::take_link_times() {
+  return impl_->take_link_times();
+}
 
 std::unique_ptr<LivenessMonitor> start_liveness(Communicator& comm, const LivenessPolicy& policy,
                                                 LivenessMonitor::OnLoss on_loss) {

@@ -10,6 +10,8 @@
 //
 //   rank 0  <-- heartbeats -->  rank 1, rank 2, ...   (a star, 2 sockets a rank)
 //
+// Rank 0's heartbeats are probes that the ranks answer at once, so rank 0
+// also knows each link's round trip (slow_link_line names a slow one).
 // - a connection that closes without a goodbye (the peer crashed or was
 //   killed) is a loss at once;
 // - a peer silent for `timeout_seconds` (frozen, partitioned, powered off)
@@ -60,6 +62,24 @@ struct LivenessLoss {
   std::string message() const;
 };
 
+// Heartbeat round trips as rank 0 measured them since the last look, in
+// seconds, per rank: the longest and the median (0: rank 0 itself, or not
+// measured yet), and each rank's node.
+struct LinkTimes {
+  std::vector<double> round_trip;  // longest
+  std::vector<double> typical;     // median
+  std::vector<std::string> nodes;
+};
+
+// Names a node whose link is slow: the longest round trips of all its ranks
+// (the shortest of them stands for the node) are over `floor_seconds` and
+// over `factor` times the fastest other node's median (a median, so that a
+// moment of scheduling noise on a busy machine does not hide the slow link).
+// "slow link: node node1 (ranks 2, 3): heartbeat round trip 412 ms, fastest
+// node 0.3 ms"; empty when none is.
+std::string slow_link_line(const LinkTimes& times, double floor_seconds = 0.05,
+                           double factor = 10.0);
+
 class LivenessMonitor {
  public:
   // Called once, on the monitor's thread, when peers are lost; the default
@@ -75,6 +95,12 @@ class LivenessMonitor {
   // for a crash) and stops the thread.
   ~LivenessMonitor();
   LivenessMonitor(const LivenessMonitor&) = delete;
+
+  // Rank 0: each rank's longest heartbeat round trip since the last call
+  // (rank 0 probes one rank at a time, each heartbeat period, and the rank
+  // answers at once from its monitor thread: a long round trip is a slow or
+  // congested link, not a busy rank). Other ranks: empty. Thread-safe.
+  LinkTimes take_link_times();
   LivenessMonitor& operator=(const LivenessMonitor&) = delete;
 
  private:

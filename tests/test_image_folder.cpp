@@ -101,6 +101,7 @@ TEST(ImageFolderLoad, ColourPngIsExactAndConvertsToGrayWithStbWeights) {
   ScratchDir dir;
   const Image rgb = pattern(5, 7, 3, 4);
   write_image(dir.file("train/a/1.png"), rgb);
+  write_image(dir.file("train/b/1.png"), rgb);  // a classifier needs two classes
   write_image(dir.file("test/a/1.png"), rgb);
   const auto colour = data::load_image_folder(dir.path(), true, {.use_cache = false}).dataset;
   ASSERT_EQ(colour.channels, 3);
@@ -134,12 +135,13 @@ TEST(ImageFolderLoad, JpegPixelsAreWithinABound) {
   const Image gray = pattern(16, 16, 1, 3, true), rgb = pattern(16, 16, 3, 5, true);
   write_image(dir.file("train/g/1.jpg"), gray, true);
   write_image(dir.file("train/g/2.jpeg"), gray, true);
+  write_image(dir.file("train/h/1.jpg"), gray, true);  // a classifier needs two classes
   write_image(dir.file("test/g/1.jpg"), gray, true);
   // stb_image_write stores even a gray JPEG as YCbCr (3 components), so the
   // folder would be colour by default: ask for one channel.
   const auto d =
       data::load_image_folder(dir.path(), true, {.channels = 1, .use_cache = false}).dataset;
-  ASSERT_EQ(d.size(), 2);
+  ASSERT_EQ(d.size(), 3);
   ASSERT_EQ(d.channels, 1);
   int worst = 0;
   for (size_t i = 0; i < gray.pixels.size(); ++i) {
@@ -149,6 +151,7 @@ TEST(ImageFolderLoad, JpegPixelsAreWithinABound) {
   // Colour JPEG, read as colour.
   ScratchDir colour_dir;
   write_image(colour_dir.file("train/c/1.jpg"), rgb, true);
+  write_image(colour_dir.file("train/d/1.jpg"), rgb, true);
   write_image(colour_dir.file("test/c/1.jpg"), rgb, true);
   const auto c = data::load_image_folder(colour_dir.path(), true, {.use_cache = false}).dataset;
   ASSERT_EQ(c.channels, 3);

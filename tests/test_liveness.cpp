@@ -72,5 +72,36 @@ TEST(Liveness, ACutOffRankEndsItself) {
             "network or powered off); ending this rank");
 }
 
+// Medians a tenth of the longest round trips.
+LinkTimes links(std::vector<double> round_trip, std::vector<std::string> nodes) {
+  std::vector<double> typical;
+  for (double t : round_trip) typical.push_back(t / 10);
+  return {std::move(round_trip), std::move(typical), std::move(nodes)};
+}
+
+TEST(Liveness, SlowLinkNamesTheNodeWhoseRoundTripsAreAllLong) {
+  // Rank 1 shares rank 0's node (loopback); ranks 2 and 3 sit behind a slow link.
+  EXPECT_EQ(slow_link_line(links({0, 0.0004, 0.41, 0.35}, {"node0", "node0", "node1", "node1"})),
+            "slow link: node node1 (ranks 2, 3): heartbeat round trip 350 ms, fastest node 0.0 ms");
+  // One slow rank on a node whose other rank answers fast: a busy rank, not the link.
+  EXPECT_EQ(slow_link_line(links({0, 0.0004, 0.41, 0.002}, {"a", "a", "b", "b"})), "");
+  // Rank 0 alone on its node: only the floor decides.
+  EXPECT_EQ(slow_link_line(links({0, 0.25}, {"node0", "node1"})),
+            "slow link: node node1 (rank 1): heartbeat round trip 250 ms");
+  EXPECT_EQ(slow_link_line(links({0, 0.045}, {"node0", "node1"})), "");
+  // Over the floor, but not 10x the fastest node's median: the network is just slow.
+  LinkTimes uniform = links({0, 0.15, 0.2}, {"n0", "n1", "n2"});
+  uniform.typical = {0, 0.12, 0.15};
+  EXPECT_EQ(slow_link_line(uniform), "");
+  // A spike on the fast node (its longest) does not hide the slow one: its median counts.
+  LinkTimes spiky = links({0, 0.09, 0.3}, {"n0", "n1", "n2"});
+  spiky.typical = {0, 0.001, 0.2};
+  EXPECT_EQ(slow_link_line(spiky),
+            "slow link: node n2 (rank 2): heartbeat round trip 300 ms, fastest node 1.0 ms");
+  EXPECT_EQ(slow_link_line(links({0, 0.001, 0.04}, {"n0", "n1", "n2"})), "");  // under the floor
+  // Nothing measured yet.
+  EXPECT_EQ(slow_link_line(links({0, 0, 0}, {"n0", "n1", "n2"})), "");
+}
+
 }  // namespace
 }  // namespace lockstep::distributed

@@ -91,6 +91,7 @@ void Report::epoch(const EpochResult& r, int64_t epochs) {
     }
     std::printf("\n");
     if (!r.straggler_line.empty()) std::printf("%s\n", r.straggler_line.c_str());
+    if (!r.slow_link_line.empty()) std::printf("%s\n", r.slow_link_line.c_str());
     std::fflush(stdout);
   }
   if (metrics_ != nullptr) {

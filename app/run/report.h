@@ -41,6 +41,7 @@ struct EpochResult {
   double straggler_slowdown = 1.0;
   int straggler_rank = -1;
   std::string straggler_node, straggler_line;
+  std::string slow_link_line;  // rank 0: a node whose heartbeat round trips are long
 };
 
 class Report {

@@ -217,6 +217,7 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
 }
 
 void Trainer::name_straggler(EpochResult& r) {
+  if (liveness_) r.slow_link_line = distributed::slow_link_line(liveness_->take_link_times());
   const auto ranks = distributed::gather_compute(comm_, compute_steps_);
   const auto verdict = distributed::find_straggler(ranks, config_.straggler_threshold);
   if (verdict.slowest >= 0) r.straggler_slowdown = verdict.slowdown;

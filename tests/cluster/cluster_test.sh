@@ -257,28 +257,33 @@ case_stall_partition() {
   # reach the launcher, gives up after its deadline instead of blocking.
   bash "$fc" up -p "$prefix" -n 2
   # shellcheck disable=SC2046
+  # Warnings at 10 s: the waiting ranks report to rank 0 from 5 s on, so
+  # that its abort names the ranks it cannot hear from.
   cluster_mpiexec 2 2 "$lockstep" $(train_args --epochs 4 --train-subset 8192 --stall-abort-s 20 \
-    --liveness-timeout-s 0 --run-dir "$work/faulted") >"$work/faulted.txt" 2>&1 &
+    --stall-warning-s 10 --liveness-timeout-s 0 --run-dir "$work/faulted") >"$work/faulted.txt" 2>&1 &
   job_pid=$!
   wait_for_line "$work/faulted.txt" "^epoch +1/4" "$job_pid"
   fault_start=$(date +%s.%N)
   bash "$fc" partition -p "$prefix" node1
-  finish_faulted_run stall_partition "rank 0: stall: .*missing ranks: 2, 3"
+  finish_faulted_run stall_partition "rank 0: stall: .*missing ranks: 2, 3; ending the job"
   expect_no_leftovers "stall_partition (link still down)" 60
 }
 
 case_slow_link() {
   # A rate-limited link makes the job slow, not dead: liveness must not end
-  # it, and it completes.
+  # it, it completes, and the epoch's output names the node behind the link
+  # (its heartbeat round trips queue behind the gradients).
   bash "$fc" up -p "$prefix" -n 2
-  bash "$fc" slow -p "$prefix" node1 8mbit
+  bash "$fc" slow -p "$prefix" node1 1mbit
   # shellcheck disable=SC2046
   cluster_mpiexec 2 2 "$lockstep" $(train_args --epochs 1 --train-subset 2048 --run-dir "$work/slow") \
     >"$work/slow.txt" 2>&1 || fail "slow link: the job failed: $(tail -n 3 "$work/slow.txt")"
   [ -f "$work/slow/COMPLETE" ] || fail "slow link: no COMPLETE"
   if grep -q "lost" "$work/slow.txt"; then fail "slow link: liveness fired: $(grep lost "$work/slow.txt")"; fi
+  grep -qE "^slow link: node node1 \(ranks 2, 3\): heartbeat round trip [0-9]+ ms" "$work/slow.txt" ||
+    fail "slow link: node1 not named: $(grep -E '^(epoch|slow|straggler)' "$work/slow.txt")"
   expect_no_leftovers "slow link" 10
-  echo "slow_link: completed over an 8 Mbit/s link without a liveness report"
+  echo "slow_link: completed over a 1 Mbit/s link without a liveness report; $(grep '^slow link' "$work/slow.txt")"
 }
 
 case_sigterm() {
