@@ -5,7 +5,7 @@
 #   tests/cluster/cluster_test.sh CASE BUILD_DIR
 #
 # CASE: exit | topology | same_numbers | crash | freeze | partition |
-# slow_link | sigterm | stall_partition | scale. Each case makes its own cluster (prefix "c" + case)
+# slow_link | sigterm | stall_partition | scale | reproducible. Each case makes its own cluster (prefix "c" + case)
 # and tears it down, also on failure. Where namespaces cannot be made (not
 # root, no iproute2) a case skips (exit 77) saying why, except under CI=true,
 # where it fails: CI runs as root and must run them.
@@ -300,6 +300,26 @@ case_sigterm() {
   [ "$(tail -n 1 "$work/exit_code")" = 143 ] || fail "sigterm: mpiexec exited $(cat "$work/exit_code"), not 143"
   expect_no_leftovers sigterm 30
   resume_and_compare sigterm
+}
+
+case_reproducible() {
+  # The reproducible mode across nodes: 1 rank at batch 48 and 2 nodes x 2
+  # ranks at batch 12 (the same global batch) end with the same state and
+  # metrics digests.
+  bash "$fc" up -p "$prefix" -n 2
+  local args=(--epochs 2 --train-subset 960 --reproducible true --lr-scaling none)
+  # shellcheck disable=SC2046
+  cluster_mpiexec 1 1 "$lockstep" $(train_args "${args[@]}" --batch-size 48 --run-dir "$work/one") \
+    >"$work/one.txt" 2>&1 || fail "1 rank: $(tail -n 3 "$work/one.txt")"
+  # shellcheck disable=SC2046
+  cluster_mpiexec 2 2 "$lockstep" $(train_args "${args[@]}" --batch-size 12 --run-dir "$work/four") \
+    >"$work/four.txt" 2>&1 || fail "2 x 2 ranks: $(tail -n 3 "$work/four.txt")"
+  grep -q "4 ranks on 2 nodes" "$work/four.txt" || fail "not on 2 nodes: $(head -n 1 "$work/four.txt")"
+  local one four
+  one=$(grep "^reproducible: state sha256" "$work/one.txt") || fail "1 rank printed no digest"
+  four=$(grep "^reproducible: state sha256" "$work/four.txt") || fail "2 x 2 printed no digest"
+  [ "$one" = "$four" ] || fail "digests differ: 1 rank '$one', 2 nodes x 2 ranks '$four'"
+  echo "reproducible: 1 rank and 2 nodes x 2 ranks: $four"
 }
 
 case_scale() {
