@@ -6,7 +6,7 @@
 //         stay fp32 in memory between layers; master weights, gradients,
 //         optimizer state, losses and softmax stay fp32 (as PyTorch's
 //         autocast to bf16).
-//   fp16: as bf16 with IEEE half inputs; CUDA only (nn/cuda/precision.h),
+//   fp16: as bf16 with IEEE half inputs; CUDA only (nn/cuda/math_types.h),
 //         with loss scaling (nn/grad_scaler.h).
 // The integer values cross the CUDA plugin's ABI: append, never renumber.
 #pragma once

@@ -1,4 +1,4 @@
-// The CUDA backend at each precision (nn/cuda/precision.h), typed over
+// The CUDA backend at each precision (nn/cuda/math_types.h), typed over
 // fp32, bf16 and fp16: convolutions (forward, backward data and filter, with
 // bias) and GEMMs against the float32 CPU backend, with tolerances stated
 // from each format's rounding of the inputs (unit roundoff u = 2^-9 for bf16,
@@ -27,7 +27,7 @@
 
 #include "nn/cuda/cuda_backend.h"
 #include "nn/cuda/device_context.h"
-#include "nn/cuda/precision.h"
+#include "nn/cuda/math_types.h"
 #include "common/error.h"
 #include "nn/model_zoo.h"
 #include "nn/optimizer.h"

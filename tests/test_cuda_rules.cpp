@@ -1,7 +1,7 @@
 // The CUDA backend's rules that need no GPU, run in every build: which cuDNN
 // result is chosen (nn/cuda/algorithm_choice.h), when the runtime's last
 // error is consumed (nn/cuda/error_rules.h, against a scripted fake
-// runtime), and the precision names (nn/cuda/precision.h).
+// runtime), and the precision names (nn/cuda/math_types.h).
 #include <gtest/gtest.h>
 
 #include <deque>
@@ -9,7 +9,7 @@
 
 #include "nn/cuda/algorithm_choice.h"
 #include "nn/cuda/error_rules.h"
-#include "nn/cuda/precision.h"
+#include "nn/cuda/math_types.h"
 
 namespace lockstep::nn::cuda {
 namespace {

@@ -207,7 +207,7 @@ std::vector<Key> make_schema() {
           .allowed({"cpu", "cuda", "auto"}),
       key("deterministic", &C::deterministic,
           "cuda: only deterministic cuDNN convolution algorithms"),
-      // precision: 16-bit convolutions and GEMMs: CUDA (nn/cuda/precision.h), and bf16 on
+      // precision: 16-bit convolutions and GEMMs: CUDA (nn/cuda/math_types.h), and bf16 on
       // the CPU (nn/precision.h: vdpbf16ps where the CPU has AVX512_BF16, else emulated)
       key("precision", &C::precision,
           "convolution and GEMM inputs rounded to 16 bits, float32 accumulation, float32 weights "

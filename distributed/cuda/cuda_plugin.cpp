@@ -14,7 +14,7 @@
 #include "distributed/cuda/plugin_text.h"
 #include "nn/cuda/cuda_backend.h"
 #include "nn/cuda/cuda_device_memory.h"
-#include "nn/cuda/precision.h"
+#include "nn/cuda/math_types.h"
 
 namespace {
 

@@ -19,7 +19,7 @@
 #include <string>
 
 #include "nn/backend.h"
-#include "nn/cuda/precision.h"
+#include "nn/cuda/math_types.h"
 
 namespace lockstep::nn {
 
@@ -40,7 +40,7 @@ std::string cuda_devices_description();
 // only deterministic cuDNN algorithms (chosen by heuristics, the same on
 // every run); otherwise the fastest measured (cudnnFind). Every other op is
 // deterministic either way. precision: the arithmetic of convolutions and
-// GEMMs (nn/cuda/precision.h; tensors stay float32). Throws InputError when
+// GEMMs (nn/cuda/math_types.h; tensors stay float32). Throws InputError when
 // the device is not visible, LibraryError when CUDA, cuDNN or cuBLAS cannot
 // start on it.
 // Copies `bytes` of host memory to device memory of `backend` (a CUDA

@@ -8,7 +8,7 @@
 // Tensor::zero's cudaMemset) waits for queued backend work and vice versa:
 // a tensor copied to the host after a backend op sees its result.
 //
-// Numerics (nn/cuda/precision.h): at fp32, convolutions run with
+// Numerics (nn/cuda/math_types.h): at fp32, convolutions run with
 // CUDNN_FMA_MATH and GEMMs with CUBLAS_DEFAULT_MATH, i.e. full float32, never
 // TF32, so that results match the CPU backend to float32 rounding; at bf16 and
 // fp16, 16-bit descriptors with float32 compute and CUDNN_TENSOR_OP_MATH.
@@ -37,7 +37,7 @@
 #include "nn/backend.h"
 #include "nn/cuda/descriptors.h"
 #include "nn/cuda/host_rules.h"
-#include "nn/cuda/precision.h"
+#include "nn/cuda/math_types.h"
 
 namespace lockstep::nn::cuda {
 

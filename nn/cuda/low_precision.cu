@@ -1,5 +1,5 @@
 // Conversions between the backend's float32 tensors and the 16-bit operands
-// of bf16/fp16 convolutions and GEMMs (nn/cuda/precision.h): round to
+// of bf16/fp16 convolutions and GEMMs (nn/cuda/math_types.h): round to
 // nearest even on the way down (PyTorch's .to(torch.bfloat16/half)), exact
 // on the way up.
 #include <cuda_bf16.h>

@@ -1,4 +1,4 @@
-// The arithmetic precision of the CUDA backend's convolutions and GEMMs:
+// The math types the CUDA backend uses for each precision in its convolutions and GEMMs:
 //   fp32:       float32 tensors, CUDNN_FMA_MATH, cublasSgemm (no TF32): the
 //               CPU backend's results to float32 rounding. The default.
 //   bf16, fp16: inputs rounded to 16 bits (round to nearest even), products
