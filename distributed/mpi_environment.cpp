@@ -127,10 +127,13 @@ int MpiEnvironment::end_job(std::unique_ptr<Communicator> comm, int exit_code,
     comm->set_stall_label("end of job");
     comm->barrier();
   }
-  const bool spans_nodes = comm->node_count() > 1;
+  // Over TCP the hang needs no second node: MPICH closes a UCX endpoint to
+  // every rank, those on its own node too (4 ranks on one fake node with
+  // UCX_TLS=tcp,self hung as well). So every job of several ranks ends so.
+  const bool several = comm->size() > 1;
   comm.reset();
   const int fd = launcher_fd != nullptr ? std::atoi(launcher_fd) : -1;
-  if (spans_nodes && owns_ && fd > 2 && finalize_with_launcher(fd)) {
+  if (several && owns_ && fd > 2 && finalize_with_launcher(fd)) {
     std::fflush(nullptr);
     std::_Exit(exit_code);
   }
