@@ -16,13 +16,13 @@
 #include <utility>
 #include <vector>
 
+#include "common/enum_table.h"
+#include "common/error.h"
 #include "distributed/communicator.h"
 #include "distributed/failure.h"
 #include "distributed/mpi_check.h"
 #include "distributed/mpi_communicator.h"
 #include "distributed/stall_schedule.h"
-#include "common/enum_table.h"
-#include "common/error.h"
 
 namespace lockstep::distributed::mpi_detail {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "nn/backend.h"
 #include "common/enum_table.h"
+#include "nn/backend.h"
 #include "nn/layer.h"
 
 namespace lockstep::nn {

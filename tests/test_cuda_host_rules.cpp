@@ -8,9 +8,9 @@
 #include <limits>
 #include <vector>
 
+#include "common/error.h"
 #include "distributed/cuda/plugin_text.h"
 #include "nn/cuda/host_rules.h"
-#include "common/error.h"
 
 namespace lockstep::nn::cuda {
 namespace {

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "app/platform/cuda_plugin_loader.h"
-#include "support/gpu_skip.h"
 #include "support/dataset_files.h"
+#include "support/gpu_skip.h"
 #include "support/run_command.h"
 #include "support/run_files.h"
 

@@ -25,10 +25,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/error.h"
 #include "nn/cuda/cuda_backend.h"
 #include "nn/cuda/device_context.h"
 #include "nn/cuda/math_types.h"
-#include "common/error.h"
 #include "nn/model_zoo.h"
 #include "nn/optimizer.h"
 #include "support/cuda_test_util.h"

@@ -11,8 +11,8 @@
 #include <type_traits>
 
 #include "app/checkpoint/checkpoint.h"
-#include "app/config/config_schema.h"
 #include "app/checkpoint/resume_policy.h"
+#include "app/config/config_schema.h"
 #include "common/error.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"

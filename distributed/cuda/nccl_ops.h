@@ -6,8 +6,8 @@
 
 #include <optional>
 
-#include "distributed/communicator.h"
 #include "common/enum_table.h"
+#include "distributed/communicator.h"
 
 namespace lockstep::distributed {
 

@@ -8,8 +8,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "nn/backend.h"
 #include "common/error.h"
+#include "nn/backend.h"
 
 namespace lockstep::nn::cuda {
 

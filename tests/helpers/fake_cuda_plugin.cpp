@@ -1,9 +1,8 @@
 // Stand-ins for liblockstep_cuda.so (tests/test_cuda_plugin.cpp):
-// FAKE_PLUGIN_ABI is the ABI version it claims (the previous one: refused); FAKE_PLUGIN_NO_ENTRY builds
-// one without the entry point; FAKE_PLUGIN_SHORT_TABLE one whose table is a
-// pointer shorter than the loader's (a plugin built against an older
-// header); FAKE_PLUGIN_VERSION one from another lockstep release. A plugin
-// of the right ABI sees FAKE_PLUGIN_DEVICES devices (default none), and
+// FAKE_PLUGIN_ABI is the ABI version it claims (the previous one: refused); FAKE_PLUGIN_NO_ENTRY
+// builds one without the entry point; FAKE_PLUGIN_SHORT_TABLE one whose table is a pointer shorter
+// than the loader's (a plugin built against an older header); FAKE_PLUGIN_VERSION one from another
+// lockstep release. A plugin of the right ABI sees FAKE_PLUGIN_DEVICES devices (default none), and
 // cannot make a backend.
 #include <cstring>
 

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "app/run/trainer.h"
-#include "mpi_test_util.h"
 #include "common/error.h"
+#include "mpi_test_util.h"
 
 namespace lockstep {
 namespace {
