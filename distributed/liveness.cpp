@@ -164,6 +164,7 @@ class LivenessMonitor::Impl {
   void connect_peers();
   void run();
   bool poll_once(double seconds);
+  std::vector<const Peer*> lost_peers(double* silent) const;
   void send_heartbeats();
   void report(std::vector<const Peer*> lost, double silent);
 
@@ -257,16 +258,8 @@ void LivenessMonitor::Impl::run() {
       next_beat = Clock::now() + std::chrono::duration_cast<Clock::duration>(interval);
     }
     if (!poll_once(std::chrono::duration<double>(next_beat - Clock::now()).count())) return;
-    std::vector<const Peer*> lost;
     double silent = 0.0;
-    for (const Peer& p : peers_) {
-      if (p.finished) continue;
-      const double quiet = std::chrono::duration<double>(Clock::now() - p.last_seen).count();
-      if (p.closed || quiet > policy_.timeout_seconds) {
-        lost.push_back(&p);
-        silent = std::max(silent, quiet);
-      }
-    }
+    std::vector<const Peer*> lost = lost_peers(&silent);
     if (lost.empty()) continue;
     // A node's ranks fail together: collect what else closes in the next
     // moment, so that the report names the node once. A rank that lost rank
@@ -274,15 +267,27 @@ void LivenessMonitor::Impl::run() {
     // job, which is not news.
     const bool lost_root = comm_.rank() != 0;
     if (!poll_once(lost_root && lost[0]->closed ? 2.0 : 0.5)) return;
-    lost.clear();
-    for (const Peer& p : peers_) {
-      const double quiet = std::chrono::duration<double>(Clock::now() - p.last_seen).count();
-      if (!p.finished && (p.closed || quiet > policy_.timeout_seconds)) lost.push_back(&p);
-    }
+    lost = lost_peers(nullptr);
     if (lost.empty()) continue;
     report(lost, silent);
     return;
   }
+}
+
+// The peers closed without a goodbye or silent past the timeout; `silent`
+// (when given) receives the longest silence among them.
+std::vector<const LivenessMonitor::Impl::Peer*> LivenessMonitor::Impl::lost_peers(
+    double* silent) const {
+  std::vector<const Peer*> lost;
+  for (const Peer& p : peers_) {
+    if (p.finished) continue;
+    const double quiet = std::chrono::duration<double>(Clock::now() - p.last_seen).count();
+    if (p.closed || quiet > policy_.timeout_seconds) {
+      lost.push_back(&p);
+      if (silent != nullptr) *silent = std::max(*silent, quiet);
+    }
+  }
+  return lost;
 }
 
 // Waits up to `seconds` for heartbeats, goodbyes and closed connections;
