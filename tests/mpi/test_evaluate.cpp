@@ -10,6 +10,7 @@
 
 #include "app/run/trainer.h"
 #include "mpi_test_util.h"
+#include "mpi_trainer_util.h"
 #include "support/dataset_files.h"
 
 namespace lockstep {
@@ -17,16 +18,8 @@ namespace {
 
 TEST(EvaluateMpi, NRanksEvaluateLikeOneProcess) {
   auto comm = distributed::testing::make_test_comm();
-  const std::string dir = distributed::testing::shared_scratch_dir(*comm, "lockstep_eval");
-  if (comm->rank() == 0) lockstep::testing::write_mnist_dir(dir + "/data", 64, 100);
-  comm->barrier();
-  app::TrainConfig config;
-  config.dataset = "mnist";
-  config.data_dir = dir + "/data";
-  config.run_dir.clear();
-  config.progress = "none";
-  config.threads = 1;
-  config.test_batch_size = 7;  // several uneven batches per rank
+  app::TrainConfig config =
+      distributed::testing::mnist_test_config(*comm, "lockstep_eval", 64, 100);
   app::Trainer trainer(config, *comm);
   const app::EvalResult many = trainer.evaluate();
   EXPECT_EQ(many.samples, 100);
@@ -46,7 +39,8 @@ TEST(EvaluateMpi, NRanksEvaluateLikeOneProcess) {
     }
   }
   comm->barrier();
-  if (comm->rank() == 0) std::filesystem::remove_all(dir);
+  if (comm->rank() == 0)
+    std::filesystem::remove_all(std::filesystem::path(config.data_dir).parent_path());
 }
 
 }  // namespace

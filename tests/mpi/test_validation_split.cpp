@@ -8,6 +8,7 @@
 #include "data/catalog.h"
 #include "data/validation_split.h"
 #include "mpi_test_util.h"
+#include "mpi_trainer_util.h"
 #include "support/dataset_files.h"
 
 namespace lockstep {
@@ -15,16 +16,8 @@ namespace {
 
 TEST(ValidationSplitMpi, EveryRankHoldsTheSameSplitAndCountsItOnce) {
   auto comm = distributed::testing::make_test_comm();
-  const std::string dir = distributed::testing::shared_scratch_dir(*comm, "lockstep_val_split");
-  if (comm->rank() == 0) lockstep::testing::write_mnist_dir(dir + "/data", 90, 10);
-  comm->barrier();
-  app::TrainConfig config;
-  config.dataset = "mnist";
-  config.data_dir = dir + "/data";
-  config.run_dir.clear();
-  config.progress = "none";
-  config.threads = 1;
-  config.test_batch_size = 7;  // several uneven batches per rank
+  app::TrainConfig config =
+      distributed::testing::mnist_test_config(*comm, "lockstep_val_split", 90, 10);
   config.val_fraction = 0.3;
   app::Trainer trainer(config, *comm);
   const app::EvalResult v = trainer.evaluate(true);
@@ -34,7 +27,7 @@ TEST(ValidationSplitMpi, EveryRankHoldsTheSameSplitAndCountsItOnce) {
   const uint64_t h = held.fingerprint();
   const auto all = comm->allgather_value(h);
   for (size_t r = 0; r < all.size(); ++r) EXPECT_EQ(all[r], h) << "rank " << r << "'s split";
-  data::Dataset whole = data::load_dataset("mnist", dir + "/data", true);
+  data::Dataset whole = data::load_dataset("mnist", config.data_dir, true);
   const data::Dataset want = data::split_off_validation(whole, 0.3, config.seed);
   EXPECT_EQ(held.size(), want.size());
   EXPECT_EQ(h, want.fingerprint());
@@ -49,7 +42,8 @@ TEST(ValidationSplitMpi, EveryRankHoldsTheSameSplitAndCountsItOnce) {
     EXPECT_DOUBLE_EQ(one.accuracy, v.accuracy);
   }
   comm->barrier();
-  if (comm->rank() == 0) std::filesystem::remove_all(dir);
+  if (comm->rank() == 0)
+    std::filesystem::remove_all(std::filesystem::path(config.data_dir).parent_path());
 }
 
 }  // namespace
