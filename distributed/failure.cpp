@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "distributed/launcher_pmi.h"
 
 namespace lockstep::distributed {
 
@@ -84,6 +85,7 @@ SignalLine g_lines[] = {
     {SIGABRT, "aborted (SIGABRT)", {}, 0},
 };
 int g_rank = -1;
+int g_pmi_fd = -1;  // hydra's PMI connection (PMI_FD), -1 without one
 
 // MPICH's mpiexec forwards a SIGTERM (a scheduler's wall time) to every rank
 // and, having forwarded it, reports exit code 0 for any rank whose exit its
@@ -101,7 +103,24 @@ void hold_output_past_exit() noexcept {
   }
 }
 
-void on_signal(int signal) {
+// The same for a stop that hydra's proxy forwarded to every rank, where the
+// moment above is not enough: this rank's PMI connection closing without a
+// finalize makes the proxy SIGKILL the node's other ranks, maybe still in
+// this handler (the job then exits 9), and a rank it reaps after the last
+// pipe closed counts as exit 0. The child keeps the PMI connection and the
+// pipes until the proxy has reaped this rank (launcher_pmi.h).
+void linger_with_launcher(int pmi_fd) noexcept {
+  const pid_t rank = getpid();
+  if (_Fork() == 0) {
+    const auto fd = static_cast<unsigned>(pmi_fd);
+    syscall(SYS_close_range, 3U, fd - 1, 0U);
+    syscall(SYS_close_range, fd + 1, ~0U, 0U);
+    linger_until_reaped(pmi_fd, rank, 5000);
+    _exit(0);
+  }
+}
+
+void on_signal(int signal, siginfo_t* info, void* /*context*/) {
   const int saved = errno;
   for (const SignalLine& line : g_lines) {
     if (line.signal == signal) {
@@ -114,7 +133,13 @@ void on_signal(int signal) {
   // Asked to stop: exit with the shell's code for it (128 + signal), which
   // launchers pass on as an exit code rather than as a crash.
   if (signal == SIGINT || signal == SIGTERM) {
-    hold_output_past_exit();
+    // Sent by hydra's proxy, this rank's parent: the launcher stops the job.
+    const bool from_launcher = g_pmi_fd >= 0 && info != nullptr && info->si_pid == getppid();
+    if (from_launcher && claim_pmi_connection()) {
+      linger_with_launcher(g_pmi_fd);
+    } else {
+      hold_output_past_exit();
+    }
     _exit(128 + signal);
   }
   // SA_RESETHAND restored the default action: die of the same signal.
@@ -148,15 +173,16 @@ void pause_for_launcher() noexcept {
 
 void install_failure_handlers(int rank) {
   g_rank = rank;
+  g_pmi_fd = parse_pmi_fd(std::getenv("PMI_FD"));
   for (SignalLine& line : g_lines) {
     const int written = std::snprintf(line.text, sizeof(line.text),
                                       "lockstep: rank %d: %s; ending the job\n", rank, line.what);
     line.length = written > 0 ? std::min(static_cast<size_t>(written), sizeof(line.text) - 1) : 0;
     struct sigaction action;
     std::memset(&action, 0, sizeof(action));
-    action.sa_handler = on_signal;
+    action.sa_sigaction = on_signal;
     sigemptyset(&action.sa_mask);
-    action.sa_flags = SA_RESETHAND | SA_NODEFER;
+    action.sa_flags = SA_RESETHAND | SA_NODEFER | SA_SIGINFO;
     sigaction(line.signal, &action, nullptr);
   }
   std::set_terminate(on_terminate);

@@ -39,7 +39,10 @@ int run_guarded(Communicator& comm, const std::function<int()>& body) noexcept;
 // async-signal-safe write(). SIGINT and SIGTERM (a user or a scheduler
 // asking the job to stop) then exit with 128 + signal; the others restore
 // the default action and re-raise the signal, so the rank dies of it. Either
-// way the launcher (mpiexec, srun, aprun) ends the other ranks. Checkpoints
+// way the launcher (mpiexec, srun, aprun) ends the other ranks. A stop that
+// MPICH's hydra forwarded (sent by the rank's parent, the proxy) ends with
+// launcher_pmi.h's linger_until_reaped in a child, so that mpiexec reports
+// 143 rather than 9 or 0. Checkpoints
 // are written atomically, so a rank stopped mid-write leaves the previous
 // one intact. An uncaught exception (std::terminate) prints its
 // message the same way and aborts. Call again to update the rank.

@@ -164,7 +164,7 @@ class LivenessMonitor::Impl {
   void connect_peers();
   void run();
   bool poll_once(double seconds);
-  std::vector<const Peer*> lost_peers(double* silent) const;
+  std::vector<const Peer*> lost_peers(double limit_seconds, double* silent) const;
   void send_heartbeats();
   void report(std::vector<const Peer*> lost, double silent);
 
@@ -259,30 +259,31 @@ void LivenessMonitor::Impl::run() {
     }
     if (!poll_once(std::chrono::duration<double>(next_beat - Clock::now()).count())) return;
     double silent = 0.0;
-    std::vector<const Peer*> lost = lost_peers(&silent);
+    std::vector<const Peer*> lost = lost_peers(policy_.timeout_seconds, &silent);
     if (lost.empty()) continue;
     // A node's ranks fail together: collect what else closes in the next
-    // moment, so that the report names the node once. A rank that lost rank
-    // 0's connection waits a little longer: the launcher may be ending the
-    // job, which is not news.
+    // moment, and the ranks silent for half the limit (a frozen node's
+    // ranks fell silent up to a heartbeat apart), so that the report names
+    // the node once. A rank that lost rank 0's connection waits a little
+    // longer: the launcher may be ending the job, which is not news.
     const bool lost_root = comm_.rank() != 0;
     if (!poll_once(lost_root && lost[0]->closed ? 2.0 : 0.5)) return;
-    lost = lost_peers(nullptr);
+    lost = lost_peers(policy_.companion_seconds(), nullptr);
     if (lost.empty()) continue;
     report(lost, silent);
     return;
   }
 }
 
-// The peers closed without a goodbye or silent past the timeout; `silent`
+// The peers closed without a goodbye or silent past the limit; `silent`
 // (when given) receives the longest silence among them.
 std::vector<const LivenessMonitor::Impl::Peer*> LivenessMonitor::Impl::lost_peers(
-    double* silent) const {
+    double limit_seconds, double* silent) const {
   std::vector<const Peer*> lost;
   for (const Peer& p : peers_) {
     if (p.finished) continue;
     const double quiet = std::chrono::duration<double>(Clock::now() - p.last_seen).count();
-    if (p.closed || quiet > policy_.timeout_seconds) {
+    if (p.closed || quiet > limit_seconds) {
       lost.push_back(&p);
       if (silent != nullptr) *silent = std::max(*silent, quiet);
     }

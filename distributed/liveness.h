@@ -23,6 +23,8 @@
 // the stall watchdog (distributed/stall.h) ends a job for slowness.
 #pragma once
 
+#include <algorithm>
+
 #include <functional>
 #include <memory>
 #include <string>
@@ -41,6 +43,12 @@ struct LivenessPolicy {
   double connect_seconds = 60.0;
 
   bool enabled() const { return timeout_seconds > 0.0; }
+  // Once one peer is lost, a peer silent this long is reported with it:
+  // half the timeout, at least three heartbeats, at most the timeout (the
+  // ranks of a frozen node fall silent up to a heartbeat apart).
+  double companion_seconds() const {
+    return std::min(timeout_seconds, std::max(3.0 * heartbeat_seconds, timeout_seconds / 2.0));
+  }
   // Throws InputError naming the field when a value is negative, not finite,
   // or the heartbeat is not shorter than the timeout.
   void validate() const;

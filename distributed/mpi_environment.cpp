@@ -1,10 +1,8 @@
 // The MPI environment (MPI_Init_thread / MPI_Finalize), the end of a job
 // (end_job, abort_job) and the library version string.
-#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +13,7 @@
 
 #include "common/error.h"
 #include "distributed/failure.h"
+#include "distributed/launcher_pmi.h"
 #include "distributed/mpi_check.h"
 #include "distributed/mpi_communicator.h"
 
@@ -85,35 +84,6 @@ MpiEnvironment::~MpiEnvironment() noexcept {
   MPI_Finalize();
 }
 
-namespace {
-
-// Tells MPICH's launcher (hydra's proxy, PMI-1 wire protocol on the
-// connection whose descriptor is in PMI_FD) that this process finalized, as
-// the last step of MPI_Finalize would: hydra takes a PMI connection that
-// closes before a finalize for a failed process and SIGKILLs the job's other
-// processes. True when the proxy acknowledged.
-bool finalize_with_launcher(int fd) {
-  const char request[] = "cmd=finalize\n";
-  size_t sent = 0;
-  while (sent < sizeof(request) - 1) {
-    const ssize_t n = ::write(fd, request + sent, sizeof(request) - 1 - sent);
-    if (n <= 0 && errno != EINTR) return false;
-    if (n > 0) sent += static_cast<size_t>(n);
-  }
-  std::string reply;
-  while (reply.find('\n') == std::string::npos) {
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, 10'000) != 1) return false;
-    char buffer[128];
-    const ssize_t n = ::read(fd, buffer, sizeof(buffer));
-    if (n <= 0) return false;
-    reply.append(buffer, static_cast<size_t>(n));
-  }
-  return reply.find("cmd=finalize_ack") != std::string::npos;
-}
-
-}  // namespace
-
 int MpiEnvironment::end_job(std::unique_ptr<Communicator> comm, int exit_code,
                             const char* launcher_fd) {
   LOCKSTEP_CHECK(comm != nullptr, "end_job needs the job's communicator");
@@ -132,8 +102,10 @@ int MpiEnvironment::end_job(std::unique_ptr<Communicator> comm, int exit_code,
   // UCX_TLS=tcp,self hung as well). So every job of several ranks ends so.
   const bool several = comm->size() > 1;
   comm.reset();
-  const int fd = launcher_fd != nullptr ? std::atoi(launcher_fd) : -1;
-  if (several && owns_ && fd > 2 && finalize_with_launcher(fd)) {
+  // Hydra's proxy takes a PMI connection that closes before a finalize for
+  // a failed process and SIGKILLs the job's other processes: say it first.
+  const int fd = parse_pmi_fd(launcher_fd);
+  if (several && owns_ && fd >= 0 && claim_pmi_connection() && pmi_finalize(fd, 10'000)) {
     std::fflush(nullptr);
     std::_Exit(exit_code);
   }

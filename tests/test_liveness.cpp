@@ -34,6 +34,19 @@ TEST(Liveness, SingleRankNeedsNoMonitor) {
   EXPECT_EQ(start_liveness(*comm, LivenessPolicy{}), nullptr);
 }
 
+// Once a rank is lost, rank 0 counts with it the ranks silent for half the
+// timeout: a frozen node's ranks stop up to a heartbeat apart, and the
+// report must still name the node (cluster_freeze saw "lost rank 2 on
+// node1" when rank 3 had beaten 0.6 s later).
+TEST(Liveness, CompanionSilenceIsHalfTheTimeoutWithinBounds) {
+  LivenessPolicy policy;  // heartbeat 1 s, timeout 15 s
+  EXPECT_DOUBLE_EQ(policy.companion_seconds(), 7.5);
+  policy.timeout_seconds = 4;  // three heartbeats are more than half
+  EXPECT_DOUBLE_EQ(policy.companion_seconds(), 3.0);
+  policy.heartbeat_seconds = 2;  // never past the timeout itself
+  EXPECT_DOUBLE_EQ(policy.companion_seconds(), 4.0);
+}
+
 TEST(Liveness, ReportNamesAWholeNodeAndItsRanks) {
   LivenessLoss loss;
   loss.reporter = 0;

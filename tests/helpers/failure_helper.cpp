@@ -3,7 +3,9 @@
 //
 //   lockstep_failure_helper MODE [--tag=ANY]
 //   MODE: ok | throw | sigkill | sigterm | segv | terminate | mismatch | stall |
-//         unwind | throw_all (every rank) | sigterm_all (every rank)
+//         unwind | throw_all (every rank) | sigterm_all (every rank) |
+//         until_stopped (rank 0 prints "ready", then every rank reduces
+//         until a signal stops it)
 // The tag is ignored: tests use it to find leftover processes.
 #include <algorithm>
 #include <chrono>
@@ -25,12 +27,12 @@ using namespace lockstep::distributed;
 namespace {
 
 int run(Communicator& comm, const std::string& mode) {
-  const std::vector<std::string> modes = {"ok",        "throw",      "sigkill",  "sigterm",
-                                          "segv",      "terminate",  "mismatch", "stall",
-                                          "throw_all", "sigterm_all"};
+  const std::vector<std::string> modes = {"ok",        "throw",       "sigkill",      "sigterm",
+                                          "segv",      "terminate",   "mismatch",     "stall",
+                                          "throw_all", "sigterm_all", "until_stopped"};
   if (std::find(modes.begin(), modes.end(), mode) == modes.end()) {
     fail_input("unknown mode '", mode, "' (ok, throw, sigkill, sigterm, segv, terminate, ",
-               "mismatch, stall)");
+               "mismatch, stall, throw_all, sigterm_all, until_stopped)");
   }
   const int rank = comm.rank();
   comm.barrier();
@@ -55,6 +57,15 @@ int run(Communicator& comm, const std::string& mode) {
     std::vector<float> x(10, 1.0f);
     comm.allreduce(std::span<float>(x), ReduceOp::kSum);
     return 0;
+  }
+  if (mode == "until_stopped") {
+    comm.barrier();
+    if (rank == 0) {
+      std::printf("ready\n");
+      std::fflush(stdout);
+    }
+    std::vector<float> x(1000, 1.0f);
+    for (;;) comm.allreduce(std::span<float>(x), ReduceOp::kMax);
   }
   if (mode == "throw_all") throw InputError("helper: bad value in every rank's input");
   if (mode == "sigterm_all") raise(SIGTERM);

@@ -1,0 +1,43 @@
+// The few words lockstep says to MPICH's launcher itself: hydra's proxy, over
+// the PMI-1 wire protocol on the connection whose descriptor MPICH passes in
+// PMI_FD. Everything here is async-signal-safe (raw system calls, no
+// allocation), so the SIGTERM handler may use it.
+//
+// Why lockstep speaks to the proxy at all (MPICH 4.0.2, hydra pmip.c and
+// pmip_cb.c):
+//  * a PMI connection that closes before a `finalize` is taken for a failed
+//    process: the proxy SIGKILLs every other process on its node;
+//  * once the proxy has forwarded a signal (mpiexec got SIGTERM), it keeps
+//    the real exit code only of a process it reaps while some output pipe on
+//    the node is still open, and reaps at most one per event it sees; any
+//    other process is reported as having exited 0.
+#pragma once
+
+#include <sys/types.h>
+
+namespace lockstep::distributed {
+
+// The descriptor in PMI_FD's value; -1 when absent or not a descriptor > 2.
+int parse_pmi_fd(const char* value) noexcept;
+
+// True for the first caller only: the end of a job (end_job) and a stop
+// signal's handler may both want the connection, and one exchange at a time
+// may use it.
+bool claim_pmi_connection() noexcept;
+
+// Sends `cmd=finalize` and waits up to `timeout_ms` for `cmd=finalize_ack`,
+// skipping replies to earlier requests. True when acknowledged: the proxy
+// then forgets the connection, and closing it is no failure.
+bool pmi_finalize(int fd, int timeout_ms) noexcept;
+
+// The last moments of a rank that the launcher asked to stop (a forwarded
+// SIGTERM or SIGINT). Call in a child forked from the rank, which then exits
+// with its code; `rank_pid` is the rank. The child holds the rank's output
+// pipes and PMI connection, and asks the proxy a harmless question (PMI
+// get_maxes) every 20 ms until the proxy has reaped the rank, so that the
+// proxy reaps it with its code while an output pipe is still open; then it
+// sends finalize, so that the connection's close kills nothing, and returns.
+// Gives up after `max_ms`.
+void linger_until_reaped(int pmi_fd, pid_t rank_pid, int max_ms) noexcept;
+
+}  // namespace lockstep::distributed
