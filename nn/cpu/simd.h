@@ -7,9 +7,7 @@
 
 #include "nn/cpu/isa_namespace.h"
 
-#if defined(__AVX512F__)
 #include <immintrin.h>
-#endif
 
 #include <cstdint>
 #include <cstring>
@@ -71,6 +69,17 @@ inline vn loadn(const float* p) {
 }
 inline void storen(float* p, vn v) {
   std::memcpy(p, &v, sizeof v);
+}
+// p[0..n) in the first n lanes of a native register (0 <= n < kNativeLanes),
+// zeros after; reads nothing past p + n.
+inline vn loadn_head(const float* p, int64_t n) {
+#if defined(__AVX512F__)
+  return load16_head(p, n);
+#else
+  static constexpr int32_t kOnes[16] = {-1, -1, -1, -1, -1, -1, -1, -1};
+  const __m256i mask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kOnes + 8 - n));
+  return reinterpret_cast<vn>(_mm256_maskload_ps(p, mask));
+#endif
 }
 
 inline v8 load8(const float* p) {
