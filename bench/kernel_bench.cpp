@@ -1,10 +1,13 @@
 // Micro benchmark of the CPU backend: every op of one training step of the
 // MNIST reference net at batch 64, in the order the layers call them, timed
 // one by one (median of repeats), then the whole step; plus the
-// convolutions and linear layers of AlexNet-CIFAR at batch 128.
+// convolutions and linear layers of AlexNet-CIFAR at batch 128, and those of
+// resnet20 with its BatchNorms, as fractions of the core's peak.
 //
-//   kernel_bench [bf16] [avx2|avx512] [threads...]   (default: fp32, widest, 1 2)
-// First the core's fp32 FMA and bf16 vdpbf16ps peaks (bench/peak_flops.h).
+//   kernel_bench [bf16] [avx2|avx512] [mnist] [alexnet] [resnet20] [threads...]
+//                (default: fp32, widest instruction set, every model, 1 2 threads)
+// First the core's peak for the kernels' instruction set: fp32 512-bit FMA
+// and bf16 vdpbf16ps, or fp32 256-bit FMA for avx2 (bench/peak_flops.h).
 // With LOCKSTEP_BENCH_CPU_TIME set, times are process CPU time (see now_us).
 #include <algorithm>
 #include <chrono>
@@ -261,21 +264,112 @@ void bench_alexnet(int threads) {
   std::printf("\n");
 }
 
+// The convolutions and BatchNorms of one resnet20 training step at batch
+// 128, one line per distinct shape (count: how often the step runs it), each
+// op in GFLOP/s and as a fraction of the core's peak for the kernels'
+// instruction set; then the whole step of these ops. The stem has no
+// backward data (nothing below it needs dx).
+void bench_resnet20(int threads) {
+  auto b = lockstep::nn::make_cpu_backend(
+      {.threads = threads, .isa_cap = isa_cap, .precision = precision});
+  std::printf("\nresnet20, batch 128, %s: median ms (GFLOP/s, %% of %d core%s' peak)\n",
+              b->name().c_str(), threads, threads == 1 ? "" : "s");
+  const int64_t N = 128;
+  struct Shape {
+    const char* name;
+    Conv2dGeometry g;
+    int count;
+    bool data_grad;
+  };
+  const Shape shapes[] = {{"stem 3->16 32x32", conv(N, 3, 32, 16, 3, 1, 1), 1, false},
+                          {"16->16 32x32", conv(N, 16, 32, 16, 3, 1, 1), 6, true},
+                          {"16->32 s2 32x32", conv(N, 16, 32, 32, 3, 2, 1), 1, true},
+                          {"32->32 16x16", conv(N, 32, 16, 32, 3, 1, 1), 5, true},
+                          {"32->64 s2 16x16", conv(N, 32, 16, 64, 3, 2, 1), 1, true},
+                          {"64->64 8x8", conv(N, 64, 8, 64, 3, 1, 1), 5, true}};
+  const double peak = core_peak_gflops * threads;
+  const auto rate = [&](double flop, double us) {
+    static char text[48];
+    const double gflops = flop / us / 1e3;
+    if (peak > 0.0) {
+      std::snprintf(text, sizeof text, "%4.0f %3.0f%%", gflops, 100.0 * gflops / peak);
+    } else {
+      std::snprintf(text, sizeof text, "%4.0f", gflops);
+    }
+    return std::string(text);
+  };
+  double total = 0.0, total_flop = 0.0;
+  for (const Shape& s : shapes) {
+    const Conv2dGeometry& g = s.g;
+    Buffer x(N * g.in_channels * g.in_h * g.in_w), w(g.out_channels * g.in_channels * 9),
+        bias(g.out_channels), y(N * g.out_channels * g.out_h() * g.out_w()), dx(x.v.size()),
+        dw(w.v.size()), db(bias.v.size());
+    const double flop = 2.0 * N * g.out_channels * g.in_channels * 9 * g.out_h() * g.out_w();
+    const double f = median_us([&] { b->conv2d_forward(g, x.p(), w.p(), bias.p(), y.p()); }, 7);
+    const double d =
+        s.data_grad ? median_us([&] { b->conv2d_backward_data(g, w.p(), y.p(), dx.p()); }, 7) : 0;
+    const double wf =
+        median_us([&] { b->conv2d_backward_filter(g, x.p(), y.p(), dw.p(), db.p()); }, 7);
+    total += s.count * (f + d + wf);
+    total_flop += s.count * flop * (s.data_grad ? 3 : 2);
+    std::printf("  %-17s x%d fwd %6.2f (%s)  bwd data %6.2f (%s)  bwd filter %6.2f (%s)\n", s.name,
+                s.count, f / 1e3, rate(flop, f).c_str(), d / 1e3,
+                s.data_grad ? rate(flop, d).c_str() : "    -", wf / 1e3, rate(flop, wf).c_str());
+  }
+  const double conv_us = total;
+  // BatchNorm (with its fused ReLU): forward statistics and apply, backward
+  // sums and apply, per shape.
+  const struct {
+    int64_t channels, spatial;
+    int count;
+  } norms[] = {{16, 1024, 7}, {32, 256, 6}, {64, 64, 6}};
+  double bn_us = 0.0;
+  for (const auto& n : norms) {
+    const lockstep::nn::BatchNormGeometry g{N, n.channels, n.spatial};
+    const int64_t size = N * n.channels * n.spatial;
+    Buffer x(size), y(size), dy(size), dx(size), coef(5 * n.channels);
+    std::vector<double> s1(static_cast<size_t>(n.channels)), s2(s1.size());
+    const double us =
+        median_us([&] { b->batchnorm_stats(g, x.p(), s1.data(), s2.data()); }, 7) +
+        median_us([&] { b->batchnorm_apply(g, x.p(), coef.p(), true, y.p()); }, 7) +
+        median_us(
+            [&] {
+              b->batchnorm_backward_sums(g, x.p(), y.p(), dy.p(), coef.p(), s1.data(), s2.data());
+            },
+            7) +
+        median_us([&] { b->batchnorm_backward_apply(g, x.p(), y.p(), dy.p(), coef.p(), dx.p()); },
+                  7);
+    bn_us += n.count * us;
+    std::printf("  batchnorm+relu %3lldx%-4lld x%d  fwd + bwd %6.2f ms (%.1f GB/s moved)\n",
+                static_cast<long long>(n.channels), static_cast<long long>(n.spatial), n.count,
+                us / 1e3, 4.0 * 9 * static_cast<double>(size) / us / 1e3);
+  }
+  std::printf("  convolutions %.1f ms (%s GFLOP/s, %%), batchnorm %.1f ms per step => %.0f images/s\n",
+              conv_us / 1e3, rate(total_flop, conv_us).c_str(), bn_us / 1e3,
+              N / (conv_us + bn_us) * 1e6);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::vector<int> threads;
+  std::vector<std::string> models;
   for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "bf16") {
+    const std::string arg = argv[i];
+    if (arg == "bf16") {
       precision = lockstep::nn::Precision::kBf16;
-    } else if (std::string(argv[i]).starts_with("avx")) {
-      isa_cap = lockstep::nn::parse_cpu_isa(argv[i], "kernel_bench argument");
+    } else if (arg.starts_with("avx")) {
+      isa_cap = lockstep::nn::parse_cpu_isa(arg, "kernel_bench argument");
+    } else if (arg == "mnist" || arg == "alexnet" || arg == "resnet20") {
+      models.push_back(arg);
     } else {
       threads.push_back(std::atoi(argv[i]));
     }
   }
   if (threads.empty()) threads = {1, 2};
-  if (lockstep::nn::detect_cpu_isa() == lockstep::nn::CpuIsa::kAvx512) {
+  if (models.empty()) models = {"mnist", "alexnet", "resnet20"};
+  const lockstep::nn::CpuIsa isa = lockstep::nn::choose_cpu_isa(isa_cap);
+  if (isa == lockstep::nn::CpuIsa::kAvx512) {
     const double fma = lockstep::bench::fp32_fma_peak_gflops();
     std::printf("peak of one core: fp32 FMA %.1f GFLOP/s", fma);
     core_peak_gflops = fma;
@@ -287,8 +381,19 @@ int main(int argc, char** argv) {
       core_peak_gflops = 0.0;
     }
     std::printf("\n");
+  } else if (precision == lockstep::nn::Precision::kFp32) {
+    core_peak_gflops = lockstep::bench::fp32_fma256_peak_gflops();
+    std::printf("peak of one core: fp32 256-bit FMA %.1f GFLOP/s (the avx2 kernels' peak)\n",
+                core_peak_gflops);
   }
-  for (int t : threads) bench_mnist(t);
-  for (int t : threads) bench_alexnet(t);
+  const auto wanted = [&](const char* name) {
+    return std::find(models.begin(), models.end(), name) != models.end();
+  };
+  if (wanted("mnist"))
+    for (int t : threads) bench_mnist(t);
+  if (wanted("alexnet"))
+    for (int t : threads) bench_alexnet(t);
+  if (wanted("resnet20"))
+    for (int t : threads) bench_resnet20(t);
   return 0;
 }
