@@ -56,20 +56,23 @@ void nn_tail(int64_t m, int64_t k, int64_t r, StridedMatrix a, RowMatrix b, floa
     std::copy(staged + i * kLanes, staged + i * kLanes + r, c + i * ldc);
 }
 
-// sums[t] = the sum of the 16 partial sums of acc[t] (lane l of register u
-// holding lane u * kNativeLanes + l), for t < T: transpose_sum16's order of
-// additions in both builds, so that they give the same bits.
-template <int T, typename Acc>
-[[gnu::always_inline]] inline void reduce_tile(const Acc& acc, float* sums) {
+// Lanes of the partial sums of one dot product: one register in either
+// build. (The avx2 build once kept 16, two registers a sum, for the avx512
+// build's bits; its 3 x 2 tiles then loaded 10 vectors for 12 FMAs and ran
+// the weight gradients at ~60% of the avx512 build's speed. Convolutions and
+// GEMMs agree across the builds to rounding, not bits: test_cpu_isa.cpp.)
+constexpr int kDotLanes = kNativeLanes;
+
+// sums[t] = the sum of the kDotLanes partial sums of acc[t], for t < T.
+template <int T>
+[[gnu::always_inline]] inline void reduce_tile(const vn (&acc)[T], float* sums) {
   if constexpr (kWideRegisters) {
     v16 whole[kLanes] = {};
-    for (int t = 0; t < T; ++t) std::memcpy(&whole[t], acc[t], sizeof whole[t]);
+    for (int t = 0; t < T; ++t) whole[t] = acc[t];
     store16(sums, transpose_sum16(whole));
-  } else {  // the first fold of transpose_sum16 adds the two registers
-    v8 halves[T];
-    for (int t = 0; t < T; ++t) halves[t] = acc[t][0] + acc[t][1];
-    store8(sums, transpose_sum8<(T < 8 ? T : 8)>(halves));
-    if constexpr (T > 8) store8(sums + 8, transpose_sum8<T - 8>(halves + 8));
+  } else {
+    store8(sums, transpose_sum8<(T < 8 ? T : 8)>(acc));
+    if constexpr (T > 8) store8(sums + 8, transpose_sum8<T - 8>(acc + 8));
   }
 }
 
@@ -78,22 +81,19 @@ template <int T, typename Acc>
 template <int MR, int NR>
 void nt_tile(const float* a, int64_t lda, RowMatrix b, const Segments& seg, float* c, int64_t ldc) {
   static_assert(MR * NR <= kLanes, "one reduction vector per tile");
-  constexpr int U = kLanes / kNativeLanes;  // registers per 16 floats
-  vn acc[MR * NR][U] = {};
+  vn acc[MR * NR] = {};
   float tail[MR * NR] = {};
-  const int64_t body = seg.len / kLanes * kLanes;
+  const int64_t body = seg.len / kDotLanes * kDotLanes;
   for (int64_t s = 0; s < seg.count; ++s) {
     const float* as = a + s * seg.a_stride;
     const float* bs[NR];
     for (int j = 0; j < NR; ++j) bs[j] = b.row(j) + s * seg.b_stride;
-    for (int64_t p = 0; p < body; p += kLanes) {
-      for (int u = 0; u < U; ++u) {
-        vn av[MR], bv[NR];
-        for (int i = 0; i < MR; ++i) av[i] = loadn(as + i * lda + p + u * kNativeLanes);
-        for (int j = 0; j < NR; ++j) bv[j] = loadn(bs[j] + p + u * kNativeLanes);
-        for (int i = 0; i < MR; ++i) {
-          for (int j = 0; j < NR; ++j) acc[i * NR + j][u] += av[i] * bv[j];
-        }
+    for (int64_t p = 0; p < body; p += kDotLanes) {
+      vn av[MR], bv[NR];
+      for (int i = 0; i < MR; ++i) av[i] = loadn(as + i * lda + p);
+      for (int j = 0; j < NR; ++j) bv[j] = loadn(bs[j] + p);
+      for (int i = 0; i < MR; ++i) {
+        for (int j = 0; j < NR; ++j) acc[i * NR + j] += av[i] * bv[j];
       }
     }
     for (int64_t p = body; p < seg.len; ++p) {
@@ -110,10 +110,10 @@ void nt_tile(const float* a, int64_t lda, RowMatrix b, const Segments& seg, floa
 }
 
 // Rows and columns of the dot-product tiles: 4 x 4 accumulators on AVX-512;
-// on AVX, whose 16 registers hold 8 vectors of 16 floats, 3 x 2 (12
-// registers of independent sums: enough to hide the latency of the FMAs).
+// on AVX, 3 x 3 (9 of the 16 registers, 3 + 3 for the operands: 6 loads for
+// 9 FMAs).
 constexpr int kDotRows = kWideRegisters ? 4 : 3;
-constexpr int kDotCols = kWideRegisters ? 4 : 2;
+constexpr int kDotCols = kWideRegisters ? 4 : 3;
 
 template <int NR>
 void nt_rows(int64_t m, const float* a, int64_t lda, RowMatrix b, const Segments& seg, float* c,
