@@ -344,9 +344,9 @@ void bench_resnet20(int threads) {
                 static_cast<long long>(n.channels), static_cast<long long>(n.spatial), n.count,
                 us / 1e3, 4.0 * 9 * static_cast<double>(size) / us / 1e3);
   }
-  std::printf("  convolutions %.1f ms (%s GFLOP/s, %%), batchnorm %.1f ms per step => %.0f images/s\n",
-              conv_us / 1e3, rate(total_flop, conv_us).c_str(), bn_us / 1e3,
-              N / (conv_us + bn_us) * 1e6);
+  std::printf(
+      "  convolutions %.1f ms (%s GFLOP/s, %%), batchnorm %.1f ms per step => %.0f images/s\n",
+      conv_us / 1e3, rate(total_flop, conv_us).c_str(), bn_us / 1e3, N / (conv_us + bn_us) * 1e6);
 }
 
 }  // namespace
@@ -377,6 +377,8 @@ int main(int argc, char** argv) {
       const double dot = lockstep::bench::bf16_dot_peak_gflops();
       std::printf(", bf16 vdpbf16ps %.1f GFLOP/s (%.2fx)", dot, dot / fma);
       if (precision == lockstep::nn::Precision::kBf16) core_peak_gflops = dot;
+      std::printf(", AMX-BF16 %s",
+                  lockstep::nn::cpu_has_amx_bf16() ? "present (unused)" : "absent");
     } else if (precision == lockstep::nn::Precision::kBf16) {
       core_peak_gflops = 0.0;
     }

@@ -26,5 +26,10 @@ CpuIsa detect_cpu_isa();
 CpuIsa choose_cpu_isa(std::optional<CpuIsa> cap);
 // True when the CPU has AVX512_BF16 (vdpbf16ps) on top of avx512.
 bool cpu_has_avx512_bf16();
+// True when the CPU has AMX-BF16 tiles (Intel Sapphire Rapids and later)
+// and the kernel lets this process use them (arch_prctl XTILEDATA). No
+// kernel uses them yet: the bf16 products run on vdpbf16ps there. An AMX
+// tile would plug in where make_cpu_backend chooses vdpbf16ps.
+bool cpu_has_amx_bf16();
 
 }  // namespace lockstep::nn

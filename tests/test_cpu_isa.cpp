@@ -11,6 +11,7 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <regex>
@@ -38,6 +39,24 @@ TEST(CpuIsa, ParsesNamesAndRejectsOthers) {
     FAIL() << "no error";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("LOCKSTEP_CPU_ISA = \"sse4\""), std::string::npos);
+  }
+}
+
+// The kernel lists amx_bf16 in /proc/cpuinfo only where the CPU has it and
+// the kernel supports its tile state; lockstep's detection agrees (this
+// host may have neither: then both say no).
+TEST(CpuIsa, AmxDetectionAgreesWithTheKernelsFlags) {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  bool flag = false;
+  while (std::getline(in, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    flag = (line + " ").find(" amx_bf16 ") != std::string::npos;
+    break;
+  }
+  EXPECT_EQ(cpu_has_amx_bf16(), flag);
+  if (cpu_has_amx_bf16()) {
+    EXPECT_TRUE(cpu_has_avx512_bf16());
   }
 }
 

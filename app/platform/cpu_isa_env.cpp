@@ -18,7 +18,8 @@ std::string cpu_isa_description() {
   const auto cap = cpu_isa_cap_from_environment();
   std::string out = nn::to_string(nn::choose_cpu_isa(cap)) + " kernels (CPU has " +
                     nn::to_string(nn::detect_cpu_isa()) +
-                    (nn::cpu_has_avx512_bf16() ? " + avx512_bf16" : "") + ")";
+                    (nn::cpu_has_avx512_bf16() ? " + avx512_bf16" : "") +
+                    (nn::cpu_has_amx_bf16() ? " + amx_bf16, not used yet" : "") + ")";
   if (cap) out += ", capped by LOCKSTEP_CPU_ISA=" + nn::to_string(*cap);
   return out;
 }

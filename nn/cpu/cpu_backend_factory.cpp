@@ -15,6 +15,8 @@ std::unique_ptr<Backend> make_cpu_backend(const CpuBackendOptions& options) {
   check_cpu_precision(options.precision, "precision");
   switch (choose_cpu_isa(options.isa_cap)) {
     case CpuIsa::kAvx512:
+      // bf16 on vdpbf16ps where the CPU has it; the slot for AMX tiles
+      // (cpu_has_amx_bf16) when they exist.
       return cpu::avx512::make_isa_backend(options.threads, options.precision,
                                            cpu_has_avx512_bf16());
     case CpuIsa::kAvx2:

@@ -2,6 +2,9 @@
 // that the OS saves the AVX-512 register state (XGETBV).
 #include "nn/cpu_isa.h"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include "common/error.h"
 
 namespace lockstep::nn {
@@ -33,6 +36,14 @@ CpuIsa choose_cpu_isa(std::optional<CpuIsa> cap) {
 bool cpu_has_avx512_bf16() {
   __builtin_cpu_init();
   return detect_cpu_isa() == CpuIsa::kAvx512 && __builtin_cpu_supports("avx512bf16");
+}
+
+bool cpu_has_amx_bf16() {
+  __builtin_cpu_init();
+  if (!cpu_has_avx512_bf16() || !__builtin_cpu_supports("amx-bf16")) return false;
+  // Linux hands out the 8 KiB of tile state only on request.
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
 }
 
 }  // namespace lockstep::nn
