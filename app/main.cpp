@@ -19,6 +19,7 @@
 #include "app/platform/build_info.h"
 #include "app/run/trainer.h"
 #include "distributed/failure.h"
+#include "distributed/launcher_pmi.h"
 #include "distributed/mpi_communicator.h"
 #include "nn/layer_registry.h"
 
@@ -74,7 +75,7 @@ int main(int argc, char** argv) {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     const int code = comm->rank() == 0 ? cli.exit(e) : e.get_exit_code();
-    return mpi.end_job(std::move(comm), code, std::getenv("PMI_FD"));
+    return mpi.end_job(std::move(comm), code, lockstep::distributed::hydra_pmi_fd_variable());
   }
 
   const bool root = comm->rank() == 0;
@@ -102,5 +103,5 @@ int main(int argc, char** argv) {
     trainer.run();
     return 0;
   });
-  return mpi.end_job(std::move(comm), code, std::getenv("PMI_FD"));
+  return mpi.end_job(std::move(comm), code, lockstep::distributed::hydra_pmi_fd_variable());
 }

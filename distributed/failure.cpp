@@ -173,7 +173,7 @@ void pause_for_launcher() noexcept {
 
 void install_failure_handlers(int rank) {
   g_rank = rank;
-  g_pmi_fd = parse_pmi_fd(std::getenv("PMI_FD"));
+  g_pmi_fd = parse_pmi_fd(hydra_pmi_fd_variable());
   for (SignalLine& line : g_lines) {
     const int written = std::snprintf(line.text, sizeof(line.text),
                                       "lockstep: rank %d: %s; ending the job\n", rank, line.what);

@@ -6,8 +6,11 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <fstream>
+#include <string>
 
 namespace lockstep::distributed {
 
@@ -69,6 +72,17 @@ long long now_ms() noexcept {
 }
 
 }  // namespace
+
+bool is_hydra_proxy(std::string_view parent_name) {
+  return parent_name == "hydra_pmi_proxy";
+}
+
+const char* hydra_pmi_fd_variable() {
+  std::ifstream in("/proc/" + std::to_string(getppid()) + "/comm");
+  std::string name;
+  std::getline(in, name);
+  return is_hydra_proxy(name) ? std::getenv("PMI_FD") : nullptr;
+}
 
 bool claim_pmi_connection() noexcept {
   static std::atomic<bool> claimed{false};

@@ -15,7 +15,17 @@
 
 #include <sys/types.h>
 
+#include <string_view>
+
 namespace lockstep::distributed {
+
+// True for the name (/proc/PID/comm) of MPICH's launcher proxy.
+bool is_hydra_proxy(std::string_view parent_name);
+
+// PMI_FD's value when this process's parent is hydra's proxy, else null:
+// Slurm's PMI2 sets PMI_FD too, for another wire protocol. Not
+// async-signal-safe (reads /proc): call it before the handlers need it.
+const char* hydra_pmi_fd_variable();
 
 // The descriptor in PMI_FD's value; -1 when absent or not a descriptor > 2.
 int parse_pmi_fd(const char* value) noexcept;

@@ -69,7 +69,7 @@ class MpiEnvironment {
   // alive). The ranks first meet in a barrier, so that none leaves while
   // another still works. Then it returns `exit_code` (and the destructor
   // runs MPI_Finalize), except in a job of several ranks under MPICH's
-  // launcher (`launcher_fd`: the value of PMI_FD, or null): there each rank
+  // launcher (`launcher_fd`: hydra_pmi_fd_variable(), or null): there each rank
   // tells its launcher it finalized, flushes stdio and ends the process with
   // `exit_code` without MPI_Finalize. MPICH 4.0's finalize closes every UCX
   // endpoint and, over TCP, a close that still needs a reply from a peer

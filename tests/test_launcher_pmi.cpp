@@ -56,6 +56,16 @@ TEST(LauncherPmi, ParsesOnlyADescriptorAboveTheStandardStreams) {
   EXPECT_EQ(parse_pmi_fd("99999999999"), -1);
 }
 
+// Only hydra's proxy speaks PMI-1 on PMI_FD; Slurm's PMI2 sets it too.
+TEST(LauncherPmi, OnlyHydrasProxyIsTakenForTheLauncher) {
+  EXPECT_TRUE(is_hydra_proxy("hydra_pmi_proxy"));
+  EXPECT_FALSE(is_hydra_proxy("slurmstepd"));
+  EXPECT_FALSE(is_hydra_proxy("bash"));
+  EXPECT_FALSE(is_hydra_proxy(""));
+  // This test's parent is ctest or a shell, not a proxy.
+  EXPECT_EQ(hydra_pmi_fd_variable(), nullptr);
+}
+
 TEST(LauncherPmi, FinalizeSkipsEarlierRepliesAndWaitsForTheAck) {
   SocketPair pair;
   std::string asked;
