@@ -2,6 +2,7 @@
 // that the OS saves the AVX-512 register state (XGETBV).
 #include "nn/cpu_isa.h"
 
+#include <cpuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -40,7 +41,11 @@ bool cpu_has_avx512_bf16() {
 
 bool cpu_has_amx_bf16() {
   __builtin_cpu_init();
-  if (!cpu_has_avx512_bf16() || !__builtin_cpu_supports("amx-bf16")) return false;
+  // CPUID leaf 7: EDX bit 22 AMX-BF16, bit 24 AMX-TILE (clang 14's
+  // __builtin_cpu_supports does not know them).
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!cpu_has_avx512_bf16() || __get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
+  if ((d & (1u << 22)) == 0 || (d & (1u << 24)) == 0) return false;
   // Linux hands out the 8 KiB of tile state only on request.
   constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
   return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
