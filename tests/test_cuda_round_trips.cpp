@@ -2,7 +2,8 @@
 // host traffic they make (Backend::host_traffic): the accumulating losses
 // (LossTotals in device memory) and BatchNorm's training passes queue their
 // work and neither wait for the device nor copy anything to the host; the
-// one read-back of the totals is one wait and one read.
+// one read-back of the totals is one wait and one read; every op marked
+// [host read|wait|write] in nn/backend.h counts what its mark says.
 //
 //   exact: counts (rows, correct, batches, bad labels), the NLL loss sum
 //   1e-5:  cross-entropy sums, gradients, BatchNorm (rel 1e-5; the device
@@ -17,12 +18,17 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "nn/backend.h"
 #include "nn/loss_totals.h"
+#include "nn/model_zoo.h"
+#include "nn/optimizer.h"
 #include "nn/tensor.h"
+#include "support/counting_backend.h"
 #include "support/cuda_test_util.h"
 
 namespace lockstep::nn {
@@ -160,6 +166,110 @@ TEST_F(CudaBackendTest, BatchNormTrainingOpsMatchCpuWithoutAHostWait) {
     expect_close(rv, rvd, kClose, "running_var");
     expect_close(nbt, nbtd, kExact, "num_batches_tracked");
   }
+}
+
+// Four SGD steps of a zoo model on the GPU as the trainer runs them (batch
+// uploaded through the backend, loss accumulated on the device, backward,
+// optimizer step): from the second step on, no host wait and no read; the
+// loss totals come back in one read at the end and hold every sample.
+void expect_steady_steps_read_nothing(Backend& gpu, const std::string& name) {
+  const int64_t batch = 16;
+  auto model = build_model(name, {}, {1, 28, 28}, 10);
+  model->reset_parameters(7, Device::kCuda);
+  OptimizerConfig config;
+  config.momentum = 0.9f;
+  auto optimizer = make_optimizer(config, model->parameters(), Device::kCuda);
+  const Tensor x_host = random_tensor({batch, 1, 28, 28}, 30);
+  std::vector<int32_t> labels(batch);
+  std::vector<int64_t> ids(batch);
+  for (int64_t i = 0; i < batch; ++i) labels[i] = static_cast<int32_t>(i % 10), ids[i] = 1000 + i;
+  Tensor x(x_host.shape(), Device::kCuda), l({batch}, Device::kCuda);
+  Tensor totals({kLossTotalsFloats}, Device::kCuda);
+  gpu.fill(kLossTotalsFloats, 0.0f, totals.data());
+  HostTraffic last = gpu.host_traffic();
+  for (int step = 0; step < 4; ++step) {
+    gpu.upload(x_host.data(), x.data(), static_cast<size_t>(x.numel()) * sizeof(float));
+    gpu.upload(labels.data(), l.data(), labels.size() * sizeof(int32_t));
+    ForwardContext ctx;
+    ctx.training = true, ctx.seed = 99, ctx.epoch = 0, ctx.sample_ids = ids.data();
+    model->forward(gpu, x, ctx);
+    model->accumulate_loss(gpu, reinterpret_cast<const int32_t*>(l.data()), 1.0f / batch,
+                           totals_of(totals));
+    model->backward(gpu);
+    optimizer->step(gpu, 0.05f);
+    const HostTraffic now = gpu.host_traffic(), d = now - last;
+    last = now;
+    if (step == 0) continue;  // the first step chooses algorithms and grows buffers
+    EXPECT_EQ(d.waits, 0) << name << " step " << step + 1;
+    EXPECT_EQ(d.reads, 0) << name << " step " << step + 1;
+    if (d.throttles != 0)
+      std::printf("%s step %d: %lld upload stalls\n", name.c_str(), step + 1,
+                  static_cast<long long>(d.throttles));
+  }
+  LossTotals got;
+  gpu.download(totals.data(), &got, sizeof(got));
+  EXPECT_EQ(got.count, 4.0 * batch) << name;
+  EXPECT_EQ(got.batches, 4.0) << name;
+  EXPECT_EQ(got.first_non_finite, 0.0) << name;
+}
+
+TEST_F(CudaBackendTest, SteadyTrainingStepsWaitForNothingAndReadNothing) {
+  expect_steady_steps_read_nothing(gpu(), "mnist_net");
+  expect_steady_steps_read_nothing(gpu(), "resnet20");
+}
+
+// The CUDA backend's own counts (Backend::host_traffic) of each marked op
+// are what its mark in nn/backend.h says (the table the counting backend
+// uses on the CPU), and an unmarked op makes none.
+TEST_F(CudaBackendTest, EachMarkedOpMakesTheTrafficItsMarkSays) {
+  const BatchNormGeometry g{2, 3, 4};
+  const Tensor x = to_device(random_tensor({2, 3, 2, 2}, 1));
+  const Tensor coef = to_device(random_tensor({5, 3}, 2));
+  Tensor y({2, 3, 2, 2}, Device::kCuda), mask({2, 3}, Device::kCuda);
+  Tensor logits = to_device(random_tensor({2, 3}, 3));
+  const DeviceLabels labels({0, 2});
+  std::vector<double> sums(6);
+  std::vector<float> host(4);
+  const std::vector<int64_t> ids = {5, 9};
+  const ConstFloats arrays[] = {{x.data(), x.numel()}};
+  const auto run = [&](const std::string& op) {
+    if (op == "batchnorm_stats") {
+      gpu().batchnorm_stats(g, x.data(), sums.data(), sums.data() + 3);
+    } else if (op == "batchnorm_backward_sums") {
+      gpu().batchnorm_backward_sums(g, x.data(), nullptr, x.data(), coef.data(), sums.data(),
+                                    sums.data() + 3);
+    } else if (op == "nll_loss") {
+      gpu().nll_loss(2, 3, logits.data(), labels.data(), 1.0f, nullptr);
+    } else if (op == "softmax_cross_entropy") {
+      gpu().softmax_cross_entropy(2, 3, logits.data(), labels.data(), 1.0f, nullptr, 0.0f);
+    } else if (op == "any_non_finite") {
+      gpu().any_non_finite(arrays);
+    } else if (op == "download") {
+      gpu().download(x.data(), host.data(), sizeof(float) * 4);
+    } else if (op == "synchronize") {
+      gpu().synchronize();
+    } else if (op == "dropout_forward") {
+      gpu().dropout_forward({.batch = 2, .channels = 3, .spatial = 4}, ids.data(), x.data(),
+                            y.data(), mask.data());
+    } else if (op == "upload") {
+      gpu().upload(host.data(), y.data(), sizeof(float) * 4);
+    } else {
+      ADD_FAILURE() << "no call for the marked op " << op;
+    }
+  };
+  for (const auto& [op, mark] : testing::CountingBackend::marks()) {
+    const HostTraffic before = gpu().host_traffic();
+    run(op);
+    const HostTraffic d = gpu().host_traffic() - before;
+    EXPECT_EQ(d.waits, mark.waits) << op;
+    EXPECT_EQ(d.reads, mark.reads) << op;
+    EXPECT_EQ(d.writes, mark.writes) << op;
+  }
+  const HostTraffic before = gpu().host_traffic();
+  gpu().batchnorm_apply(g, x.data(), coef.data(), true, y.data());
+  gpu().relu_forward(x.numel(), x.data(), y.data());
+  gpu().fill(4, 0.0f, y.data());
+  EXPECT_EQ(gpu().host_traffic() - before, HostTraffic{});
 }
 
 }  // namespace

@@ -116,6 +116,16 @@ __global__ void train_backward_kernel(int64_t C, double inv_count, const double*
   }
 }
 
+// out (2, C) on the device -> first, second: host (C) each, in one download
+// (one host wait).
+void split_to_host(DeviceContext& ctx, const double* out, int64_t C, double* first,
+                   double* second) {
+  const auto* host =
+      static_cast<const double*>(ctx.download(out, static_cast<size_t>(2 * C) * sizeof(double)));
+  std::copy(host, host + C, first);
+  std::copy(host + C, host + 2 * C, second);
+}
+
 }  // namespace
 
 // x: (N, C, S) -> sum, sumsq: host (C)
@@ -126,8 +136,7 @@ void batchnorm_stats(DeviceContext& ctx, const BatchNormGeometry& g, const float
   stats_kernel<<<static_cast<unsigned>(C), kReduceThreads, 0, ctx.stream()>>>(g.batch, C, g.spatial,
                                                                               x, out);
   CUDA_CHECK_LAUNCH();
-  ctx.copy_to_host(sum, out, C * sizeof(double));
-  ctx.copy_to_host(sumsq, out + C, C * sizeof(double));
+  split_to_host(ctx, out, C, sum, sumsq);
 }
 
 void batchnorm_apply(DeviceContext& ctx, const BatchNormGeometry& g, const float* x,
@@ -144,8 +153,7 @@ void batchnorm_backward_sums(DeviceContext& ctx, const BatchNormGeometry& g, con
   grad_sums_kernel<<<static_cast<unsigned>(C), kReduceThreads, 0, ctx.stream()>>>(
       g.batch, C, g.spatial, x, y, dy, coef, out);
   CUDA_CHECK_LAUNCH();
-  ctx.copy_to_host(sum_dy, out, C * sizeof(double));
-  ctx.copy_to_host(sum_dy_xhat, out + C, C * sizeof(double));
+  split_to_host(ctx, out, C, sum_dy, sum_dy_xhat);
 }
 
 void batchnorm_backward_apply(DeviceContext& ctx, const BatchNormGeometry& g, const float* x,
