@@ -1,20 +1,24 @@
 // A training step reads nothing back from the device (app/run/trainer.h):
 // through a counting backend (tests/support/counting_backend.h), the
 // steady-state steps of an epoch (the second to the last) make no host wait
-// and no device-to-host copy, and the epoch's loss comes back in one read.
+// and no device-to-host copy, and the epoch's loss (with TensorBoard's step
+// losses) comes back in one read.
 // On the CPU the counts are the decision points a GPU would pay for.
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "app/run/tensorboard.h"
 #include "app/run/trainer.h"
 #include "support/counting_backend.h"
 #include "support/dataset_files.h"
+#include "support/run_files.h"
 
 namespace lockstep {
 namespace {
@@ -31,21 +35,24 @@ struct CountedRun {
   std::vector<StepCount> steps;
   std::vector<std::string> ops;  // every counted op, in order
   int64_t steps_per_epoch = 0;
+  std::map<int64_t, float> step_losses;  // TensorBoard's step/train_loss records
 };
 
-// Trains `model` for 2 epochs of 4 steps (128 synthetic MNIST images, batch
-// 32) with the default configuration otherwise, counting host traffic.
+// Trains `model` for 2 epochs of 16 steps (128 synthetic MNIST images, batch
+// 8) with the default configuration otherwise (a run directory with
+// metrics, checkpoints and TensorBoard's step/train_loss every 10 steps),
+// counting host traffic.
 CountedRun counted_run(const std::string& model) {
   testing::ScratchDir dir;
   testing::write_mnist_dir(dir.path(), 128, 40);
   app::TrainConfig config;
   config.dataset = "mnist";
   config.data_dir = dir.path();
-  config.run_dir.clear();
+  config.run_dir = dir.file("run");
   config.progress = "plain";  // no live progress line, even on a terminal
   config.threads = 1;
   config.epochs = 2;
-  config.batch_size = 32;
+  config.batch_size = 8;
   config.model = model;
   CountingBackend* counter = nullptr;
   CountedRun run;
@@ -63,6 +70,11 @@ CountedRun counted_run(const std::string& model) {
   app::Trainer trainer(config, *comm, hooks);
   trainer.run();
   run.ops = counter->ops();
+  const auto events = app::read_scalar_events(
+      testing::read_file(dir.file("run/tensorboard/events.out.tfevents.lockstep")));
+  for (const auto& e : events) {
+    if (e.tag == "step/train_loss") run.step_losses[e.step] = e.value;
+  }
   return run;
 }
 
@@ -74,8 +86,8 @@ std::string ops_between(const CountedRun& run, size_t from, size_t to) {
 }
 
 void expect_steady_steps_read_nothing(const CountedRun& run) {
-  ASSERT_EQ(run.steps_per_epoch, 4);
-  ASSERT_EQ(run.steps.size(), 8u);
+  ASSERT_EQ(run.steps_per_epoch, 16);
+  ASSERT_EQ(run.steps.size(), 32u);
   for (size_t i = 1; i < run.steps.size(); ++i) {
     const StepCount& now = run.steps[i];
     if (now.step == 0) continue;  // the first step of an epoch follows the last one's evaluation
@@ -100,16 +112,28 @@ void expect_one_read_back_per_epoch(const CountedRun& run) {
   }
 }
 
+// TensorBoard's step losses, taken on the device, are all there.
+void expect_step_losses(const CountedRun& run) {
+  ASSERT_EQ(run.step_losses.size(), 3u);
+  for (const int64_t step : {10, 20, 30}) {
+    ASSERT_EQ(run.step_losses.count(step), 1u) << step;
+    EXPECT_GT(run.step_losses.at(step), 0.0f) << step;
+    EXPECT_LT(run.step_losses.at(step), 10.0f) << step;
+  }
+}
+
 TEST(HostRoundTrips, MnistNetSteadyStepsWaitForNothingAndReadNothing) {
   const CountedRun run = counted_run("mnist_net");
   expect_steady_steps_read_nothing(run);
   expect_one_read_back_per_epoch(run);
+  expect_step_losses(run);
 }
 
 TEST(HostRoundTrips, ResNetSteadyStepsWaitForNothingAndReadNothing) {
   const CountedRun run = counted_run("resnet20");
   expect_steady_steps_read_nothing(run);
   expect_one_read_back_per_epoch(run);
+  expect_step_losses(run);
 }
 
 // The counting backend counts what nn/backend.h marks, and only that.

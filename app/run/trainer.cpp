@@ -188,34 +188,48 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   if (scaler_) scaler_->reset_skipped();
   double data_seconds = 0.0;
   compute_steps_.clear();
+  // Slot 0: the epoch's running totals; slot i > 0: a device copy of them at
+  // the i-th TensorBoard log step, read back with the totals at the end.
+  const int64_t logs = tensorboard_ && config_.log_every > 0 ? steps / config_.log_every + 1 : 0;
+  loss_totals_.resize({(1 + logs) * nn::kLossTotalsFloats});
   backend_->fill(nn::kLossTotalsFloats, 0.0f, loss_totals_.data());
+  std::vector<int64_t> log_steps;
   const int64_t first_step = global_step_;
   const auto check = [&](const nn::LossTotals& t) {
     check_loss_totals(t, r.epoch, first_step, k,
                       [&](int64_t step) { return schedule_->at(epoch, step, steps); });
   };
-  nn::LossTotals seen;  // the last read-back, for TensorBoard's per-step means
   const auto train_start = Clock::now();
   for (int64_t step = 0; step < steps; ++step) {
     r.lr = schedule_->at(epoch, step, steps);
     train_step(loader, batch, epoch, std::min(k, batches - step * k), r.lr, totals, data_seconds);
-    // The loss is read back only where someone looks at it.
-    const bool log = tensorboard_ && tensorboard_->step_due(global_step_);
-    if (log || report_->progress_due(step, steps)) {
-      const nn::LossTotals now = read_loss_totals();
+    if (tensorboard_ && tensorboard_->step_due(global_step_)) {
+      log_steps.push_back(global_step_);
+      backend_->copy(
+          nn::kLossTotalsFloats, loss_totals_.data(),
+          loss_totals_.data() + static_cast<int64_t>(log_steps.size()) * nn::kLossTotalsFloats);
+    }
+    if (report_->progress_due(step, steps)) {  // a live terminal only: one read
+      const nn::LossTotals now = read_loss_totals(1).front();
       check(now);
-      if (tensorboard_)
-        tensorboard_->step_loss(global_step_, now.loss_sum - seen.loss_sum, now.count - seen.count);
-      seen = now;
       report_->progress(r.epoch, config_.epochs, step, steps, now.loss_sum / now.count,
                         now.count * comm_.size() / seconds_since(train_start));
     }
     if (hooks_.after_step) hooks_.after_step(epoch, step);
   }
-  const nn::LossTotals sums = read_loss_totals();
+  const std::vector<nn::LossTotals> read = read_loss_totals(1 + log_steps.size());
+  const nn::LossTotals& sums = read.front();
   check(sums);
-  if (tensorboard_)
+  if (tensorboard_) {
+    nn::LossTotals seen;
+    for (size_t i = 0; i < log_steps.size(); ++i) {
+      const nn::LossTotals& at = read[i + 1];
+      tensorboard_->step_loss(log_steps[i], at.loss_sum - seen.loss_sum, at.count - seen.count);
+      seen = at;
+    }
+    // The rest counts towards the next log step.
     tensorboard_->step_loss(global_step_, sums.loss_sum - seen.loss_sum, sums.count - seen.count);
+  }
   totals.add(sums);
   const double train_seconds = seconds_since(train_start);
   // Per-rank BatchNorm statistics: evaluation and checkpoints use their mean.
@@ -237,9 +251,9 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   return r;
 }
 
-nn::LossTotals Trainer::read_loss_totals() {
-  nn::LossTotals t;
-  backend_->download(loss_totals_.data(), &t, sizeof(t));
+std::vector<nn::LossTotals> Trainer::read_loss_totals(size_t slots) {
+  std::vector<nn::LossTotals> t(slots);
+  backend_->download(loss_totals_.data(), t.data(), slots * sizeof(nn::LossTotals));
   return t;
 }
 

@@ -57,8 +57,9 @@ struct TrainerHooks {
 // Host round trips: a training step queues its work and reads nothing back.
 // The loss, correct count and sample count of the epoch accumulate in the
 // backend's memory (nn/loss_totals.h) and are read back once at the end of
-// the epoch, and besides only at a live progress update or a TensorBoard
-// step/train_loss point. A non-finite loss is therefore found at that read
+// the epoch (with device copies taken at TensorBoard's log steps, whose
+// step/train_loss records are written then), and besides only at a live
+// progress update on a terminal. A non-finite loss is therefore found at that read
 // (the error still names the epoch and the step it happened in, and no
 // checkpoint of those weights is written); labels are checked on the host
 // before they are staged. BatchNorm keeps its statistics on the device
@@ -97,8 +98,9 @@ class Trainer {
   // the reduction waits) to compute_steps_.
   void train_step(data::BatchLoader& loader, data::Batch& batch, int64_t epoch, int64_t passes,
                   double lr, Totals& totals, double& data_seconds);
-  // The epoch's loss totals, read back from the backend (one host wait).
-  nn::LossTotals read_loss_totals();
+  // The first `slots` LossTotals of loss_totals_, read back from the
+  // backend (one host wait).
+  std::vector<nn::LossTotals> read_loss_totals(size_t slots);
   // Collective: every rank's compute figures of the epoch (compute_steps_)
   // to every rank; the straggler, if any, into r (distributed/stragglers.h).
   void name_straggler(EpochResult& r);
@@ -129,7 +131,7 @@ class Trainer {
   data::Normalization normalization_;
   data::Augmentation augmentation_;
   std::unique_ptr<nn::Backend> backend_;
-  nn::Tensor loss_totals_;  // one nn::LossTotals in the backend's memory
+  nn::Tensor loss_totals_;  // nn::LossTotals in the backend's memory (train_epoch)
   std::unique_ptr<BatchStager> stager_;
   std::unique_ptr<nn::Model> model_;
   std::unique_ptr<nn::Optimizer> optimizer_;
