@@ -6,6 +6,14 @@
 // backend's device, except where a parameter says "host". Outputs are
 // overwritten, never accumulated into, unless the op says otherwise. Shapes
 // are given in comments as (N, C, H, W).
+//
+// Host traffic: an op marked [host wait] makes the host wait for the queued
+// work, [host read] also copies a result from the device to the host (a
+// returned value or a host array), [host write] copies host memory to the
+// device. Every other op only queues work. These marks are the decision
+// points a caller chooses per step; a test counts them at this boundary
+// (tests/support/counting_backend.h), and host_traffic() counts what a
+// backend really did.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +23,7 @@
 #include <string>
 
 #include "nn/cpu_isa.h"
+#include "nn/loss_totals.h"
 #include "nn/precision.h"
 #include "nn/tensor.h"
 
@@ -51,6 +60,21 @@ struct Pool2dGeometry {
 // statistic per channel c over its N * S elements.
 struct BatchNormGeometry {
   int64_t batch = 0, channels = 0, spatial = 1;
+};
+
+// A BatchNorm layer's state for the training ops, all in the backend's
+// memory: weight, bias, running_mean, running_var: (C); num_batches_tracked:
+// (1); stats: (2, C) doubles, (mean, invstd) of the last training forward,
+// which the backward reads; coef: scratch of (5, C) floats.
+struct BatchNormTrainState {
+  const float* weight = nullptr;
+  const float* bias = nullptr;
+  float* running_mean = nullptr;
+  float* running_var = nullptr;
+  float* num_batches_tracked = nullptr;
+  double* stats = nullptr;
+  float* coef = nullptr;
+  float eps = 1e-5f, momentum = 0.1f;
 };
 
 // The shortcut of a CIFAR ResNet ("option A", He et al. 2016): every
@@ -111,6 +135,18 @@ struct AdamParams {
   int64_t step = 1;  // 1-based step number, for bias correction
 };
 
+// What a backend made the host do since it was built (host_traffic()).
+struct HostTraffic {
+  int64_t waits = 0;      // the host blocked until queued device work had finished
+  int64_t reads = 0;      // copies from device memory to host memory
+  int64_t writes = 0;     // copies from host memory to device memory
+  int64_t throttles = 0;  // a write waited for a staging buffer still in use
+  HostTraffic operator-(const HostTraffic& o) const {
+    return {waits - o.waits, reads - o.reads, writes - o.writes, throttles - o.throttles};
+  }
+  bool operator==(const HostTraffic&) const = default;
+};
+
 // n floats at data, in a backend's memory.
 struct ConstFloats {
   const float* data = nullptr;
@@ -157,7 +193,7 @@ class Backend {
 
   // --- batch normalisation (x, y, dy, dx: (N, C, S)) ------------------------
   // Per-channel sum and sum of squares of x, accumulated in double, written
-  // to host arrays of C values.
+  // to host arrays of C values. [host read]
   virtual void batchnorm_stats(const BatchNormGeometry& g, const float* x, double* sum,
                                double* sumsq) = 0;
   // coef: (2, C) = (scale, shift). y = x * scale[c] + shift[c], then
@@ -166,7 +202,7 @@ class Backend {
                                bool relu, float* y) = 0;
   // coef: (2, C) = (mean, invstd); xhat = (x - mean[c]) * invstd[c]; g' = dy,
   // or dy * (y > 0) when y is not null (a fused ReLU). Host arrays of C
-  // doubles receive sum(g') and sum(g' * xhat) over (N, S).
+  // doubles receive sum(g') and sum(g' * xhat) over (N, S). [host read]
   virtual void batchnorm_backward_sums(const BatchNormGeometry& g, const float* x, const float* y,
                                        const float* dy, const float* coef, double* sum_dy,
                                        double* sum_dy_xhat) = 0;
@@ -174,6 +210,20 @@ class Backend {
   // dx = k[c] * (g' - a[c] - xhat * b[c]).
   virtual void batchnorm_backward_apply(const BatchNormGeometry& g, const float* x, const float* y,
                                         const float* dy, const float* coef, float* dx) = 0;
+
+  // BatchNorm's training passes with the per-channel arithmetic in between
+  // (nn/batchnorm_math.h) on the device, so that nothing is read back.
+  // Forward: batchnorm_stats' sums over M = N * S elements per channel,
+  // then mean and invstd into s.stats, the running statistics moved,
+  // num_batches_tracked + 1, and y as batchnorm_apply with (scale, shift).
+  virtual void batchnorm_train_forward(const BatchNormGeometry& g, const BatchNormTrainState& s,
+                                       const float* x, bool relu, float* y) = 0;
+  // Backward from s.stats: batchnorm_backward_sums' sums (y as there), then
+  // dbias = sum g', dweight = sum g' xhat (rounded to float) and, when dx
+  // is not null, batchnorm_backward_apply with (k, a, b) for 1 / M.
+  virtual void batchnorm_train_backward(const BatchNormGeometry& g, const BatchNormTrainState& s,
+                                        const float* x, const float* y, const float* dy,
+                                        float* dweight, float* dbias, float* dx) = 0;
 
   // --- activation ----------------------------------------------------------
   // y = max(x, 0); x and y may alias
@@ -187,7 +237,7 @@ class Backend {
 
   // --- dropout -------------------------------------------------------------
   // sample_ids: host array of N dataset indices. mask: (N, C), each 0 or
-  // 1/(1-p). y = x * mask (broadcast over S). x and y may alias.
+  // 1/(1-p). y = x * mask (broadcast over S). x and y may alias. [host write]
   virtual void dropout_forward(const DropoutGeometry& g, const int64_t* sample_ids, const float* x,
                                float* y, float* mask) = 0;
   // dx = dy * mask (broadcast over S). dy and dx may alias.
@@ -211,17 +261,30 @@ class Backend {
                                     float* dx) = 0;
   // Negative log-likelihood of log-probabilities logp(rows, cols) against
   // labels (int32, on the device). When dlogp is not null it receives
-  // d(grad_scale * sum of losses)/d(logp).
+  // d(grad_scale * sum of losses)/d(logp). A label outside [0, cols) is an
+  // InputError naming it. [host read]
   virtual LossStats nll_loss(int64_t rows, int64_t cols, const float* logp, const int32_t* labels,
                              float grad_scale, float* dlogp) = 0;
   // Softmax cross-entropy on raw logits, fused (numerically stable); dlogits
   // as above. label_smoothing e in [0, 1) (PyTorch's CrossEntropyLoss): the
   // target is (1 - e) onehot + e / cols, so loss_i = logsumexp(x_i) -
   // (1 - e) x[i, label_i] - e mean_j x[i, j], and dlogits = grad_scale *
-  // (softmax(x) - (1 - e) onehot - e / cols).
+  // (softmax(x) - (1 - e) onehot - e / cols). [host read]
   virtual LossStats softmax_cross_entropy(int64_t rows, int64_t cols, const float* logits,
                                           const int32_t* labels, float grad_scale, float* dlogits,
                                           float label_smoothing) = 0;
+  // The two losses above, with the same arithmetic and gradient, added to
+  // *totals (a LossTotals in this backend's memory, add_batch_loss())
+  // instead of returned: the host does not wait. A row whose label is
+  // outside [0, cols) reads nothing out of range, adds nothing, gets a zero
+  // gradient and counts in totals->bad_labels (no error is raised here).
+  virtual void nll_loss_accumulate(int64_t rows, int64_t cols, const float* logp,
+                                   const int32_t* labels, float grad_scale, float* dlogp,
+                                   LossTotals* totals) = 0;
+  virtual void softmax_cross_entropy_accumulate(int64_t rows, int64_t cols, const float* logits,
+                                                const int32_t* labels, float grad_scale,
+                                                float* dlogits, float label_smoothing,
+                                                LossTotals* totals) = 0;
 
   // --- element-wise updates --------------------------------------------------
   // PyTorch torch.optim.SGD semantics; velocity is the momentum buffer.
@@ -238,10 +301,22 @@ class Backend {
   virtual void copy(int64_t n, const float* src, float* dst) = 0;
   // True when any of the arrays (this backend's memory) holds an infinity or
   // NaN. Waits for the queued work; the CUDA backend checks on the device and
-  // reads back one flag for all of them.
+  // reads back one flag for all of them. [host read]
   virtual bool any_non_finite(std::span<const ConstFloats> arrays) = 0;
-  // Blocks until all queued work on this backend has finished.
+
+  // --- host transfers ----------------------------------------------------------
+  // Copies bytes of host memory to dst (this backend's memory), in queue
+  // order; host may be reused as soon as this returns. [host write]
+  virtual void upload(const void* host, void* dst, size_t bytes) = 0;
+  // Copies bytes at src (this backend's memory) to host memory once the
+  // queued work has finished. [host read]
+  virtual void download(const void* src, void* host, size_t bytes) = 0;
+  // Blocks until all queued work on this backend has finished. [host wait]
   virtual void synchronize() = 0;
+  // The host waits and copies this backend has made since it was built.
+  // The CPU backend's memory is host memory and its ops finish when they
+  // return: it makes none and returns zeros.
+  virtual HostTraffic host_traffic() const { return {}; }
   // The native queue these ops run on, for code outside nn/ that orders its
   // own work after them with events (distributed/device_reducer.h): the
   // cudaStream_t of the CUDA backend; null on the CPU, where every op has

@@ -115,6 +115,19 @@ LossStats Model::loss(Backend& backend, const int32_t* labels, float grad_scale,
                                        label_smoothing_);
 }
 
+void Model::accumulate_loss(Backend& backend, const int32_t* labels, float grad_scale,
+                            LossTotals* totals) {
+  const Tensor& out = activations_.back();
+  grad_a_.resize(out.shape());
+  if (loss_ == LossKind::kNll) {
+    backend.nll_loss_accumulate(out.dim(0), out.dim(1), out.data(), labels, grad_scale,
+                                grad_a_.data(), totals);
+    return;
+  }
+  backend.softmax_cross_entropy_accumulate(out.dim(0), out.dim(1), out.data(), labels, grad_scale,
+                                           grad_a_.data(), label_smoothing_, totals);
+}
+
 void Model::backward(Backend& backend, const std::function<void(size_t)>& on_grad_ready) {
   LOCKSTEP_CHECK(input_ != nullptr, "backward before forward");
   Tensor* dy = &grad_a_;

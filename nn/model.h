@@ -49,6 +49,11 @@ class Model {
   // Loss of the last forward against labels (device int32). When want_grad,
   // also prepares d(grad_scale * loss_sum)/d(output) for backward().
   LossStats loss(Backend& backend, const int32_t* labels, float grad_scale, bool want_grad);
+  // The same loss with its gradient prepared for backward(), added to
+  // *totals (a LossTotals in the backend's memory) instead of returned: the
+  // host does not wait for it (Backend::nll_loss_accumulate).
+  void accumulate_loss(Backend& backend, const int32_t* labels, float grad_scale,
+                       LossTotals* totals);
   // The loss of each sample of the last forward, each computed alone (so it
   // does not depend on the batch): the terms of the reproducible mode's
   // exact loss sums.

@@ -176,6 +176,52 @@ TEST(BatchNorm2d, ReducedStatisticsOfTwoIdenticalHalvesMatchTheWholeBatch) {
   }
 }
 
+// A one-rank SyncBatchNorm: the sums stay what they are, but the layer
+// takes its host path (statistics read back, arithmetic on the host).
+class OneRank final : public BatchStatsReducer {
+ public:
+  void sum(std::span<double>, std::string_view) override { ++calls; }
+  void sum_exact(BinnedSum&, std::string_view) override { ++calls; }
+  int calls = 0;
+};
+
+// The device path (Backend::batchnorm_train_forward / _backward, nothing
+// read back) and the host path give the same bits: outputs, input and
+// parameter gradients, running statistics, over two steps.
+TEST(BatchNorm2d, DevicePathGivesTheHostPathsBits) {
+  const int64_t N = 3, C = 4, H = 5, W = 3;
+  for (const bool relu : {false, true}) {
+    SCOPED_TRACE(relu ? "fused relu" : "no relu");
+    BatchNorm2d device = make_bn(C, relu), host = make_bn(C, relu);
+    set_affine(device);
+    set_affine(host);
+    auto backend = testing::test_cpu_backend(1);
+    OneRank one;
+    for (uint64_t step = 0; step < 2; ++step) {
+      Tensor x({N, C, H, W}), dy({N, C, H, W});
+      fill_random(x, 10 + step);
+      fill_random(dy, 20 + step);
+      Tensor y1(x.shape()), y2(x.shape()), dx1(x.shape()), dx2(x.shape());
+      device.forward(*backend, x, y1, {.training = true});
+      host.forward(*backend, x, y2, {.training = true, .batch_stats = &one});
+      device.backward(*backend, x, y1, dy, &dx1);
+      host.backward(*backend, x, y2, dy, &dx2);
+      const auto bits = [](const Tensor& t) {
+        return std::vector<float>(t.data(), t.data() + t.numel());
+      };
+      EXPECT_EQ(bits(y1), bits(y2));
+      EXPECT_EQ(bits(dx1), bits(dx2));
+      for (size_t p = 0; p < 2; ++p) {
+        EXPECT_EQ(bits(device.parameters()[p]->grad), bits(host.parameters()[p]->grad));
+      }
+      for (size_t b = 0; b < 3; ++b) {
+        EXPECT_EQ(bits(device.buffers()[b]->value), bits(host.buffers()[b]->value));
+      }
+    }
+    EXPECT_EQ(one.calls, 4) << "the host path ran: two reductions a step";
+  }
+}
+
 // The backend's channel sums against double, over plane sizes that leave a
 // tail in every blocking step of the kernel (16-float vectors, 4 chains of
 // them, a flush into double every 4096 elements), on both instruction sets

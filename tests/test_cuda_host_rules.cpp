@@ -49,6 +49,18 @@ TEST(CudaHostRules, LossRowsAreSummedInDoubleAndCountedAsTheCpuDoes) {
   EXPECT_EQ(none.loss_sum, 0.0);
 }
 
+TEST(CudaHostRules, RowSumsSkipAndCountLabelsOutsideTheClasses) {
+  // The one-thread kernel of the accumulating losses sums with sum_rows.
+  const std::vector<RowResult> rows = {
+      {3.0f, 0.5f, 1, 1}, {0.0f, 0.0f, 0, -1}, {1.0f, 0.25f, 4, 4}, {0.0f, 0.0f, 0, 10}};
+  int64_t bad = -1;
+  const LossStats s = sum_rows(4, 10, rows.data(), &bad);
+  EXPECT_EQ(bad, 2);
+  EXPECT_EQ(s.count, 2);
+  EXPECT_EQ(s.correct, 2);
+  EXPECT_EQ(s.loss_sum, 2.5 + 0.75);
+}
+
 TEST(CudaHostRules, ALabelOutsideTheClassesNamesOpAndRow) {
   for (int32_t bad : {-1, 10, 1000}) {
     const std::vector<RowResult> rows = {{0.0f, 0.0f, 0, 3}, {0.0f, 0.0f, 0, bad}};

@@ -72,10 +72,8 @@ std::unique_ptr<distributed::Communicator> make_gradient_communicator(
 }
 
 void BatchStager::upload(const void* host, nn::Tensor& device_tensor) {
-  const LockstepCudaPlugin* plugin = load_cuda_plugin().plugin;
-  LOCKSTEP_CHECK(plugin != nullptr, "BatchStager on ", backend_.name(), " without the CUDA plugin");
-  plugin->upload(&backend_, host, device_tensor.data(),
-                 static_cast<size_t>(device_tensor.numel()) * sizeof(float));
+  backend_.upload(host, device_tensor.data(),
+                  static_cast<size_t>(device_tensor.numel()) * sizeof(float));
 }
 
 const nn::Tensor& BatchStager::images(const data::Batch& batch) {

@@ -24,6 +24,12 @@ void Totals::add(const nn::LossStats& s) {
   count += static_cast<double>(s.count);
 }
 
+void Totals::add(const nn::LossTotals& t) {
+  loss += t.loss_sum;
+  correct += t.correct;
+  count += t.count;
+}
+
 void Totals::add_exact(const std::vector<double>& sample_losses) {
   exact_ = true;
   for (double l : sample_losses) exact_loss_.add(l);

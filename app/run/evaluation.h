@@ -31,6 +31,8 @@ struct EvalResult {
 struct Totals {
   double loss = 0.0, correct = 0.0, count = 0.0;
   void add(const nn::LossStats& s);
+  // A pass's totals as the backend accumulated them (loss, correct, count).
+  void add(const nn::LossTotals& t);
   // Reproducible mode: the batch's per-sample losses (Model::sample_losses)
   // also go into exact sums, and reduce() takes the loss from them, so it
   // does not depend on the number of ranks.

@@ -50,12 +50,16 @@ void Report::line(const std::string& text) {
   std::fflush(stdout);
 }
 
+bool Report::progress_due(int64_t step, int64_t steps) const {
+  if (!live_) return false;
+  return step + 1 >= steps ||
+         std::chrono::steady_clock::now() - last_progress_ >= std::chrono::milliseconds(200);
+}
+
 void Report::progress(int64_t epoch, int64_t epochs, int64_t step, int64_t steps, double loss,
                       double images_per_second) {
-  if (!live_) return;
-  const auto now = std::chrono::steady_clock::now();
-  if (step + 1 < steps && now - last_progress_ < std::chrono::milliseconds(200)) return;
-  last_progress_ = now;
+  if (!progress_due(step, steps)) return;
+  last_progress_ = std::chrono::steady_clock::now();
   const int width = 24;
   const int filled = static_cast<int>(width * (step + 1) / std::max<int64_t>(steps, 1));
   std::string bar(static_cast<size_t>(filled), '=');

@@ -57,7 +57,10 @@ class Report {
   void set_run_labels(const std::string& precision, const std::string& kernels);
   // A line of text (start-up banner, notes), when active and not "none".
   void line(const std::string& text);
-  // Live progress within an epoch (terminal only, at most ~5 times a second).
+  // Live progress within an epoch (terminal only, at most ~5 times a second,
+  // and after the last step): progress_due() says whether progress() would
+  // show this step, so that the caller reads the loss back only then.
+  bool progress_due(int64_t step, int64_t steps) const;
   void progress(int64_t epoch, int64_t epochs, int64_t step, int64_t steps, double loss,
                 double images_per_second);
   void epoch(const EpochResult& result, int64_t epochs);

@@ -236,7 +236,7 @@ void TensorBoardLog::weight_histograms(const nn::Model& model, int64_t epoch) {
 void TensorBoardLog::step_loss(int64_t global_step, double loss_sum, double count) {
   loss_sum_ += loss_sum;
   count_ += count;
-  if (log_every_ <= 0 || global_step % log_every_ != 0 || count_ <= 0) return;
+  if (!step_due(global_step) || count_ <= 0) return;
   scalar("step/train_loss", global_step, loss_sum_ / count_);
   loss_sum_ = count_ = 0.0;
 }

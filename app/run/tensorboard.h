@@ -65,9 +65,14 @@ class TensorBoardLog {
   // a validation split), lr, images_per_second,
   // allreduce_wait_s: the values of metrics.csv.
   void epoch(const EpochResult& r);
-  // Adds one step's loss sum and sample count (this rank's); every
-  // log_every global steps writes step/train_loss, the mean since the last.
+  // Adds the loss sum and sample count (this rank's) of the steps since the
+  // last call; at every log_every-th global step it writes step/train_loss,
+  // the mean since the last write. step_due(): global_step is such a step
+  // (the caller reads the loss back from the device then).
   void step_loss(int64_t global_step, double loss_sum, double count);
+  bool step_due(int64_t global_step) const {
+    return log_every_ > 0 && global_step % log_every_ == 0;
+  }
   const std::string& path() const { return path_; }
 
  private:

@@ -27,8 +27,8 @@
 
 namespace lockstep::app {
 
-Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
-    : config_(std::move(config)), comm_(comm) {
+Trainer::Trainer(TrainConfig config, distributed::Communicator& comm, TrainerHooks hooks)
+    : config_(std::move(config)), comm_(comm), hooks_(std::move(hooks)) {
   validate(config_);
   distributed::LivenessPolicy liveness;
   liveness.timeout_seconds = config_.liveness_timeout_s;
@@ -60,6 +60,8 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm)
   augmentation_ = train_augmentation(config_);
 
   backend_ = make_backend(config_, comm_, threads_);
+  if (hooks_.wrap_backend) backend_ = hooks_.wrap_backend(std::move(backend_));
+  loss_totals_ = nn::Tensor({nn::kLossTotalsFloats}, backend_->device());
   const std::string kernels = kernels_label(backend_->device(), config_.precision);
   report_->set_run_labels(nn::to_string(config_.precision), kernels);
   stager_ = std::make_unique<BatchStager>(*backend_);
@@ -186,16 +188,49 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   if (scaler_) scaler_->reset_skipped();
   double data_seconds = 0.0;
   compute_steps_.clear();
+  // Slot 0: the epoch's running totals; slot i > 0: a device copy of them at
+  // the i-th TensorBoard log step, read back with the totals at the end.
+  const int64_t logs = tensorboard_ && config_.log_every > 0 ? steps / config_.log_every + 1 : 0;
+  loss_totals_.resize({(1 + logs) * nn::kLossTotalsFloats});
+  backend_->fill(nn::kLossTotalsFloats, 0.0f, loss_totals_.data());
+  std::vector<int64_t> log_steps;
+  const int64_t first_step = global_step_;
+  const auto check = [&](const nn::LossTotals& t) {
+    check_loss_totals(t, r.epoch, first_step, k,
+                      [&](int64_t step) { return schedule_->at(epoch, step, steps); });
+  };
   const auto train_start = Clock::now();
   for (int64_t step = 0; step < steps; ++step) {
-    const double loss_before = totals.loss, count_before = totals.count;
     r.lr = schedule_->at(epoch, step, steps);
     train_step(loader, batch, epoch, std::min(k, batches - step * k), r.lr, totals, data_seconds);
-    if (tensorboard_)
-      tensorboard_->step_loss(global_step_, totals.loss - loss_before, totals.count - count_before);
-    report_->progress(r.epoch, config_.epochs, step, steps, totals.loss / totals.count,
-                      totals.count * comm_.size() / seconds_since(train_start));
+    if (tensorboard_ && tensorboard_->step_due(global_step_)) {
+      log_steps.push_back(global_step_);
+      backend_->copy(
+          nn::kLossTotalsFloats, loss_totals_.data(),
+          loss_totals_.data() + static_cast<int64_t>(log_steps.size()) * nn::kLossTotalsFloats);
+    }
+    if (report_->progress_due(step, steps)) {  // a live terminal only: one read
+      const nn::LossTotals now = read_loss_totals(1).front();
+      check(now);
+      report_->progress(r.epoch, config_.epochs, step, steps, now.loss_sum / now.count,
+                        now.count * comm_.size() / seconds_since(train_start));
+    }
+    if (hooks_.after_step) hooks_.after_step(epoch, step);
   }
+  const std::vector<nn::LossTotals> read = read_loss_totals(1 + log_steps.size());
+  const nn::LossTotals& sums = read.front();
+  check(sums);
+  if (tensorboard_) {
+    nn::LossTotals seen;
+    for (size_t i = 0; i < log_steps.size(); ++i) {
+      const nn::LossTotals& at = read[i + 1];
+      tensorboard_->step_loss(log_steps[i], at.loss_sum - seen.loss_sum, at.count - seen.count);
+      seen = at;
+    }
+    // The rest counts towards the next log step.
+    tensorboard_->step_loss(global_step_, sums.loss_sum - seen.loss_sum, sums.count - seen.count);
+  }
+  totals.add(sums);
   const double train_seconds = seconds_since(train_start);
   // Per-rank BatchNorm statistics: evaluation and checkpoints use their mean.
   if (!config_.sync_batchnorm) average_running_statistics(comm_, *model_);
@@ -214,6 +249,12 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   finish_epoch(r);
   r.seconds = seconds_since(epoch_start);
   return r;
+}
+
+std::vector<nn::LossTotals> Trainer::read_loss_totals(size_t slots) {
+  std::vector<nn::LossTotals> t(slots);
+  backend_->download(loss_totals_.data(), t.data(), slots * sizeof(nn::LossTotals));
+  return t;
 }
 
 void Trainer::name_straggler(EpochResult& r) {
@@ -256,6 +297,7 @@ void Trainer::train_step(data::BatchLoader& loader, data::Batch& batch, int64_t 
       distributed::TimelineSpan span(timeline_.get(), "data wait", "data");
       if (!loader.next(batch)) throw Error("loader ended before the epoch's last step");
     }
+    check_batch_labels(batch.labels, model_->output_size(), epoch + 1, global_step_ + 1);
     data_seconds += seconds_since(wait_start);
     nn::ForwardContext ctx{.training = true,
                            .seed = config_.seed,
@@ -267,10 +309,9 @@ void Trainer::train_step(data::BatchLoader& loader, data::Batch& batch, int64_t 
       model_->forward(*backend_, stager_->images(batch), ctx);
       // Reproducible: per-sample gradients of the loss, averaged exactly by exact_.
       const float mean = exact_ ? 1.0f : 1.0f / static_cast<float>(passes * batch.size());
-      const nn::LossStats loss = model_->loss(*backend_, stager_->labels(batch),
-                                              scaler_ ? scaler_->loss_factor() * mean : mean, true);
-      check_finite_loss(loss.loss_sum, epoch + 1, global_step_ + 1, lr);
-      totals.add(loss);
+      model_->accumulate_loss(*backend_, stager_->labels(batch),
+                              scaler_ ? scaler_->loss_factor() * mean : mean,
+                              reinterpret_cast<nn::LossTotals*>(loss_totals_.data()));
       if (exact_) totals.add_exact(model_->sample_losses(*backend_, stager_->labels(batch)));
     }
     distributed::TimelineSpan span(timeline_.get(), "backward", "compute");

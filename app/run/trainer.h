@@ -10,6 +10,7 @@
 // trainer_startup.cpp (fingerprint check, banner).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,11 +45,33 @@ class TensorBoardLog;
 // the range over the ranks and this rank's count.
 void check_batch_count(distributed::Communicator& comm, int64_t epoch_number, int64_t batches);
 
+// Seams for tests, empty in a run: wrap_backend receives the backend the
+// configuration chose and returns the one the trainer uses (a counting
+// wrapper: tests/support/counting_backend.h); after_step runs after each
+// training step (epoch and step 0-based).
+struct TrainerHooks {
+  std::function<std::unique_ptr<nn::Backend>(std::unique_ptr<nn::Backend>)> wrap_backend;
+  std::function<void(int64_t epoch, int64_t step)> after_step;
+};
+
+// Host round trips: a training step queues its work and reads nothing back.
+// The loss, correct count and sample count of the epoch accumulate in the
+// backend's memory (nn/loss_totals.h) and are read back once at the end of
+// the epoch (with device copies taken at TensorBoard's log steps, whose
+// step/train_loss records are written then), and besides only at a live
+// progress update on a terminal. A non-finite loss is therefore found at that read
+// (the error still names the epoch and the step it happened in, and no
+// checkpoint of those weights is written); labels are checked on the host
+// before they are staged. BatchNorm keeps its statistics on the device
+// (Backend::batchnorm_train_forward). Off this default path, with reads in
+// every step: loss scaling's overflow check (scaler_, one), the
+// reproducible mode's per-sample losses and exact sums (exact_), and
+// SyncBatchNorm's statistics, summed over the ranks on the host.
 class Trainer {
  public:
   // Loads data, builds the model, checks that all ranks agree, broadcasts
   // rank 0's initial weights (or resumes from a checkpoint).
-  Trainer(TrainConfig config, distributed::Communicator& comm);
+  Trainer(TrainConfig config, distributed::Communicator& comm, TrainerHooks hooks = {});
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -75,6 +98,9 @@ class Trainer {
   // the reduction waits) to compute_steps_.
   void train_step(data::BatchLoader& loader, data::Batch& batch, int64_t epoch, int64_t passes,
                   double lr, Totals& totals, double& data_seconds);
+  // The first `slots` LossTotals of loss_totals_, read back from the
+  // backend (one host wait).
+  std::vector<nn::LossTotals> read_loss_totals(size_t slots);
   // Collective: every rank's compute figures of the epoch (compute_steps_)
   // to every rank; the straggler, if any, into r (distributed/stragglers.h).
   void name_straggler(EpochResult& r);
@@ -99,11 +125,13 @@ class Trainer {
 
   TrainConfig config_;
   distributed::Communicator& comm_;
+  TrainerHooks hooks_;
   std::unique_ptr<distributed::LivenessMonitor> liveness_;  // null: one rank, or turned off
   data::Dataset train_, test_, val_;                        // val_: empty without val_fraction
   data::Normalization normalization_;
   data::Augmentation augmentation_;
   std::unique_ptr<nn::Backend> backend_;
+  nn::Tensor loss_totals_;  // nn::LossTotals in the backend's memory (train_epoch)
   std::unique_ptr<BatchStager> stager_;
   std::unique_ptr<nn::Model> model_;
   std::unique_ptr<nn::Optimizer> optimizer_;

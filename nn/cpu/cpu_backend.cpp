@@ -3,11 +3,14 @@
 // isa_namespace.h) and one persistent thread pool. Every op is synchronous:
 // it returns when its results are in memory, so synchronize() has nothing
 // to wait for.
+#include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/error.h"
 #include "nn/backend.h"
+#include "nn/batchnorm_math.h"
 #include "nn/cpu/kernels.h"
 #include "nn/cpu/thread_pool.h"
 
@@ -99,6 +102,42 @@ class CpuBackend final : public Backend {
     cpu::batchnorm_backward_apply(pool_, g, x, y, dy, coef, dx);
   }
 
+  void batchnorm_train_forward(const BatchNormGeometry& g, const BatchNormTrainState& s,
+                               const float* x, bool relu, float* y) override {
+    const int64_t C = g.channels;
+    std::vector<double> sums(static_cast<size_t>(2 * C));
+    cpu::batchnorm_stats(pool_, g, x, sums.data(), sums.data() + C);
+    const auto count = static_cast<double>(g.batch * g.spatial);
+    for (int64_t c = 0; c < C; ++c) {
+      const BatchNormChannel ch = batchnorm_channel_forward(
+          sums[c], sums[C + c], count, s.eps, s.momentum, s.weight[c], s.bias[c], s.running_mean[c],
+          s.running_var[c], s.coef[c], s.coef[C + c]);
+      s.stats[c] = ch.mean;
+      s.stats[C + c] = ch.invstd;
+    }
+    s.num_batches_tracked[0] += 1.0f;
+    cpu::batchnorm_apply(pool_, g, x, s.coef, relu, y);
+  }
+  void batchnorm_train_backward(const BatchNormGeometry& g, const BatchNormTrainState& s,
+                                const float* x, const float* y, const float* dy, float* dweight,
+                                float* dbias, float* dx) override {
+    const int64_t C = g.channels;
+    for (int64_t c = 0; c < 2 * C; ++c) s.coef[c] = static_cast<float>(s.stats[c]);
+    std::vector<double> sums(static_cast<size_t>(2 * C));
+    cpu::batchnorm_backward_sums(pool_, g, x, y, dy, s.coef, sums.data(), sums.data() + C);
+    for (int64_t c = 0; c < C; ++c) {
+      dbias[c] = static_cast<float>(sums[c]);
+      dweight[c] = static_cast<float>(sums[C + c]);
+    }
+    if (dx == nullptr) return;
+    const double inv_count = 1.0 / static_cast<double>(g.batch * g.spatial);
+    for (int64_t c = 0; c < C; ++c) {
+      batchnorm_channel_backward({s.stats[c], s.stats[C + c]}, s.weight[c], sums[c], sums[C + c],
+                                 inv_count, s.coef[2 * C + c], s.coef[3 * C + c],
+                                 s.coef[4 * C + c]);
+    }
+    cpu::batchnorm_backward_apply(pool_, g, x, y, dy, s.coef, dx);
+  }
   void relu_forward(int64_t n, const float* x, float* y) override {
     cpu::relu_forward(pool_, n, x, y);
   }
@@ -150,6 +189,20 @@ class CpuBackend final : public Backend {
     return cpu::softmax_cross_entropy(pool_, rows, cols, logits, labels, grad_scale, dlogits,
                                       label_smoothing);
   }
+  void nll_loss_accumulate(int64_t rows, int64_t cols, const float* logp, const int32_t* labels,
+                           float grad_scale, float* dlogp, LossTotals* totals) override {
+    int64_t bad = 0;
+    const LossStats s = cpu::nll_loss(pool_, rows, cols, logp, labels, grad_scale, dlogp, &bad);
+    add_batch_loss(s.loss_sum, s.correct, s.count, bad, *totals);
+  }
+  void softmax_cross_entropy_accumulate(int64_t rows, int64_t cols, const float* logits,
+                                        const int32_t* labels, float grad_scale, float* dlogits,
+                                        float label_smoothing, LossTotals* totals) override {
+    int64_t bad = 0;
+    const LossStats s = cpu::softmax_cross_entropy(pool_, rows, cols, logits, labels, grad_scale,
+                                                   dlogits, label_smoothing, &bad);
+    add_batch_loss(s.loss_sum, s.correct, s.count, bad, *totals);
+  }
 
   void sgd_update(int64_t n, const SgdParams& p, float* w, const float* grad,
                   float* velocity) override {
@@ -170,6 +223,12 @@ class CpuBackend final : public Backend {
       if (cpu::any_non_finite(a.n, a.data)) return true;
     }
     return false;
+  }
+  void upload(const void* host, void* dst, size_t bytes) override {
+    if (bytes > 0) std::memcpy(dst, host, bytes);
+  }
+  void download(const void* src, void* host, size_t bytes) override {
+    if (bytes > 0) std::memcpy(host, src, bytes);
   }
   void synchronize() override {}
 

@@ -82,11 +82,14 @@ void sum_rows(ThreadPool& pool, int64_t rows, int64_t cols, const float* dy, flo
 void log_softmax_forward(ThreadPool& pool, int64_t rows, int64_t cols, const float* x, float* y);
 void log_softmax_backward(ThreadPool& pool, int64_t rows, int64_t cols, const float* y,
                           const float* dy, float* dx);
+// bad_labels null: a label outside [0, cols) is an InputError; otherwise
+// such rows add nothing, get a zero gradient and are counted there.
 LossStats nll_loss(ThreadPool& pool, int64_t rows, int64_t cols, const float* logp,
-                   const int32_t* labels, float grad_scale, float* dlogp);
+                   const int32_t* labels, float grad_scale, float* dlogp,
+                   int64_t* bad_labels = nullptr);
 LossStats softmax_cross_entropy(ThreadPool& pool, int64_t rows, int64_t cols, const float* logits,
                                 const int32_t* labels, float grad_scale, float* dlogits,
-                                float label_smoothing);
+                                float label_smoothing, int64_t* bad_labels = nullptr);
 
 // optimizers.cpp
 void sgd_update(ThreadPool& pool, int64_t n, const SgdParams& p, float* w, const float* grad,

@@ -30,12 +30,22 @@ int64_t argmax(const float* x, int64_t cols) {
   return std::max_element(x, x + cols) - x;
 }
 
-void check_labels(const char* op, int64_t rows, int64_t cols, const int32_t* labels) {
+bool label_ok(int32_t label, int64_t cols) {
+  return label >= 0 && label < cols;
+}
+
+// bad_labels null: a label outside [0, cols) is an InputError; otherwise
+// *bad_labels counts such rows, which the callers then skip.
+void check_labels(const char* op, int64_t rows, int64_t cols, const int32_t* labels,
+                  int64_t* bad_labels) {
   for (int64_t i = 0; i < rows; ++i) {
-    if (labels[i] < 0 || labels[i] >= cols) {
-      fail_input(op, ": label ", labels[i], " of row ", i, " is outside [0, ", cols,
-                 "); check that the data set's labels match the model's number of classes");
+    if (label_ok(labels[i], cols)) continue;
+    if (bad_labels != nullptr) {
+      ++*bad_labels;
+      continue;
     }
+    fail_input(op, ": label ", labels[i], " of row ", i, " is outside [0, ", cols,
+               "); check that the data set's labels match the model's number of classes");
   }
 }
 
@@ -67,20 +77,26 @@ void log_softmax_backward(ThreadPool& pool, int64_t rows, int64_t cols, const fl
 }
 
 // logp, dlogp: (rows, cols); labels: (rows). loss_i = -logp[i, label_i];
-// dlogp = -grad_scale at each label, 0 elsewhere.
+// dlogp = -grad_scale at each label, 0 elsewhere. Rows with a label outside
+// [0, cols): see check_labels.
 LossStats nll_loss(ThreadPool& pool, int64_t rows, int64_t cols, const float* logp,
-                   const int32_t* labels, float grad_scale, float* dlogp) {
-  check_labels("nll_loss", rows, cols, labels);
+                   const int32_t* labels, float grad_scale, float* dlogp, int64_t* bad_labels) {
+  int64_t bad = 0;
+  check_labels("nll_loss", rows, cols, labels, bad_labels ? &bad : nullptr);
+  if (bad_labels) *bad_labels = bad;
   LossStats stats;
-  stats.count = rows;
+  stats.count = rows - bad;
   for (int64_t i = 0; i < rows; ++i) {
+    if (bad != 0 && !label_ok(labels[i], cols)) continue;
     const float* row = logp + i * cols;
     stats.loss_sum -= static_cast<double>(row[labels[i]]);
     stats.correct += argmax(row, cols) == labels[i] ? 1 : 0;
   }
   if (dlogp) {
     fill(pool, rows * cols, 0.0f, dlogp);
-    for (int64_t i = 0; i < rows; ++i) dlogp[i * cols + labels[i]] = -grad_scale;
+    for (int64_t i = 0; i < rows; ++i) {
+      if (label_ok(labels[i], cols)) dlogp[i * cols + labels[i]] = -grad_scale;
+    }
   }
   return stats;
 }
@@ -90,12 +106,18 @@ LossStats nll_loss(ThreadPool& pool, int64_t rows, int64_t cols, const float* lo
 // dlogits = grad_scale * (softmax(x) - (1 - e) onehot(label) - e / cols).
 LossStats softmax_cross_entropy(ThreadPool& pool, int64_t rows, int64_t cols, const float* logits,
                                 const int32_t* labels, float grad_scale, float* dlogits,
-                                float label_smoothing) {
+                                float label_smoothing, int64_t* bad_labels) {
   const float e = label_smoothing, uniform = e / static_cast<float>(cols);
-  check_labels("softmax_cross_entropy", rows, cols, labels);
+  int64_t bad = 0;
+  check_labels("softmax_cross_entropy", rows, cols, labels, bad_labels ? &bad : nullptr);
+  if (bad_labels) *bad_labels = bad;
   LossStats stats;
-  stats.count = rows;
+  stats.count = rows - bad;
   for (int64_t i = 0; i < rows; ++i) {
+    if (bad != 0 && !label_ok(labels[i], cols)) {
+      if (dlogits) fill(pool, cols, 0.0f, dlogits + i * cols);
+      continue;
+    }
     const float* row = logits + i * cols;
     const float lse = log_sum_exp(row, cols);
     double target = static_cast<double>(row[labels[i]]);

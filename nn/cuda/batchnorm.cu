@@ -1,7 +1,11 @@
 // Batch normalisation on CUDA, the same four passes as the CPU
 // (nn/cpu/batchnorm.cpp): per-channel sums reduced by one block per channel
-// in double and copied to the host (where SyncBatchNorm can add them over
-// ranks), then element-wise apply kernels with per-channel coefficients.
+// in double, then element-wise apply kernels with per-channel coefficients.
+// batchnorm_stats / _backward_sums copy the sums to the host (where
+// SyncBatchNorm can add them over ranks); the training ops keep them on the
+// device and run the per-channel arithmetic (nn/batchnorm_math.h) in a
+// kernel of one thread per channel: no host wait.
+#include "nn/batchnorm_math.h"
 #include "nn/cuda/kernels.h"
 #include "nn/cuda/launch.cuh"
 
@@ -76,6 +80,52 @@ __global__ void backward_apply_kernel(int64_t n, int64_t C, int64_t S, const flo
   }
 }
 
+// sums (2, C) -> s.stats, the running statistics, s.coef (2, C), one thread
+// per channel; thread 0 also counts the batch.
+__global__ void train_forward_kernel(int64_t C, double count, const double* sums,
+                                     BatchNormTrainState s) {
+  CUDA_KERNEL_LOOP(c, C) {
+    const BatchNormChannel ch = batchnorm_channel_forward(
+        sums[c], sums[C + c], count, s.eps, s.momentum, s.weight[c], s.bias[c], s.running_mean[c],
+        s.running_var[c], s.coef[c], s.coef[C + c]);
+    s.stats[c] = ch.mean;
+    s.stats[C + c] = ch.invstd;
+    if (c == 0) s.num_batches_tracked[0] += 1.0f;
+  }
+}
+
+// s.stats (2, C) doubles -> s.coef (2, C) floats: (mean, invstd)
+__global__ void stats_to_coef_kernel(int64_t C, BatchNormTrainState s) {
+  CUDA_KERNEL_LOOP(c, 2 * C) {
+    s.coef[c] = static_cast<float>(s.stats[c]);
+  }
+}
+
+// sums (2, C) -> dbias, dweight and (when apply) s.coef rows 2..4
+__global__ void train_backward_kernel(int64_t C, double inv_count, const double* sums,
+                                      BatchNormTrainState s, float* dweight, float* dbias,
+                                      bool apply) {
+  CUDA_KERNEL_LOOP(c, C) {
+    dbias[c] = static_cast<float>(sums[c]);
+    dweight[c] = static_cast<float>(sums[C + c]);
+    if (apply) {
+      batchnorm_channel_backward({s.stats[c], s.stats[C + c]}, s.weight[c], sums[c], sums[C + c],
+                                 inv_count, s.coef[2 * C + c], s.coef[3 * C + c],
+                                 s.coef[4 * C + c]);
+    }
+  }
+}
+
+// out (2, C) on the device -> first, second: host (C) each, in one download
+// (one host wait).
+void split_to_host(DeviceContext& ctx, const double* out, int64_t C, double* first,
+                   double* second) {
+  const auto* host =
+      static_cast<const double*>(ctx.download(out, static_cast<size_t>(2 * C) * sizeof(double)));
+  std::copy(host, host + C, first);
+  std::copy(host + C, host + 2 * C, second);
+}
+
 }  // namespace
 
 // x: (N, C, S) -> sum, sumsq: host (C)
@@ -86,8 +136,7 @@ void batchnorm_stats(DeviceContext& ctx, const BatchNormGeometry& g, const float
   stats_kernel<<<static_cast<unsigned>(C), kReduceThreads, 0, ctx.stream()>>>(g.batch, C, g.spatial,
                                                                               x, out);
   CUDA_CHECK_LAUNCH();
-  ctx.copy_to_host(sum, out, C * sizeof(double));
-  ctx.copy_to_host(sumsq, out + C, C * sizeof(double));
+  split_to_host(ctx, out, C, sum, sumsq);
 }
 
 void batchnorm_apply(DeviceContext& ctx, const BatchNormGeometry& g, const float* x,
@@ -104,14 +153,39 @@ void batchnorm_backward_sums(DeviceContext& ctx, const BatchNormGeometry& g, con
   grad_sums_kernel<<<static_cast<unsigned>(C), kReduceThreads, 0, ctx.stream()>>>(
       g.batch, C, g.spatial, x, y, dy, coef, out);
   CUDA_CHECK_LAUNCH();
-  ctx.copy_to_host(sum_dy, out, C * sizeof(double));
-  ctx.copy_to_host(sum_dy_xhat, out + C, C * sizeof(double));
+  split_to_host(ctx, out, C, sum_dy, sum_dy_xhat);
 }
 
 void batchnorm_backward_apply(DeviceContext& ctx, const BatchNormGeometry& g, const float* x,
                               const float* y, const float* dy, const float* coef, float* dx) {
   launch(backward_apply_kernel, g.batch * g.channels * g.spatial, ctx.stream(),
          g.batch * g.channels * g.spatial, g.channels, g.spatial, x, y, dy, coef, dx);
+}
+
+void batchnorm_train_forward(DeviceContext& ctx, const BatchNormGeometry& g,
+                             const BatchNormTrainState& s, const float* x, bool relu, float* y) {
+  const int64_t C = g.channels;
+  double* sums = ctx.scratch<double>(Scratch::kRowResults, 2 * C);
+  stats_kernel<<<static_cast<unsigned>(C), kReduceThreads, 0, ctx.stream()>>>(g.batch, C, g.spatial,
+                                                                              x, sums);
+  CUDA_CHECK_LAUNCH();
+  launch(train_forward_kernel, C, ctx.stream(), C, static_cast<double>(g.batch * g.spatial), sums,
+         s);
+  batchnorm_apply(ctx, g, x, s.coef, relu, y);
+}
+
+void batchnorm_train_backward(DeviceContext& ctx, const BatchNormGeometry& g,
+                              const BatchNormTrainState& s, const float* x, const float* y,
+                              const float* dy, float* dweight, float* dbias, float* dx) {
+  const int64_t C = g.channels;
+  launch(stats_to_coef_kernel, 2 * C, ctx.stream(), C, s);
+  double* sums = ctx.scratch<double>(Scratch::kRowResults, 2 * C);
+  grad_sums_kernel<<<static_cast<unsigned>(C), kReduceThreads, 0, ctx.stream()>>>(
+      g.batch, C, g.spatial, x, y, dy, s.coef, sums);
+  CUDA_CHECK_LAUNCH();
+  launch(train_backward_kernel, C, ctx.stream(), C, 1.0 / static_cast<double>(g.batch * g.spatial),
+         sums, s, dweight, dbias, dx != nullptr);
+  if (dx != nullptr) batchnorm_backward_apply(ctx, g, x, y, dy, s.coef, dx);
 }
 
 }  // namespace lockstep::nn::cuda

@@ -90,6 +90,16 @@ class CudaBackend final : public Backend {
     cuda::batchnorm_backward_apply(active(), g, x, y, dy, coef, dx);
   }
 
+  void batchnorm_train_forward(const BatchNormGeometry& g, const BatchNormTrainState& s,
+                               const float* x, bool relu, float* y) override {
+    cuda::batchnorm_train_forward(active(), g, s, x, relu, y);
+  }
+  void batchnorm_train_backward(const BatchNormGeometry& g, const BatchNormTrainState& s,
+                                const float* x, const float* y, const float* dy, float* dweight,
+                                float* dbias, float* dx) override {
+    cuda::batchnorm_train_backward(active(), g, s, x, y, dy, dweight, dbias, dx);
+  }
+
   void relu_forward(int64_t n, const float* x, float* y) override {
     cuda::relu_forward(active(), n, x, y);
   }
@@ -135,6 +145,16 @@ class CudaBackend final : public Backend {
     return cuda::softmax_cross_entropy(active(), rows, cols, logits, labels, grad_scale, dlogits,
                                        label_smoothing);
   }
+  void nll_loss_accumulate(int64_t rows, int64_t cols, const float* logp, const int32_t* labels,
+                           float grad_scale, float* dlogp, LossTotals* totals) override {
+    cuda::nll_loss_accumulate(active(), rows, cols, logp, labels, grad_scale, dlogp, totals);
+  }
+  void softmax_cross_entropy_accumulate(int64_t rows, int64_t cols, const float* logits,
+                                        const int32_t* labels, float grad_scale, float* dlogits,
+                                        float label_smoothing, LossTotals* totals) override {
+    cuda::softmax_cross_entropy_accumulate(active(), rows, cols, logits, labels, grad_scale,
+                                           dlogits, label_smoothing, totals);
+  }
 
   void sgd_update(int64_t n, const SgdParams& p, float* w, const float* grad,
                   float* velocity) override {
@@ -153,17 +173,16 @@ class CudaBackend final : public Backend {
   bool any_non_finite(std::span<const ConstFloats> arrays) override {
     return cuda::any_non_finite(active(), arrays);
   }
-  void synchronize() override {
-    ctx_.activate();
-    ctx_.synchronize();
+  void upload(const void* host, void* dst, size_t bytes) override {
+    active().copy_to_device(dst, host, bytes);
   }
+  void download(const void* src, void* host, size_t bytes) override {
+    active().copy_to_host(host, src, bytes);
+  }
+  void synchronize() override { active().synchronize(); }
+  HostTraffic host_traffic() const override { return ctx_.traffic(); }
   void* native_stream() override { return ctx_.stream(); }
   void bind_thread() override { ctx_.activate(); }
-
-  void upload(const void* host, void* device, size_t bytes) {
-    ctx_.activate();
-    ctx_.copy_to_device(device, host, bytes);
-  }
 
  private:
   // The context, its device made current on the calling thread.
@@ -229,9 +248,9 @@ std::string cuda_devices_description() {
 }
 
 void cuda_upload(Backend& backend, const void* host, void* device, size_t bytes) {
-  auto* cuda = dynamic_cast<CudaBackend*>(&backend);
-  LOCKSTEP_CHECK(cuda != nullptr, "cuda_upload on the ", backend.name(), " backend");
-  cuda->upload(host, device, bytes);
+  LOCKSTEP_CHECK(dynamic_cast<CudaBackend*>(&backend) != nullptr, "cuda_upload on the ",
+                 backend.name(), " backend");
+  backend.upload(host, device, bytes);
 }
 
 std::unique_ptr<Backend> make_cuda_backend(int device_index, bool deterministic,

@@ -46,7 +46,8 @@ std::string cuda_devices_description();
 // Copies `bytes` of host memory to device memory of `backend` (a CUDA
 // backend), queued on its stream after the ops queued so far, through pinned
 // staging buffers: `host` may be reused at once, and the DMA is a true
-// asynchronous copy. Throws Error when backend is not a CUDA backend.
+// asynchronous copy (Backend::upload). Throws Error when backend is not a
+// CUDA backend.
 void cuda_upload(Backend& backend, const void* host, void* device, size_t bytes);
 
 std::unique_ptr<Backend> make_cuda_backend(int device_index, bool deterministic,

@@ -184,6 +184,8 @@ const void* DeviceContext::download(const void* device_src, size_t bytes) {
   void* staged = download_.reserve(std::max<size_t>(bytes, 1));
   if (bytes == 0) return staged;
   CUDA_CHECK(cudaMemcpyAsync(staged, device_src, bytes, cudaMemcpyDeviceToHost, stream()));
+  ++traffic_.reads;
+  ++traffic_.waits;
   CUDA_CHECK(cudaStreamSynchronize(stream()));
   return staged;
 }
@@ -192,14 +194,22 @@ void DeviceContext::copy_to_device(void* device_dst, const void* host, size_t by
   if (bytes == 0) return;
   Upload& upload = uploads_[upload_ring_.next()];
   // The buffer's previous copy must have run before it is overwritten.
-  CUDA_CHECK(cudaEventSynchronize(upload.done.get()));
+  const cudaError_t done = cudaEventQuery(upload.done.get());
+  if (done == cudaErrorNotReady) {
+    ++traffic_.throttles;
+    CUDA_CHECK(cudaEventSynchronize(upload.done.get()));
+  } else {
+    CUDA_CHECK(done);
+  }
   void* staged = upload.buffer.reserve(bytes);
   std::memcpy(staged, host, bytes);
   CUDA_CHECK(cudaMemcpyAsync(device_dst, staged, bytes, cudaMemcpyHostToDevice, stream()));
+  ++traffic_.writes;
   CUDA_CHECK(cudaEventRecord(upload.done.get(), stream()));
 }
 
 void DeviceContext::synchronize() {
+  ++traffic_.waits;
   CUDA_CHECK(cudaStreamSynchronize(stream()));
 }
 

@@ -22,7 +22,9 @@
 // is asked of cuDNN for (descriptor, chosen algorithm), and it grows then,
 // once per new shape, in stream order (no host wait).
 //
-// Host copies go through page-locked staging buffers.
+// Host copies go through page-locked staging buffers. traffic() counts
+// every host wait (a stream synchronise, a download), every copy either
+// way, and every upload that had to wait for its staging buffer.
 //
 // Not thread-safe: one thread drives a context at a time. Every entry point
 // of the backend calls activate() first, so that thread may change.
@@ -110,6 +112,7 @@ class DeviceContext {
   // stream, through a pinned upload buffer; `host` may be reused at once.
   void copy_to_device(void* device_dst, const void* host, size_t bytes);
   void synchronize();
+  const HostTraffic& traffic() const { return traffic_; }
 
  private:
   struct StreamDeleter {
@@ -149,6 +152,7 @@ class DeviceContext {
   std::array<Upload, kUploadSlots> uploads_;
   UploadRing<kUploadSlots> upload_ring_;
   PinnedBuffer download_;
+  HostTraffic traffic_;
   std::map<ConvKey, std::unique_ptr<ConvPlan>> conv_plans_;
 };
 

@@ -1,6 +1,6 @@
 // The host-side rules of the CUDA backend, as pure functions without CUDA
 // headers, so that every build tests them (tests/test_cuda_host_rules.cpp):
-// the launch-size clamp, the loss rows' collection, the cuDNN workspace
+// the launch-size clamp, the loss rows' sums and collection, the cuDNN workspace
 // limit and the upload ring's slot order.
 #pragma once
 
@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "nn/backend.h"
+#include "nn/host_device.h"
 
 namespace lockstep::nn::cuda {
 
@@ -34,23 +35,39 @@ struct RowResult {
   int32_t label;
 };
 
-// The rows' records on the host, checked and summed as the CPU backend does:
-// a label outside [0, cols) is an InputError naming op and row;
-// loss_sum = sum_i (lse_i - picked_i) in double, in row order; correct counts
-// rows whose argmax is their label.
-inline LossStats collect_rows(const char* op, int64_t rows, int64_t cols, const RowResult* host) {
+// loss_sum = sum_i (lse_i - picked_i) in double, in row order, and correct
+// = rows whose argmax is their label, over the rows with a label in
+// [0, cols); *bad_labels counts the others. The CPU backend's sums, on the
+// host (collect_rows) or in a one-thread kernel (the accumulating losses).
+LOCKSTEP_HOST_DEVICE inline LossStats sum_rows(int64_t rows, int64_t cols, const RowResult* r,
+                                               int64_t* bad_labels) {
   LossStats stats;
-  stats.count = rows;
+  *bad_labels = 0;
+  for (int64_t i = 0; i < rows; ++i) {
+    if (r[i].label < 0 || r[i].label >= cols) {
+      ++*bad_labels;
+      continue;
+    }
+    stats.loss_sum += static_cast<double>(r[i].lse) - static_cast<double>(r[i].picked);
+    stats.correct += r[i].top == r[i].label ? 1 : 0;
+    ++stats.count;
+  }
+  return stats;
+}
+
+// The rows' records on the host, checked and summed as the CPU backend does:
+// a label outside [0, cols) is an InputError naming op and row; otherwise
+// sum_rows().
+inline LossStats collect_rows(const char* op, int64_t rows, int64_t cols, const RowResult* host) {
   for (int64_t i = 0; i < rows; ++i) {
     const RowResult& r = host[i];
     if (r.label < 0 || r.label >= cols) {
       fail_input(op, ": label ", r.label, " of row ", i, " is outside [0, ", cols,
                  "); check that the data set's labels match the model's number of classes");
     }
-    stats.loss_sum += static_cast<double>(r.lse) - static_cast<double>(r.picked);
-    stats.correct += r.top == r.label ? 1 : 0;
   }
-  return stats;
+  int64_t bad = 0;
+  return sum_rows(rows, cols, host, &bad);
 }
 
 // --- cuDNN workspace (nn/cuda/device_context.cpp) --------------------------------------

@@ -62,6 +62,12 @@ void batchnorm_backward_sums(DeviceContext& ctx, const BatchNormGeometry& g, con
                              double* sum_dy_xhat);
 void batchnorm_backward_apply(DeviceContext& ctx, const BatchNormGeometry& g, const float* x,
                               const float* y, const float* dy, const float* coef, float* dx);
+// The training passes with the per-channel arithmetic on the device.
+void batchnorm_train_forward(DeviceContext& ctx, const BatchNormGeometry& g,
+                             const BatchNormTrainState& s, const float* x, bool relu, float* y);
+void batchnorm_train_backward(DeviceContext& ctx, const BatchNormGeometry& g,
+                              const BatchNormTrainState& s, const float* x, const float* y,
+                              const float* dy, float* dweight, float* dbias, float* dx);
 
 // elementwise.cu
 void dropout_forward(DeviceContext& ctx, const DropoutGeometry& g, const int64_t* sample_ids,
@@ -86,6 +92,12 @@ LossStats nll_loss(DeviceContext& ctx, int64_t rows, int64_t cols, const float* 
 LossStats softmax_cross_entropy(DeviceContext& ctx, int64_t rows, int64_t cols, const float* logits,
                                 const int32_t* labels, float grad_scale, float* dlogits,
                                 float label_smoothing);
+// The same rows, added to totals (device memory) by a one-thread kernel.
+void nll_loss_accumulate(DeviceContext& ctx, int64_t rows, int64_t cols, const float* logp,
+                         const int32_t* labels, float grad_scale, float* dlogp, LossTotals* totals);
+void softmax_cross_entropy_accumulate(DeviceContext& ctx, int64_t rows, int64_t cols,
+                                      const float* logits, const int32_t* labels, float grad_scale,
+                                      float* dlogits, float label_smoothing, LossTotals* totals);
 
 // low_precision.cu (bf16/fp16 precision only): src (n floats) rounded to
 // the context's 16-bit type into scratch buffer `slot`, which is returned;

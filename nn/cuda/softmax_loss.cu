@@ -89,6 +89,30 @@ LossStats collect(DeviceContext& ctx, const char* op, int64_t rows, int64_t cols
   return collect_rows(op, rows, cols, host);
 }
 
+// rows' records -> *totals += their sums (one thread: row order, as the CPU)
+__global__ void accumulate_rows_kernel(int64_t rows, int64_t cols, const RowResult* records,
+                                       LossTotals* totals) {
+  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  int64_t bad = 0;
+  const LossStats s = sum_rows(rows, cols, records, &bad);
+  add_batch_loss(s.loss_sum, s.correct, s.count, bad, *totals);
+}
+
+// The rows of nll_loss into `out`, and dlogp when not null.
+void nll_rows(DeviceContext& ctx, int64_t rows, int64_t cols, const float* logp,
+              const int32_t* labels, float grad_scale, float* dlogp, RowResult* out) {
+  launch(nll_rows_kernel, rows, ctx.stream(), rows, cols, logp, labels, out);
+  if (dlogp != nullptr) {  // an out-of-range label matches no column: its row stays zero
+    launch(nll_grad_kernel, rows * cols, ctx.stream(), rows, cols, labels, grad_scale, dlogp);
+  }
+}
+
+void accumulate(DeviceContext& ctx, int64_t rows, int64_t cols, const RowResult* records,
+                LossTotals* totals) {
+  accumulate_rows_kernel<<<1, 1, 0, ctx.stream()>>>(rows, cols, records, totals);
+  CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace
 
 // logp, dlogp: (rows, cols); labels: (rows, device). loss_i = -logp[i, label_i]
@@ -96,11 +120,16 @@ LossStats nll_loss(DeviceContext& ctx, int64_t rows, int64_t cols, const float* 
                    const int32_t* labels, float grad_scale, float* dlogp) {
   if (rows == 0) return LossStats{};
   RowResult* out = ctx.scratch<RowResult>(Scratch::kRowResults, rows);
-  launch(nll_rows_kernel, rows, ctx.stream(), rows, cols, logp, labels, out);
-  if (dlogp != nullptr) {  // an out-of-range label matches no column: its row stays zero
-    launch(nll_grad_kernel, rows * cols, ctx.stream(), rows, cols, labels, grad_scale, dlogp);
-  }
+  nll_rows(ctx, rows, cols, logp, labels, grad_scale, dlogp, out);
   return collect(ctx, "nll_loss", rows, cols, out);
+}
+
+void nll_loss_accumulate(DeviceContext& ctx, int64_t rows, int64_t cols, const float* logp,
+                         const int32_t* labels, float grad_scale, float* dlogp,
+                         LossTotals* totals) {
+  RowResult* out = ctx.scratch<RowResult>(Scratch::kRowResults, std::max<int64_t>(rows, 1));
+  nll_rows(ctx, rows, cols, logp, labels, grad_scale, dlogp, out);
+  accumulate(ctx, rows, cols, out, totals);
 }
 
 // logits, dlogits: (rows, cols); labels: (rows, device).
@@ -113,6 +142,15 @@ LossStats softmax_cross_entropy(DeviceContext& ctx, int64_t rows, int64_t cols, 
   launch(cross_entropy_rows_kernel, rows, ctx.stream(), rows, cols, logits, labels, grad_scale,
          label_smoothing, out, dlogits);
   return collect(ctx, "softmax_cross_entropy", rows, cols, out);
+}
+
+void softmax_cross_entropy_accumulate(DeviceContext& ctx, int64_t rows, int64_t cols,
+                                      const float* logits, const int32_t* labels, float grad_scale,
+                                      float* dlogits, float label_smoothing, LossTotals* totals) {
+  RowResult* out = ctx.scratch<RowResult>(Scratch::kRowResults, std::max<int64_t>(rows, 1));
+  launch(cross_entropy_rows_kernel, rows, ctx.stream(), rows, cols, logits, labels, grad_scale,
+         label_smoothing, out, dlogits);
+  accumulate(ctx, rows, cols, out, totals);
 }
 
 }  // namespace lockstep::nn::cuda

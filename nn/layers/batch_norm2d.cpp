@@ -5,6 +5,7 @@
 
 #include "common/error.h"
 #include "nn/batch_stats_reducer.h"
+#include "nn/batchnorm_math.h"
 #include "nn/layer_registry.h"
 #include "nn/layers/batch_norm_exact.h"
 
@@ -35,6 +36,18 @@ Shape BatchNorm2d::output_shape(const Shape& input) const {
   return input;
 }
 
+BatchNormTrainState BatchNorm2d::train_state() {
+  return {.weight = weight_.value.data(),
+          .bias = bias_.value.data(),
+          .running_mean = running_mean_.value.data(),
+          .running_var = running_var_.value.data(),
+          .num_batches_tracked = num_batches_tracked_.value.data(),
+          .stats = reinterpret_cast<double*>(stats_.data()),
+          .coef = coef_.data(),
+          .eps = eps_,
+          .momentum = momentum_};
+}
+
 void BatchNorm2d::batch_statistics(Backend& backend, const BatchNormGeometry& g, const Tensor& x,
                                    BatchStatsReducer* reducer) {
   const auto C = static_cast<size_t>(channels_);
@@ -48,20 +61,19 @@ void BatchNorm2d::batch_statistics(Backend& backend, const BatchNormGeometry& g,
   }
   count_ = sums[2 * C];
   if (count_ <= 0) fail_input(name(), ": batch statistics of an empty batch");
-  mean_.resize(C);
-  invstd_.resize(C);
-  Tensor rm({channels_}), rv({channels_}), nbt({1});
+  channels_host_.resize(C);
+  Tensor rm({channels_}), rv({channels_}), nbt({1}), w({channels_}), b({channels_});
   rm.copy_from(running_mean_.value);
   rv.copy_from(running_var_.value);
   nbt.copy_from(num_batches_tracked_.value);
-  const double m = momentum_;
+  w.copy_from(weight_.value);
+  b.copy_from(bias_.value);
+  coef_host_.resize({2, channels_});
+  float* k = coef_host_.data();
   for (size_t c = 0; c < C; ++c) {
-    mean_[c] = sums[c] / count_;
-    const double var = std::max(0.0, sums[C + c] / count_ - mean_[c] * mean_[c]);
-    invstd_[c] = 1.0 / std::sqrt(var + eps_);
-    const double unbiased = count_ > 1 ? var * count_ / (count_ - 1) : var;
-    rm.data()[c] = static_cast<float>((1 - m) * rm.data()[c] + m * mean_[c]);
-    rv.data()[c] = static_cast<float>((1 - m) * rv.data()[c] + m * unbiased);
+    channels_host_[c] =
+        batchnorm_channel_forward(sums[c], sums[C + c], count_, eps_, momentum_, w.data()[c],
+                                  b.data()[c], rm.data()[c], rv.data()[c], k[c], k[C + c]);
   }
   nbt.data()[0] += 1.0f;
   running_mean_.value.copy_from(rm);
@@ -71,14 +83,17 @@ void BatchNorm2d::batch_statistics(Backend& backend, const BatchNormGeometry& g,
 
 void BatchNorm2d::running_statistics() {
   const auto C = static_cast<size_t>(channels_);
-  Tensor rm({channels_}), rv({channels_});
+  Tensor rm({channels_}), rv({channels_}), w({channels_}), b({channels_});
   rm.copy_from(running_mean_.value);
   rv.copy_from(running_var_.value);
-  mean_.resize(C);
-  invstd_.resize(C);
+  w.copy_from(weight_.value);
+  b.copy_from(bias_.value);
+  channels_host_.resize(C);
+  coef_host_.resize({2, channels_});
+  float* k = coef_host_.data();
   for (size_t c = 0; c < C; ++c) {
-    mean_[c] = rm.data()[c];
-    invstd_[c] = 1.0 / std::sqrt(static_cast<double>(rv.data()[c]) + eps_);
+    channels_host_[c] = {rm.data()[c], 1.0 / std::sqrt(static_cast<double>(rv.data()[c]) + eps_)};
+    batchnorm_channel_coef(channels_host_[c], w.data()[c], b.data()[c], k[c], k[C + c]);
   }
 }
 
@@ -86,20 +101,17 @@ void BatchNorm2d::forward(Backend& backend, const Tensor& x, Tensor& y, const Fo
   const BatchNormGeometry g = geometry(x.shape());
   training_ = ctx.training;
   reducer_ = ctx.training ? ctx.batch_stats : nullptr;
+  // Per-rank statistics of ordinary sums: all on the device, nothing read back.
+  on_device_ = ctx.training && reducer_ == nullptr && weight_.exact == nullptr;
+  if (on_device_) {
+    if (g.batch * g.spatial <= 0) fail_input(name(), ": batch statistics of an empty batch");
+    backend.batchnorm_train_forward(g, train_state(), x.data(), relu_, y.data());
+    return;
+  }
   if (ctx.training) {
     batch_statistics(backend, g, x, reducer_);
   } else {
     running_statistics();
-  }
-  Tensor w({channels_}), b({channels_});
-  w.copy_from(weight_.value);
-  b.copy_from(bias_.value);
-  coef_host_.resize({2, channels_});
-  float* k = coef_host_.data();
-  for (int64_t c = 0; c < channels_; ++c) {
-    const double scale = w.data()[c] * invstd_[c];
-    k[c] = static_cast<float>(scale);
-    k[channels_ + c] = static_cast<float>(b.data()[c] - mean_[c] * scale);
   }
   coef_.resize({2, channels_});
   coef_.copy_from(coef_host_);
@@ -108,18 +120,25 @@ void BatchNorm2d::forward(Backend& backend, const Tensor& x, Tensor& y, const Fo
 
 void BatchNorm2d::backward(Backend& backend, const Tensor& x, const Tensor& y, const Tensor& dy,
                            Tensor* dx) {
-  LOCKSTEP_CHECK(mean_.size() == static_cast<size_t>(channels_), "backward before forward");
   const BatchNormGeometry g = geometry(x.shape());
+  const float* masked = relu_ ? y.data() : nullptr;
+  if (on_device_) {
+    backend.batchnorm_train_backward(g, train_state(), x.data(), masked, dy.data(),
+                                     weight_.grad.data(), bias_.grad.data(),
+                                     dx != nullptr ? dx->data() : nullptr);
+    return;
+  }
+  LOCKSTEP_CHECK(channels_host_.size() == static_cast<size_t>(channels_),
+                 "backward before forward");
   const auto C = static_cast<size_t>(channels_);
   coef_host_.resize({5, channels_});
   float* k = coef_host_.data();
   for (size_t c = 0; c < C; ++c) {
-    k[c] = static_cast<float>(mean_[c]);
-    k[C + c] = static_cast<float>(invstd_[c]);
+    k[c] = static_cast<float>(channels_host_[c].mean);
+    k[C + c] = static_cast<float>(channels_host_[c].invstd);
   }
   coef_.resize({5, channels_});
   coef_.copy_from(coef_host_);
-  const float* masked = relu_ ? y.data() : nullptr;
   if (weight_.exact != nullptr) {
     const std::vector<double> sums =
         exact_backward_sums(backend, g, x.data(), masked, dy.data(), coef_.data(), *weight_.exact,
@@ -151,11 +170,10 @@ void BatchNorm2d::backward_apply(Backend& backend, const BatchNormGeometry& g, c
   Tensor w({channels_});
   w.copy_from(weight_.value);
   // Evaluation-mode statistics are constants: only the scale remains.
-  const double batch = training_ ? 1.0 / count_ : 0.0;
+  const double inv_count = training_ ? 1.0 / count_ : 0.0;
   for (size_t c = 0; c < C; ++c) {
-    k[2 * C + c] = static_cast<float>(w.data()[c] * invstd_[c]);
-    k[3 * C + c] = static_cast<float>(sums[c] * batch);
-    k[4 * C + c] = static_cast<float>(sums[C + c] * batch);
+    batchnorm_channel_backward(channels_host_[c], w.data()[c], sums[c], sums[C + c], inv_count,
+                               k[2 * C + c], k[3 * C + c], k[4 * C + c]);
   }
   coef_.copy_from(coef_host_);
   backend.batchnorm_backward_apply(g, x.data(), masked, dy.data(), coef_.data(), dx.data());
@@ -180,6 +198,8 @@ void BatchNorm2d::reset_parameters(uint64_t, Device device) {
   num_batches_tracked_.value = Tensor(Shape{}, device);
   coef_ = Tensor({5, channels_}, device);
   coef_host_ = Tensor({5, channels_});
+  // (2, C) doubles in floats' storage (Tensor allocations are aligned for doubles).
+  stats_ = Tensor({4 * channels_}, device);
 }
 
 namespace {

@@ -19,6 +19,7 @@
 // Initialisation: weight = 1, bias = 0, running_mean = 0, running_var = 1.
 #pragma once
 
+#include "nn/batchnorm_math.h"
 #include "nn/layer.h"
 
 namespace lockstep::nn {
@@ -47,22 +48,27 @@ class BatchNorm2d final : public Layer {
                       const float* masked, const Tensor& dy, const std::vector<double>& sums,
                       Tensor& dx);
   BatchNormGeometry geometry(const Shape& input) const;
-  // Batch mean and invstd from the sums (host, C each); updates the running
-  // statistics.
+  // The host path (SyncBatchNorm, the reproducible mode's exact sums, and
+  // evaluation): batch mean and invstd from the sums read back, the running
+  // statistics updated, y's coefficients into coef_host_.
   void batch_statistics(Backend& backend, const BatchNormGeometry& g, const Tensor& x,
                         BatchStatsReducer* reducer);
   void running_statistics();
+  // The device path (per-rank training statistics of ordinary sums).
+  BatchNormTrainState train_state();
 
   int64_t channels_;
   bool relu_;
   float eps_, momentum_;
   Parameter weight_, bias_;
   Buffer running_mean_, running_var_, num_batches_tracked_;
-  std::vector<double> mean_, invstd_;     // host, of the last forward
-  double count_ = 0;                      // elements per channel (global with a reducer)
-  bool training_ = false;                 // mode of the last forward
+  std::vector<BatchNormChannel> channels_host_;  // host path: of the last forward
+  double count_ = 0;        // host path: elements per channel (global with a reducer)
+  bool training_ = false;   // mode of the last forward
+  bool on_device_ = false;  // the last forward took the device path; stats_ holds its statistics
   BatchStatsReducer* reducer_ = nullptr;  // of the last training forward
   Tensor coef_, coef_host_;               // device and host per-channel coefficients
+  Tensor stats_;                          // device path: (2, C) doubles, mean and invstd
 };
 
 }  // namespace lockstep::nn

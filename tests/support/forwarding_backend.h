@@ -88,6 +88,17 @@ class ForwardingBackend : public nn::Backend {
     on_op("batchnorm_backward_apply");
     inner_->batchnorm_backward_apply(g, x, y, dy, coef, dx);
   }
+  void batchnorm_train_forward(const nn::BatchNormGeometry& g, const nn::BatchNormTrainState& s,
+                               const float* x, bool relu, float* y) override {
+    on_op("batchnorm_train_forward");
+    inner_->batchnorm_train_forward(g, s, x, relu, y);
+  }
+  void batchnorm_train_backward(const nn::BatchNormGeometry& g, const nn::BatchNormTrainState& s,
+                                const float* x, const float* y, const float* dy, float* dweight,
+                                float* dbias, float* dx) override {
+    on_op("batchnorm_train_backward");
+    inner_->batchnorm_train_backward(g, s, x, y, dy, dweight, dbias, dx);
+  }
   void relu_forward(int64_t n, const float* x, float* y) override {
     on_op("relu_forward");
     inner_->relu_forward(n, x, y);
@@ -144,6 +155,18 @@ class ForwardingBackend : public nn::Backend {
     return inner_->softmax_cross_entropy(rows, cols, logits, labels, grad_scale, dlogits,
                                          label_smoothing);
   }
+  void nll_loss_accumulate(int64_t rows, int64_t cols, const float* logp, const int32_t* labels,
+                           float grad_scale, float* dlogp, nn::LossTotals* totals) override {
+    on_op("nll_loss_accumulate");
+    inner_->nll_loss_accumulate(rows, cols, logp, labels, grad_scale, dlogp, totals);
+  }
+  void softmax_cross_entropy_accumulate(int64_t rows, int64_t cols, const float* logits,
+                                        const int32_t* labels, float grad_scale, float* dlogits,
+                                        float label_smoothing, nn::LossTotals* totals) override {
+    on_op("softmax_cross_entropy_accumulate");
+    inner_->softmax_cross_entropy_accumulate(rows, cols, logits, labels, grad_scale, dlogits,
+                                             label_smoothing, totals);
+  }
   void sgd_update(int64_t n, const nn::SgdParams& p, float* w, const float* grad,
                   float* velocity) override {
     on_op("sgd_update");
@@ -174,10 +197,19 @@ class ForwardingBackend : public nn::Backend {
     on_op("any_non_finite");
     return inner_->any_non_finite(arrays);
   }
+  void upload(const void* host, void* dst, size_t bytes) override {
+    on_op("upload");
+    inner_->upload(host, dst, bytes);
+  }
+  void download(const void* src, void* host, size_t bytes) override {
+    on_op("download");
+    inner_->download(src, host, bytes);
+  }
   void synchronize() override {
     on_op("synchronize");
     inner_->synchronize();
   }
+  nn::HostTraffic host_traffic() const override { return inner_->host_traffic(); }
   void* native_stream() override {
     on_op("native_stream");
     return inner_->native_stream();
