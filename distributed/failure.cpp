@@ -85,7 +85,8 @@ SignalLine g_lines[] = {
     {SIGABRT, "aborted (SIGABRT)", {}, 0},
 };
 int g_rank = -1;
-int g_pmi_fd = -1;  // hydra's PMI connection (PMI_FD), -1 without one
+int g_pmi_fd = -1;      // hydra's PMI connection (PMI_FD), -1 without one
+HydraAncestry g_hydra;  // the proxy and its child above this rank
 
 // MPICH's mpiexec forwards a SIGTERM (a scheduler's wall time) to every rank
 // and, having forwarded it, reports exit code 0 for any rank whose exit its
@@ -108,14 +109,14 @@ void hold_output_past_exit() noexcept {
 // finalize makes the proxy SIGKILL the node's other ranks, maybe still in
 // this handler (the job then exits 9), and a rank it reaps after the last
 // pipe closed counts as exit 0. The child keeps the PMI connection and the
-// pipes until the proxy has reaped this rank (launcher_pmi.h).
-void linger_with_launcher(int pmi_fd) noexcept {
-  const pid_t rank = getpid();
+// pipes until the proxy has reaped this rank, or the wrapper that runs it
+// (launcher_pmi.h).
+void linger_with_launcher(int pmi_fd, pid_t watched) noexcept {
   if (_Fork() == 0) {
     const auto fd = static_cast<unsigned>(pmi_fd);
     syscall(SYS_close_range, 3U, fd - 1, 0U);
     syscall(SYS_close_range, fd + 1, ~0U, 0U);
-    linger_until_reaped(pmi_fd, rank, 5000);
+    linger_until_reaped(pmi_fd, watched, 5000);
     _exit(0);
   }
 }
@@ -133,10 +134,11 @@ void on_signal(int signal, siginfo_t* info, void* /*context*/) {
   // Asked to stop: exit with the shell's code for it (128 + signal), which
   // launchers pass on as an exit code rather than as a crash.
   if (signal == SIGINT || signal == SIGTERM) {
-    // Sent by hydra's proxy, this rank's parent: the launcher stops the job.
-    const bool from_launcher = g_pmi_fd >= 0 && info != nullptr && info->si_pid == getppid();
+    // Sent by hydra's proxy (this rank's parent, or a wrapper's): the
+    // launcher stops the job.
+    const bool from_launcher = g_pmi_fd >= 0 && info != nullptr && info->si_pid == g_hydra.proxy;
     if (from_launcher && claim_pmi_connection()) {
-      linger_with_launcher(g_pmi_fd);
+      linger_with_launcher(g_pmi_fd, g_hydra.proxy_child);
     } else {
       hold_output_past_exit();
     }
@@ -173,7 +175,8 @@ void pause_for_launcher() noexcept {
 
 void install_failure_handlers(int rank) {
   g_rank = rank;
-  g_pmi_fd = parse_pmi_fd(hydra_pmi_fd_variable());
+  g_hydra = find_hydra_ancestry();
+  g_pmi_fd = g_hydra.proxy > 0 ? parse_pmi_fd(std::getenv("PMI_FD")) : -1;
   for (SignalLine& line : g_lines) {
     const int written = std::snprintf(line.text, sizeof(line.text),
                                       "lockstep: rank %d: %s; ending the job\n", rank, line.what);

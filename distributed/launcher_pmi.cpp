@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -77,11 +78,42 @@ bool is_hydra_proxy(std::string_view parent_name) {
   return parent_name == "hydra_pmi_proxy";
 }
 
+namespace {
+
+// The name and parent of process `pid` from /proc; false when unreadable.
+bool read_process(pid_t pid, std::string& name, pid_t& parent) {
+  std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
+  if (!std::getline(comm, name)) return false;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  // "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+  const size_t close = line.rfind(')');
+  if (close == std::string::npos) return false;
+  char state = 0;
+  int ppid = 0;
+  if (std::sscanf(line.c_str() + close + 1, " %c %d", &state, &ppid) != 2) return false;
+  parent = ppid;
+  return true;
+}
+
+}  // namespace
+
+HydraAncestry find_hydra_ancestry() {
+  pid_t child = getpid(), pid = getppid();
+  for (int generation = 0; generation < 8 && pid > 1; ++generation) {
+    std::string name;
+    pid_t parent = 0;
+    if (!read_process(pid, name, parent)) break;
+    if (is_hydra_proxy(name)) return {pid, child};
+    child = pid;
+    pid = parent;
+  }
+  return {};
+}
+
 const char* hydra_pmi_fd_variable() {
-  std::ifstream in("/proc/" + std::to_string(getppid()) + "/comm");
-  std::string name;
-  std::getline(in, name);
-  return is_hydra_proxy(name) ? std::getenv("PMI_FD") : nullptr;
+  return find_hydra_ancestry().proxy > 0 ? std::getenv("PMI_FD") : nullptr;
 }
 
 bool claim_pmi_connection() noexcept {
@@ -111,13 +143,13 @@ bool pmi_finalize(int fd, int timeout_ms) noexcept {
   return true;
 }
 
-void linger_until_reaped(int pmi_fd, pid_t rank_pid, int max_ms) noexcept {
+void linger_until_reaped(int pmi_fd, pid_t watched, int max_ms) noexcept {
   constexpr char kQuestion[] = "cmd=get_maxes\n";
   ReplyReader reader;
   const long long deadline = now_ms() + max_ms;
   // kill(pid, 0) succeeds for a running process and for a zombie; ESRCH
   // once its parent has reaped it.
-  while (now_ms() < deadline && !(::kill(rank_pid, 0) != 0 && errno == ESRCH)) {
+  while (now_ms() < deadline && !(::kill(watched, 0) != 0 && errno == ESRCH)) {
     if (!write_all(pmi_fd, kQuestion, sizeof(kQuestion) - 1)) return;
     if (!reader.read_some(pmi_fd, 20)) return;
     timespec pause = {0, 20'000'000};

@@ -22,9 +22,20 @@ namespace lockstep::distributed {
 // True for the name (/proc/PID/comm) of MPICH's launcher proxy.
 bool is_hydra_proxy(std::string_view parent_name);
 
-// PMI_FD's value when this process's parent is hydra's proxy, else null:
-// Slurm's PMI2 sets PMI_FD too, for another wire protocol. Not
-// async-signal-safe (reads /proc): call it before the handlers need it.
+// Where this process stands under hydra's proxy: the proxy, and the
+// proxy's own child on the way down to this process (this process, or a
+// wrapper script that ran it: `mpiexec -n 4 ./bind_gpu.sh lockstep ...`).
+// -1s when no process within 8 generations above is hydra's proxy.
+struct HydraAncestry {
+  pid_t proxy = -1;
+  pid_t proxy_child = -1;
+};
+HydraAncestry find_hydra_ancestry();
+
+// PMI_FD's value when hydra's proxy launched this process, directly or
+// through wrappers, else null: Slurm's PMI2 sets PMI_FD too, for another
+// wire protocol. Not async-signal-safe (reads /proc): call it before the
+// handlers need it.
 const char* hydra_pmi_fd_variable();
 
 // The descriptor in PMI_FD's value; -1 when absent or not a descriptor > 2.
@@ -42,12 +53,13 @@ bool pmi_finalize(int fd, int timeout_ms) noexcept;
 
 // The last moments of a rank that the launcher asked to stop (a forwarded
 // SIGTERM or SIGINT). Call in a child forked from the rank, which then exits
-// with its code; `rank_pid` is the rank. The child holds the rank's output
-// pipes and PMI connection, and asks the proxy a harmless question (PMI
-// get_maxes) every 20 ms until the proxy has reaped the rank, so that the
-// proxy reaps it with its code while an output pipe is still open; then it
-// sends finalize, so that the connection's close kills nothing, and returns.
-// Gives up after `max_ms`.
-void linger_until_reaped(int pmi_fd, pid_t rank_pid, int max_ms) noexcept;
+// with its code; `watched` is the process the proxy reaps (the rank, or the
+// wrapper that runs it: HydraAncestry::proxy_child). The child holds the
+// rank's output pipes and PMI connection, and asks the proxy a harmless
+// question (PMI get_maxes) every 20 ms until `watched` has been reaped, so
+// that the proxy reaps it with its code while an output pipe is still open;
+// then it sends finalize, so that the connection's close kills nothing, and
+// returns. Gives up after `max_ms`.
+void linger_until_reaped(int pmi_fd, pid_t watched, int max_ms) noexcept;
 
 }  // namespace lockstep::distributed

@@ -117,24 +117,36 @@ TEST(FailureEndToEnd, SigtermExitsWith143) {
   EXPECT_EQ(job.exit_code, 143) << job.output;
 }
 
-// A scheduler's wall time: SIGTERM to mpiexec, which forwards it to every
-// rank. The job must exit 143 every time. Hydra's proxy SIGKILLs a node's
-// other ranks when one rank's PMI connection closes before a finalize (the
-// job then exited 9), and reports 0 for a rank it reaps after the node's
-// last output pipe closed; cluster_sigterm met the first in CI.
-TEST(FailureEndToEnd, SigtermToTheLauncherExits143EveryTime) {
-  const std::string tag = "lockstep-failure-" + std::to_string(getpid()) + "-stopped";
+// Runs `mpiexec -n 4 [WRAPPER] helper until_stopped` `times` times, each
+// stopped by SIGTERM to mpiexec once rank 0 is ready; returns "codes: C1
+// C2 ..." and the last job's output.
+std::string stop_jobs(const std::string& tag, const std::string& wrapper, int times) {
   const std::string script =
-      "out=$(mktemp); codes=''; for i in 1 2 3 4 5 6; do : >\"$out\"; "
-      "timeout -k 5 60 " LOCKSTEP_MPIEXEC " -n 4 " LOCKSTEP_FAILURE_HELPER " until_stopped --tag=" +
-      tag +
+      "out=$(mktemp); codes=''; for i in $(seq " + std::to_string(times) +
+      "); do : >\"$out\"; timeout -k 5 60 " LOCKSTEP_MPIEXEC " -n 4 " + wrapper +
+      " " LOCKSTEP_FAILURE_HELPER " until_stopped --tag=" + tag +
       " >\"$out\" 2>&1 & job=$!; "
       "until grep -q ready \"$out\" || ! kill -0 $job 2>/dev/null; do sleep 0.02; done; "
       "pkill -TERM -P $job; wait $job; codes=\"$codes $?\"; done; "
       "echo \"codes:$codes\"; tail -n 20 \"$out\"; rm -f \"$out\"";
-  const lockstep::testing::CommandResult job =
-      lockstep::testing::run_command("bash -c '" + script + "'");
-  EXPECT_NE(job.output.find("codes: 143 143 143 143 143 143\n"), std::string::npos) << job.output;
+  return lockstep::testing::run_command("bash -c '" + script + "'").output;
+}
+
+// A scheduler's wall time: SIGTERM to mpiexec, which forwards it to every
+// rank. The job must exit 143 every time, also when each rank runs under a
+// wrapper script (binding GPUs or CPUs, as sites do). Hydra's proxy SIGKILLs
+// a node's other ranks when one rank's PMI connection closes before a
+// finalize (the job then exited 9), and reports 0 for a process it reaps
+// after the node's last output pipe closed; cluster_sigterm met the first
+// in CI, and the straggler test's wrapper the second.
+TEST(FailureEndToEnd, SigtermToTheLauncherExits143EveryTime) {
+  const std::string tag = "lockstep-failure-" + std::to_string(getpid()) + "-stopped";
+  const std::string direct = stop_jobs(tag, "", 6);
+  EXPECT_NE(direct.find("codes: 143 143 143 143 143 143\n"), std::string::npos) << direct;
+  // A wrapper that waits for the rank and passes the stop on as 143.
+  const std::string wrapped =
+      stop_jobs(tag, "sh " LOCKSTEP_SOURCE_DIR "/tests/helpers/trap_wrapper.sh", 3);
+  EXPECT_NE(wrapped.find("codes: 143 143 143\n"), std::string::npos) << wrapped;
   EXPECT_TRUE(processes_with(tag).empty()) << "processes left behind";
 }
 
