@@ -4,8 +4,9 @@
 // convolutions and linear layers of AlexNet-CIFAR at batch 128, and those of
 // resnet20 with its BatchNorms, as fractions of the core's peak.
 //
-//   kernel_bench [bf16] [avx2|avx512] [mnist] [alexnet] [resnet20] [threads...]
-//                (default: fp32, widest instruction set, every model, 1 2 threads)
+//   kernel_bench [bf16] [avx2|avx512] [direct] [mnist] [alexnet] [resnet20] [threads...]
+//                (default: fp32, widest instruction set, Winograd where it applies,
+//                every model, 1 2 threads; direct: no Winograd)
 // First the core's peak for the kernels' instruction set: fp32 512-bit FMA
 // and bf16 vdpbf16ps, or fp32 256-bit FMA for avx2 (bench/peak_flops.h).
 // With LOCKSTEP_BENCH_CPU_TIME set, times are process CPU time (see now_us).
@@ -172,11 +173,12 @@ std::vector<Op> mnist_step(Backend& b, std::vector<Buffer>& keep) {
 
 lockstep::nn::Precision precision = lockstep::nn::Precision::kFp32;
 std::optional<lockstep::nn::CpuIsa> isa_cap;  // the kernels' instruction set, at most
+bool winograd = true;                         // CpuBackendOptions::winograd
 
 // Each op is timed inside whole steps (caches as in training), median of
 // 300 steps; the step total is timed separately.
 void bench_mnist(int threads) {
-  auto b = lockstep::nn::make_cpu_backend({.threads = threads, .isa_cap = isa_cap});
+  auto b = lockstep::nn::make_cpu_backend({.threads = threads, .isa_cap = isa_cap, .winograd = winograd});
   std::vector<Buffer> keep;
   const std::vector<Op> ops = mnist_step(*b, keep);
   const int steps = 300;
@@ -213,7 +215,7 @@ double core_peak_gflops = 0.0;
 
 void bench_alexnet(int threads) {
   auto b = lockstep::nn::make_cpu_backend(
-      {.threads = threads, .isa_cap = isa_cap, .precision = precision});
+      {.threads = threads, .isa_cap = isa_cap, .precision = precision, .winograd = winograd});
   std::printf("\nAlexNet-CIFAR, batch 128, %s: median ms (GFLOP/s)\n", b->name().c_str());
   const int64_t N = 128;
   const Conv2dGeometry convs[5] = {conv(N, 3, 32, 64, 3, 2, 1), conv(N, 64, 8, 192, 3, 1, 1),
@@ -271,9 +273,14 @@ void bench_alexnet(int threads) {
 // backward data (nothing below it needs dx).
 void bench_resnet20(int threads) {
   auto b = lockstep::nn::make_cpu_backend(
-      {.threads = threads, .isa_cap = isa_cap, .precision = precision});
-  std::printf("\nresnet20, batch 128, %s: median ms (GFLOP/s, %% of %d core%s' peak)\n",
-              b->name().c_str(), threads, threads == 1 ? "" : "s");
+      {.threads = threads, .isa_cap = isa_cap, .precision = precision, .winograd = winograd});
+  std::printf(
+      "\nresnet20, batch 128, %s, %s: median ms (GFLOP/s, %% of %d core%s' peak; for "
+      "Winograd the direct convolution's flops over its time)\n",
+      b->name().c_str(), winograd && precision == lockstep::nn::Precision::kFp32
+                             ? "Winograd F(4x4, 3x3) where it applies"
+                             : "direct convolutions",
+      threads, threads == 1 ? "" : "s");
   const int64_t N = 128;
   struct Shape {
     const char* name;
@@ -358,6 +365,8 @@ int main(int argc, char** argv) {
     const std::string arg = argv[i];
     if (arg == "bf16") {
       precision = lockstep::nn::Precision::kBf16;
+    } else if (arg == "direct") {
+      winograd = false;
     } else if (arg.starts_with("avx")) {
       isa_cap = lockstep::nn::parse_cpu_isa(arg, "kernel_bench argument");
     } else if (arg == "mnist" || arg == "alexnet" || arg == "resnet20") {

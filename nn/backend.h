@@ -336,10 +336,15 @@ class Backend {
 // precision bf16 runs convolutions and gemm on bf16 inputs (nn/precision.h),
 // on vdpbf16ps where the CPU has AVX512_BF16, else emulated; fp16 is an
 // InputError (check_cpu_precision).
+// winograd: fp32 3x3 convolutions with stride 1 and at least 8 channels in
+// and out run (forward and data gradient) on Winograd's F(4x4, 3x3), 4x
+// fewer multiplications, which differs from the direct convolution by
+// rounding (a few ulps of the sums); false: the direct convolution for all.
 struct CpuBackendOptions {
   int threads = 0;
   std::optional<CpuIsa> isa_cap;
   Precision precision = Precision::kFp32;
+  bool winograd = true;
 };
 std::unique_ptr<Backend> make_cpu_backend(const CpuBackendOptions& options);
 std::unique_ptr<Backend> make_cpu_backend(int threads);

@@ -50,8 +50,10 @@ void accumulate_bias_grad(const Conv2dGeometry& g, const float* dy, int64_t n0, 
 
 // x: (N, C, H, W), w: (K, C, R, S), b: (K) or null -> y: (N, K, P, Q)
 void conv2d_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x, const float* w,
-                    const float* b, float* y) {
-  if (conv::wide_applies(g)) {
+                    const float* b, float* y, bool winograd) {
+  if (winograd && conv::winograd_applies(g)) {
+    conv::winograd_forward(pool, g, x, w, b, y);
+  } else if (conv::wide_applies(g)) {
     conv::wide_forward(pool, g, x, w, b, y);
   } else {
     conv::im2col_forward(pool, g, x, w, b, y);
@@ -67,9 +69,11 @@ void conv2d_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x, c
 // avx512; at K = 64 and more (resnet20's 8x8 stage, AlexNet-CIFAR) it was
 // 0-25% slower, and without "same" padding (MNIST conv2) it adds flops.
 void conv2d_backward_data(ThreadPool& pool, const Conv2dGeometry& g, const float* w,
-                          const float* dy, float* dx) {
+                          const float* dy, float* dx, bool winograd) {
   const int64_t K = g.out_channels, C = g.in_channels, R = g.kernel_h, RS = R * R;
-  if (g.stride == 1 && g.kernel_w == R && 2 * g.pad == R - 1 && K <= 32) {
+  const Conv2dGeometry transposed{g.batch, K, g.out_h(), g.out_w(), C, R, R, 1, g.pad};
+  const bool same = g.stride == 1 && g.kernel_w == R && 2 * g.pad == R - 1;
+  if (same && (K <= 32 || (winograd && conv::winograd_applies(transposed)))) {
     float* flipped = scratch(ScratchSlot::kPartials, static_cast<size_t>(K * C * RS));
     for (int64_t k = 0; k < K; ++k) {
       for (int64_t c = 0; c < C; ++c) {
@@ -77,8 +81,7 @@ void conv2d_backward_data(ThreadPool& pool, const Conv2dGeometry& g, const float
           flipped[(c * K + k) * RS + RS - 1 - t] = w[(k * C + c) * RS + t];
       }
     }
-    const Conv2dGeometry t{g.batch, K, g.out_h(), g.out_w(), C, R, R, 1, g.pad};
-    return conv2d_forward(pool, t, dy, flipped, nullptr, dx);
+    return conv2d_forward(pool, transposed, dy, flipped, nullptr, dx, winograd);
   }
   if (conv::wide_applies(g)) {
     conv::wide_backward_data(pool, g, w, dy, dx);

@@ -23,8 +23,8 @@ constexpr const char* kIsaName = LOCKSTEP_STRINGIFY(LOCKSTEP_CPU_ISA);
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(int threads, Precision precision, bool bf16_dot)
-      : pool_(threads), bf16_(precision == Precision::kBf16), dot_(bf16_dot) {}
+  CpuBackend(int threads, Precision precision, bool bf16_dot, bool winograd)
+      : pool_(threads), bf16_(precision == Precision::kBf16), dot_(bf16_dot), winograd_(winograd) {}
 
   Device device() const override { return Device::kCpu; }
   std::string name() const override {
@@ -38,13 +38,13 @@ class CpuBackend final : public Backend {
                       float* y) override {
     g.validate();
     if (bf16_) return cpu::conv2d_forward_bf16(pool_, g, x, w, b, y, dot_);
-    cpu::conv2d_forward(pool_, g, x, w, b, y);
+    cpu::conv2d_forward(pool_, g, x, w, b, y, winograd_);
   }
   void conv2d_backward_data(const Conv2dGeometry& g, const float* w, const float* dy,
                             float* dx) override {
     g.validate();
     if (bf16_) return cpu::conv2d_backward_data_bf16(pool_, g, w, dy, dx, dot_);
-    cpu::conv2d_backward_data(pool_, g, w, dy, dx);
+    cpu::conv2d_backward_data(pool_, g, w, dy, dx, winograd_);
   }
   void conv2d_backward_filter(const Conv2dGeometry& g, const float* x, const float* dy, float* dw,
                               float* db) override {
@@ -236,12 +236,14 @@ class CpuBackend final : public Backend {
   cpu::ThreadPool pool_;
   bool bf16_ = false;  // bf16 inputs to convolutions and gemm
   bool dot_ = false;   // on vdpbf16ps
+  bool winograd_ = true;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_isa_backend(int threads, Precision precision, bool bf16_dot) {
-  return std::make_unique<CpuBackend>(threads, precision, bf16_dot);
+std::unique_ptr<Backend> make_isa_backend(int threads, Precision precision, bool bf16_dot,
+                                          bool winograd) {
+  return std::make_unique<CpuBackend>(threads, precision, bf16_dot, winograd);
 }
 
 }  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA

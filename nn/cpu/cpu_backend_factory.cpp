@@ -18,11 +18,12 @@ std::unique_ptr<Backend> make_cpu_backend(const CpuBackendOptions& options) {
       // bf16 on vdpbf16ps where the CPU has it; the slot for AMX tiles
       // (cpu_has_amx_bf16) when they exist.
       return cpu::avx512::make_isa_backend(options.threads, options.precision,
-                                           cpu_has_avx512_bf16());
+                                           cpu_has_avx512_bf16(), options.winograd);
     case CpuIsa::kAvx2:
       break;
   }
-  return cpu::avx2::make_isa_backend(options.threads, options.precision, false);
+  return cpu::avx2::make_isa_backend(options.threads, options.precision, false,
+                                     options.winograd);
 }
 
 std::unique_ptr<Backend> make_cpu_backend(int threads) {

@@ -10,7 +10,7 @@
 # Files listed in lockstep_cpu_common_sources are compiled once, at baseline.
 set(lockstep_cpu_common_sources
     nn/cpu/cpu_backend_factory.cpp nn/cpu/cpu_isa.cpp nn/cpu/dense_eigen.cpp nn/cpu/scratch.cpp
-    nn/cpu/thread_pool.cpp)
+    nn/cpu/thread_pool.cpp nn/cpu/winograd_filters.cpp)
 file(GLOB lockstep_cpu_kernel_sources CONFIGURE_DEPENDS nn/cpu/*.cpp)
 list(TRANSFORM lockstep_cpu_common_sources PREPEND ${CMAKE_CURRENT_SOURCE_DIR}/)
 list(REMOVE_ITEM lockstep_cpu_kernel_sources ${lockstep_cpu_common_sources})

@@ -12,14 +12,17 @@
 
 namespace lockstep::nn::cpu {
 
-// bf16_dot: bf16 products on vdpbf16ps (avx512 only).
+// bf16_dot: bf16 products on vdpbf16ps (avx512 only); winograd: as
+// CpuBackendOptions::winograd.
 namespace avx2 {
-std::unique_ptr<Backend> make_isa_backend(int threads, Precision precision, bool bf16_dot);
+std::unique_ptr<Backend> make_isa_backend(int threads, Precision precision, bool bf16_dot,
+                                          bool winograd);
 extern const Convert16Kernels kConvert16Kernels;
 extern const Bf16Kernels kBf16Kernels;
 }  // namespace avx2
 namespace avx512 {
-std::unique_ptr<Backend> make_isa_backend(int threads, Precision precision, bool bf16_dot);
+std::unique_ptr<Backend> make_isa_backend(int threads, Precision precision, bool bf16_dot,
+                                          bool winograd);
 extern const Convert16Kernels kConvert16Kernels;
 extern const Bf16Kernels kBf16Kernels;
 }  // namespace avx512

@@ -12,11 +12,13 @@
 
 namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA {
 
-// conv.cpp
+// conv.cpp; winograd: 3x3 convolutions with stride 1 may take Winograd's
+// F(4x4, 3x3) (conv_winograd.cpp), which differs from the direct
+// convolution by rounding.
 void conv2d_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x, const float* w,
-                    const float* b, float* y);
+                    const float* b, float* y, bool winograd);
 void conv2d_backward_data(ThreadPool& pool, const Conv2dGeometry& g, const float* w,
-                          const float* dy, float* dx);
+                          const float* dy, float* dx, bool winograd);
 void conv2d_backward_filter(ThreadPool& pool, const Conv2dGeometry& g, const float* x,
                             const float* dy, float* dw, float* db);
 

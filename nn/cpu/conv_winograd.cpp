@@ -1,0 +1,315 @@
+// 3x3 convolution with stride 1 by Winograd's minimal filtering, F(4x4, 3x3)
+// (Lavin and Gray 2016, interpolation points 0, +-1, +-2, infinity): each
+// 4 x 4 block of outputs ("tile") is
+//   Y = A^T [ (G g G^T) . (B^T d B) ] A
+// from the 6 x 6 input patch d under it and each 3 x 3 filter g, which
+// takes 36 multiplications per (tile, input channel, output channel)
+// against 144 for the direct convolution.
+//
+// Work runs per block of whole tile rows (the tiles of 4 output rows of one
+// sample; a block may span samples), on vectors of kNativeLanes channels:
+//   1. input transform: the 6 input rows of a tile row, kNativeLanes
+//      channels at a time, are transposed into a strip (6, columns, lanes)
+//      with the padding as zeros; each tile's 36 transformed vectors go to
+//      V(e, tile, c), e = 0..35;
+//   2. 36 GEMMs M(e) (tiles, K) = V(e) (tiles, C) U(e) (C, K), the filters
+//      transformed once per call, U(e, c, k) = (G g_kc G^T)(e);
+//   3. output transform: each tile's 36 vectors of M, kNativeLanes output
+//      channels at a time, give its 4 x 4 outputs, transposed back into the
+//      output's rows (bias added).
+// A block's V and M stay in the L2 cache. Channels are padded with zeros
+// to whole vectors. The filter transform is compiled once for both builds
+// (winograd_filters.cpp).
+//
+// Every output depends only on its own tile's inputs and the filters, in an
+// order fixed by C alone: the result does not depend on the batch, the
+// blocking or the thread count, and the avx2 and avx512 builds compute the
+// same additions in the same order (the same bits). It differs from the
+// direct convolution by rounding (the transforms' constants 1/4, 1/6, 1/12
+// and 1/24 are inexact in binary): a few float ulps of the sum's magnitude.
+#include <algorithm>
+#include <cstring>
+
+#include "nn/cpu/conv_common.h"
+#include "nn/cpu/scratch.h"
+#include "nn/cpu/simd.h"
+#include "nn/cpu/simd_native.h"
+#include "nn/cpu/winograd_filters.h"
+
+namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA::conv {
+namespace {
+
+constexpr int64_t L = kNativeLanes;
+constexpr int kAlpha = 6;                // input patch and transformed tile: 6 x 6
+constexpr int kE = kAlpha * kAlpha;      // transformed elements per tile
+constexpr int64_t kRowGroup = 12;        // GEMM rows are padded to a multiple of this
+constexpr int64_t kBlockBytes = 384 << 10;  // V and M of a block, at most (L2)
+
+int64_t round_up(int64_t n, int64_t m) {
+  return (n + m - 1) / m * m;
+}
+
+struct Wino {
+  int64_t C, K, H, W, P, Q, pad;
+  int64_t CL, KL;      // channels padded to whole vectors
+  int64_t th, tw;      // tiles per column and per row of one sample
+  int64_t strip_w;     // input columns of a strip, whole vectors: >= 4 tw + 2
+  int64_t out_w;       // output columns of an output strip, whole vectors: >= 4 tw
+  int64_t rows_per_block, tiles_cap;  // tile rows per block; V/M rows (padded)
+
+  explicit Wino(const Conv2dGeometry& g)
+      : C(g.in_channels),
+        K(g.out_channels),
+        H(g.in_h),
+        W(g.in_w),
+        P(g.out_h()),
+        Q(g.out_w()),
+        pad(g.pad),
+        CL(round_up(C, L)),
+        KL(round_up(K, L)),
+        th((P + 3) / 4),
+        tw((Q + 3) / 4),
+        strip_w(round_up(4 * tw + 2, L)),
+        out_w(round_up(4 * tw, L)) {
+    const int64_t tiles = std::max<int64_t>(
+        tw, kBlockBytes / (kE * static_cast<int64_t>(sizeof(float)) * (CL + KL)));
+    rows_per_block = std::max<int64_t>(1, tiles / tw);
+    tiles_cap = round_up(rows_per_block * tw, kRowGroup);
+  }
+  int64_t v_size() const { return kE * tiles_cap * CL; }
+  int64_t m_size() const { return kE * tiles_cap * KL; }
+  // row buffer (L, strip_w) + input strip (6, strip_w, L) + output strip (4, out_w, L)
+  int64_t strip_size() const { return L * strip_w + 6 * strip_w * L + 4 * out_w * L; }
+};
+
+// --- transforms ---------------------------------------------------------------
+
+// B^T d for one column of 6 vectors (in place).
+[[gnu::always_inline]] inline void input_1d(vn (&d)[kAlpha]) {
+  const vn a = d[4] - 4.0f * d[2], b = d[3] - 4.0f * d[1];
+  const vn c = d[4] - d[2], e = 2.0f * (d[3] - d[1]);
+  const vn t0 = 4.0f * d[0] - 5.0f * d[2] + d[4];
+  const vn t5 = 4.0f * d[1] - 5.0f * d[3] + d[5];
+  d[0] = t0;
+  d[1] = a + b;
+  d[2] = a - b;
+  d[3] = c + e;
+  d[4] = c - e;
+  d[5] = t5;
+}
+
+// A^T m: 6 vectors to 4.
+[[gnu::always_inline]] inline void output_1d(const vn (&m)[kAlpha], vn (&o)[4]) {
+  const vn s = m[1] + m[2], d = m[1] - m[2];
+  const vn s2 = m[3] + m[4], d2 = m[3] - m[4];
+  o[0] = m[0] + s + s2;
+  o[1] = d + 2.0f * d2;
+  o[2] = s + 4.0f * s2;
+  o[3] = d + 8.0f * d2 + m[5];
+}
+
+// The tile whose patch starts at strip + column * L (rows strip_w * L
+// apart): its 36 vectors B^T d B to v + e * v_stride.
+void input_tile(const float* strip, int64_t strip_w, float* v, int64_t v_stride) {
+  vn t[kAlpha][kAlpha];  // t[i][j]: (B^T d)(i, j)
+  for (int j = 0; j < kAlpha; ++j) {
+    vn col[kAlpha];
+    for (int i = 0; i < kAlpha; ++i) col[i] = loadn(strip + (i * strip_w + j) * L);
+    input_1d(col);
+    for (int i = 0; i < kAlpha; ++i) t[i][j] = col[i];
+  }
+  for (int i = 0; i < kAlpha; ++i) {
+    input_1d(t[i]);
+    for (int j = 0; j < kAlpha; ++j) storen(v + (i * kAlpha + j) * v_stride, t[i][j]);
+  }
+}
+
+// A^T m A of the tile whose 36 vectors are at m + e * m_stride, plus bias
+// (null: none), to the output strip from column * L on (rows out_w * L apart).
+void output_tile(const float* m, int64_t m_stride, const vn* bias, float* out, int64_t out_w) {
+  vn t[4][kAlpha];  // t[i][j]: (A^T m)(i, j)
+  for (int j = 0; j < kAlpha; ++j) {
+    vn col[kAlpha], o[4];
+    for (int i = 0; i < kAlpha; ++i) col[i] = loadn(m + (i * kAlpha + j) * m_stride);
+    output_1d(col, o);
+    for (int i = 0; i < 4; ++i) t[i][j] = o[i];
+  }
+  for (int i = 0; i < 4; ++i) {
+    vn o[4];
+    output_1d(t[i], o);
+    for (int j = 0; j < 4; ++j) {
+      if (bias) o[j] += *bias;
+      storen(out + (i * out_w + j) * L, o[j]);
+    }
+  }
+}
+
+// --- the strips ------------------------------------------------------------------
+
+// strip (6, strip_w, L) <- input rows 4 ty - pad .. + 5 of channels
+// [cb L, cb L + L) of sample x (C, H, W), column s holding input column
+// s - pad; zeros outside the input and past C. rowbuf: (L, strip_w).
+void fill_strip(const Wino& z, const float* x, int64_t cb, int64_t ty, float* rowbuf,
+                float* strip) {
+  for (int i = 0; i < kAlpha; ++i) {
+    const int64_t h = 4 * ty - z.pad + i;
+    float* out = strip + i * z.strip_w * L;
+    if (h < 0 || h >= z.H) {
+      std::fill(out, out + z.strip_w * L, 0.0f);
+      continue;
+    }
+    for (int64_t l = 0; l < L; ++l) {
+      const int64_t c = cb * L + l;
+      float* row = rowbuf + l * z.strip_w;
+      if (c >= z.C) {
+        std::fill(row, row + z.strip_w, 0.0f);
+        continue;
+      }
+      const int64_t lead = std::min(z.pad, z.strip_w);
+      const int64_t n = std::min(z.W, z.strip_w - lead);
+      std::fill(row, row + lead, 0.0f);
+      std::memcpy(row + lead, x + (c * z.H + h) * z.W, static_cast<size_t>(n) * sizeof(float));
+      std::fill(row + lead + n, row + z.strip_w, 0.0f);
+    }
+    for (int64_t q = 0; q < z.strip_w; q += L) {
+      vn r[L];
+      for (int64_t l = 0; l < L; ++l) r[l] = loadn(rowbuf + l * z.strip_w + q);
+      transpose_square(r);
+      for (int64_t j = 0; j < L; ++j) storen(out + (q + j) * L, r[j]);
+    }
+  }
+}
+
+// Output rows 4 ty .. + 3 (those < P) of channels [kb L, kb L + L) (those
+// < K) of sample y (K, P, Q) <- the output strip (4, out_w, L).
+void store_strip(const Wino& z, const float* strip, int64_t kb, int64_t ty, float* y) {
+  for (int i = 0; i < 4 && 4 * ty + i < z.P; ++i) {
+    const int64_t h = 4 * ty + i;
+    for (int64_t q = 0; q < z.Q; q += L) {
+      vn r[L];
+      for (int64_t j = 0; j < L; ++j) r[j] = loadn(strip + (i * z.out_w + q + j) * L);
+      transpose_square(r);
+      const int64_t n = std::min(L, z.Q - q);
+      for (int64_t l = 0; l < L && kb * L + l < z.K; ++l) {
+        float* dst = y + ((kb * L + l) * z.P + h) * z.Q + q;
+        if (n == L) {
+          storen(dst, r[l]);
+        } else {
+          float lanes[L];
+          storen(lanes, r[l]);
+          std::memcpy(dst, lanes, static_cast<size_t>(n) * sizeof(float));
+        }
+      }
+    }
+  }
+}
+
+// --- the products ----------------------------------------------------------------
+
+// m (R, J L) rows ldm = v (R, CL) rows ldv * u (CL, J L) rows ldu.
+template <int R, int J>
+[[gnu::always_inline]] inline void gemm_tile(int64_t cl, const float* v, int64_t ldv,
+                                             const float* u, int64_t ldu, float* m, int64_t ldm) {
+  vn acc[R][J] = {};
+  for (int64_t c = 0; c < cl; ++c) {
+    vn b[J];
+    for (int j = 0; j < J; ++j) b[j] = loadn(u + c * ldu + j * L);
+    for (int r = 0; r < R; ++r) {
+      const float a = v[r * ldv + c];
+      for (int j = 0; j < J; ++j) acc[r][j] += a * b[j];
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int j = 0; j < J; ++j) storen(m + r * ldm + j * L, acc[r][j]);
+  }
+}
+
+// M (rows, KL) = V (rows, CL) U (CL, KL), rows a multiple of kRowGroup. The
+// tiles hold at most 24 accumulators (12 on avx2): rows x vectors of 12 x 2
+// or 6 x 4 (avx512), 12 x 1 or 6 x 2 (avx2).
+void gemm_block(int64_t rows, int64_t cl, int64_t kl, const float* v, const float* u, float* m) {
+  constexpr int kWide = kWideRegisters ? 4 : 2;
+  int64_t k0 = 0;
+  for (; k0 + kWide * L <= kl; k0 += kWide * L) {
+    for (int64_t r = 0; r < rows; r += 6) {
+      gemm_tile<6, kWide>(cl, v + r * cl, cl, u + k0, kl, m + r * kl + k0, kl);
+    }
+  }
+  if constexpr (kWideRegisters) {
+    for (; k0 + 2 * L <= kl; k0 += 2 * L) {
+      for (int64_t r = 0; r < rows; r += 12) {
+        gemm_tile<12, 2>(cl, v + r * cl, cl, u + k0, kl, m + r * kl + k0, kl);
+      }
+    }
+  }
+  for (; k0 < kl; k0 += L) {
+    for (int64_t r = 0; r < rows; r += 12) {
+      gemm_tile<12, 1>(cl, v + r * cl, cl, u + k0, kl, m + r * kl + k0, kl);
+    }
+  }
+}
+
+}  // namespace
+
+bool winograd_applies(const Conv2dGeometry& g) {
+  return g.kernel_h == 3 && g.kernel_w == 3 && g.stride == 1 && g.pad <= 2 &&
+         g.in_channels >= 8 && g.out_channels >= 8 && g.out_h() >= 4 && g.out_w() >= 4;
+}
+
+// x: (N, C, H, W), w: (K, C, 3, 3), b: (K) or null -> y: (N, K, P, Q)
+void winograd_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x, const float* w,
+                      const float* b, float* y) {
+  const Wino z(g);
+  float* u = scratch(ScratchSlot::kPackedWeights, static_cast<size_t>(kE * z.CL * z.KL));
+  winograd_filters(g.out_channels, g.in_channels, w, z.KL, z.CL, u);
+  const int64_t tile_rows = g.batch * z.th;
+  const int64_t blocks = (tile_rows + z.rows_per_block - 1) / z.rows_per_block;
+  pool.parallel_for(blocks, 1, [&](int64_t b0, int64_t b1, int) {
+    float* v = scratch(ScratchSlot::kColumns, static_cast<size_t>(z.v_size()));
+    float* m = scratch(ScratchSlot::kGather, static_cast<size_t>(z.m_size()));
+    float* rowbuf = scratch(ScratchSlot::kPadded, static_cast<size_t>(z.strip_size()));
+    float* strip = rowbuf + L * z.strip_w;
+    float* ostrip = strip + 6 * z.strip_w * L;
+    const int64_t v_stride = z.tiles_cap * z.CL, m_stride = z.tiles_cap * z.KL;
+    for (int64_t blk = b0; blk < b1; ++blk) {
+      const int64_t r0 = blk * z.rows_per_block;
+      const int64_t r1 = std::min(tile_rows, r0 + z.rows_per_block);
+      const int64_t tiles = (r1 - r0) * z.tw, rows = round_up(tiles, kRowGroup);
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t n = r / z.th, ty = r % z.th;
+        for (int64_t cb = 0; cb < z.CL / L; ++cb) {
+          fill_strip(z, x + n * z.C * z.H * z.W, cb, ty, rowbuf, strip);
+          for (int64_t tx = 0; tx < z.tw; ++tx) {
+            const int64_t t = (r - r0) * z.tw + tx;
+            input_tile(strip + 4 * tx * L, z.strip_w, v + t * z.CL + cb * L, v_stride);
+          }
+        }
+      }
+      for (int e = 0; e < kE; ++e) {  // the padding rows: zeros, not stale values
+        std::fill(v + e * v_stride + tiles * z.CL, v + e * v_stride + rows * z.CL, 0.0f);
+      }
+      for (int e = 0; e < kE; ++e) {
+        gemm_block(rows, z.CL, z.KL, v + e * v_stride, u + e * z.CL * z.KL, m + e * m_stride);
+      }
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t n = r / z.th, ty = r % z.th;
+        for (int64_t kb = 0; kb < z.KL / L; ++kb) {
+          vn bias{};
+          if (b) {
+            float lanes[L] = {};
+            for (int64_t l = 0; l < L && kb * L + l < z.K; ++l) lanes[l] = b[kb * L + l];
+            bias = loadn(lanes);
+          }
+          for (int64_t tx = 0; tx < z.tw; ++tx) {
+            const int64_t t = (r - r0) * z.tw + tx;
+            output_tile(m + t * z.KL + kb * L, m_stride, b ? &bias : nullptr, ostrip + 4 * tx * L,
+                        z.out_w);
+          }
+          store_strip(z, ostrip, kb, ty, y + n * z.K * z.P * z.Q);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA::conv

@@ -1,0 +1,18 @@
+// The filter transform of Winograd's F(4x4, 3x3) (conv_winograd.cpp),
+// compiled once outside the per-instruction-set builds, so that the avx2
+// and avx512 kernels multiply by the same transformed filters (a compiler
+// free to vectorise and contract this arithmetic differently per build
+// would round some of them differently).
+#pragma once
+
+#include <cstdint>
+
+namespace lockstep::nn::cpu {
+
+// u(e, c, k) for e < 36, c < c_pad, k < k_pad, rows k_pad floats long:
+// (G g G^T)(e) of the 3x3 filter g = w(k, c) of w (K, C, 3, 3), computed in
+// double and rounded once; zeros for c >= C or k >= K.
+void winograd_filters(int64_t K, int64_t C, const float* w, int64_t k_pad, int64_t c_pad,
+                      float* u);
+
+}  // namespace lockstep::nn::cpu

@@ -1,0 +1,188 @@
+// The CPU backend's Winograd F(4x4, 3x3) convolutions (nn/cpu/conv_winograd.cpp):
+// forward and data gradient against a reference in double, within the
+// rounding bound of expect_close; the same bits whatever the batch around a
+// sample, the thread count and the instruction set; the direct convolution
+// when the backend is built without it; and a resnet20-shaped layer (16
+// channels, 32 x 32) as well as shapes that leave partial tiles and
+// partial channel vectors.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "nn/backend.h"
+#include "nn/cpu_isa.h"
+#include "support/backend_checks.h"
+
+namespace lockstep::nn {
+namespace {
+
+using testing::bitwise_equal;
+using testing::expect_close;
+using testing::random_tensor;
+using testing::Reference;
+
+std::unique_ptr<Backend> cpu(int threads, bool winograd = true,
+                             std::optional<CpuIsa> isa = std::nullopt) {
+  return make_cpu_backend({.threads = threads, .isa_cap = isa, .winograd = winograd});
+}
+
+Reference forward_reference(const Conv2dGeometry& g, const Tensor& x, const Tensor& w,
+                            const float* b) {
+  const int64_t P = g.out_h(), Q = g.out_w();
+  Reference ref(g.batch * g.out_channels * P * Q);
+  for (int64_t n = 0; n < g.batch; ++n) {
+    for (int64_t k = 0; k < g.out_channels; ++k) {
+      for (int64_t p = 0; p < P; ++p) {
+        for (int64_t q = 0; q < Q; ++q) {
+          const int64_t o = ((n * g.out_channels + k) * P + p) * Q + q;
+          if (b) ref.add(o, b[k]);
+          for (int64_t c = 0; c < g.in_channels; ++c) {
+            for (int64_t r = 0; r < 3; ++r) {
+              for (int64_t s = 0; s < 3; ++s) {
+                const int64_t h = p - g.pad + r, v = q - g.pad + s;
+                if (h < 0 || h >= g.in_h || v < 0 || v >= g.in_w) continue;
+                ref.add(o, static_cast<double>(
+                               x.data()[((n * g.in_channels + c) * g.in_h + h) * g.in_w + v]) *
+                               w.data()[((k * g.in_channels + c) * 3 + r) * 3 + s]);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return ref;
+}
+
+Reference data_reference(const Conv2dGeometry& g, const Tensor& w, const Tensor& dy) {
+  const int64_t P = g.out_h(), Q = g.out_w();
+  Reference ref(g.batch * g.in_channels * g.in_h * g.in_w);
+  for (int64_t n = 0; n < g.batch; ++n) {
+    for (int64_t k = 0; k < g.out_channels; ++k) {
+      for (int64_t p = 0; p < P; ++p) {
+        for (int64_t q = 0; q < Q; ++q) {
+          const double d = dy.data()[((n * g.out_channels + k) * P + p) * Q + q];
+          for (int64_t c = 0; c < g.in_channels; ++c) {
+            for (int64_t r = 0; r < 3; ++r) {
+              for (int64_t s = 0; s < 3; ++s) {
+                const int64_t h = p - g.pad + r, v = q - g.pad + s;
+                if (h < 0 || h >= g.in_h || v < 0 || v >= g.in_w) continue;
+                ref.add(((n * g.in_channels + c) * g.in_h + h) * g.in_w + v,
+                        d * w.data()[((k * g.in_channels + c) * 3 + r) * 3 + s]);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return ref;
+}
+
+Conv2dGeometry geometry(int64_t n, int64_t c, int64_t hw, int64_t k, int64_t pad) {
+  return {n, c, hw, hw, k, 3, 3, 1, pad};
+}
+
+struct ConvRun {
+  Tensor x, w, b, y;
+};
+
+ConvRun forward(Backend& be, const Conv2dGeometry& g, bool bias, uint64_t seed = 1) {
+  ConvRun r{random_tensor({g.batch, g.in_channels, g.in_h, g.in_w}, seed),
+        random_tensor({g.out_channels, g.in_channels, 3, 3}, seed + 1),
+        random_tensor({g.out_channels}, seed + 2),
+        Tensor({g.batch, g.out_channels, g.out_h(), g.out_w()})};
+  be.conv2d_forward(g, r.x.data(), r.w.data(), bias ? r.b.data() : nullptr, r.y.data());
+  return r;
+}
+
+// Shapes: resnet20's three stages, partial 4 x 4 tiles (7 x 7, 10 x 10),
+// channel counts that are not whole vectors (12, 20), no padding and
+// padding 2 (outputs larger than the input).
+const Conv2dGeometry kShapes[] = {
+    geometry(2, 16, 32, 16, 1), geometry(3, 32, 16, 32, 1), geometry(4, 64, 8, 64, 1),
+    geometry(2, 12, 7, 20, 1),  geometry(3, 20, 10, 8, 1),  geometry(2, 8, 9, 24, 0),
+    geometry(2, 16, 6, 16, 2),  geometry(1, 24, 13, 40, 1),
+};
+
+TEST(CpuWinograd, ForwardMatchesTheReference) {
+  for (const Conv2dGeometry& g : kShapes) {
+    SCOPED_TRACE(testing::geometry_name(g));
+    for (const bool bias : {false, true}) {
+      auto be = cpu(2);
+      const ConvRun r = forward(*be, g, bias);
+      expect_close(forward_reference(g, r.x, r.w, bias ? r.b.data() : nullptr), r.y.data(),
+                   "winograd forward");
+    }
+  }
+}
+
+TEST(CpuWinograd, DataGradientMatchesTheReference) {
+  for (const Conv2dGeometry& g : kShapes) {
+    if (2 * g.pad != 2) continue;  // the data gradient's Winograd path: "same" padding
+    SCOPED_TRACE(testing::geometry_name(g));
+    auto be = cpu(2);
+    const Tensor w = random_tensor({g.out_channels, g.in_channels, 3, 3}, 5);
+    const Tensor dy = random_tensor({g.batch, g.out_channels, g.out_h(), g.out_w()}, 6);
+    Tensor dx({g.batch, g.in_channels, g.in_h, g.in_w});
+    be->conv2d_backward_data(g, w.data(), dy.data(), dx.data());
+    expect_close(data_reference(g, w, dy), dx.data(), "winograd data gradient");
+  }
+}
+
+// The backend without Winograd runs the direct convolution, whose rounding
+// differs: the two results are close but not the same bits (this is what
+// makes the option observable), for the forward and the data gradient.
+TEST(CpuWinograd, TheOptionSelectsTheAlgorithm) {
+  const Conv2dGeometry g = geometry(2, 16, 16, 16, 1);
+  const ConvRun with = forward(*cpu(1, true), g, false);
+  const ConvRun without = forward(*cpu(1, false), g, false);
+  EXPECT_FALSE(bitwise_equal(with.y, without.y));
+  expect_close(forward_reference(g, without.x, without.w, nullptr), without.y.data(), "direct");
+
+  const Conv2dGeometry big = geometry(2, 64, 8, 64, 1);  // the data gradient's K > 32 case
+  const Tensor w = random_tensor({64, 64, 3, 3}, 5);
+  const Tensor dy = random_tensor({2, 64, 8, 8}, 6);
+  Tensor a({2, 64, 8, 8}), b({2, 64, 8, 8});
+  cpu(1, true)->conv2d_backward_data(big, w.data(), dy.data(), a.data());
+  cpu(1, false)->conv2d_backward_data(big, w.data(), dy.data(), b.data());
+  EXPECT_FALSE(bitwise_equal(a, b));
+  expect_close(data_reference(big, w, dy), b.data(), "direct data gradient");
+}
+
+// A sample's outputs are the same bits alone, in any batch around it, on 1
+// or 2 threads: blocks of tiles span samples, but no sum crosses a tile.
+TEST(CpuWinograd, ASampleGivesTheSameBitsInAnyBatchAndThreadCount) {
+  for (const Conv2dGeometry& g : {geometry(9, 16, 32, 16, 1), geometry(13, 64, 8, 64, 1),
+                                  geometry(11, 20, 10, 12, 1)}) {
+    SCOPED_TRACE(testing::geometry_name(g));
+    const ConvRun all = forward(*cpu(2), g, true);
+    const ConvRun one_thread = forward(*cpu(1), g, true);
+    EXPECT_TRUE(bitwise_equal(all.y, one_thread.y));
+    const int64_t in = g.in_channels * g.in_h * g.in_w, out = g.out_channels * g.out_h() * g.out_w();
+    for (const int64_t n : {int64_t{0}, g.batch / 2, g.batch - 1}) {
+      Conv2dGeometry single = g;
+      single.batch = 1;
+      Tensor x({1, g.in_channels, g.in_h, g.in_w}), y({1, g.out_channels, g.out_h(), g.out_w()});
+      std::memcpy(x.data(), all.x.data() + n * in, static_cast<size_t>(in) * sizeof(float));
+      cpu(2)->conv2d_forward(single, x.data(), all.w.data(), all.b.data(), y.data());
+      EXPECT_EQ(std::memcmp(y.data(), all.y.data() + n * out, static_cast<size_t>(out) * 4), 0)
+          << "sample " << n;
+    }
+  }
+}
+
+// The avx2 and avx512 kernels make the same additions in the same order.
+TEST(CpuWinograd, EveryInstructionSetGivesTheSameBits) {
+  if (detect_cpu_isa() != CpuIsa::kAvx512) GTEST_SKIP() << "this CPU has no AVX-512";
+  for (const Conv2dGeometry& g : kShapes) {
+    SCOPED_TRACE(testing::geometry_name(g));
+    const ConvRun a = forward(*cpu(2, true, CpuIsa::kAvx2), g, true);
+    const ConvRun b = forward(*cpu(2, true, CpuIsa::kAvx512), g, true);
+    EXPECT_TRUE(bitwise_equal(a.y, b.y));
+  }
+}
+
+}  // namespace
+}  // namespace lockstep::nn
