@@ -7,9 +7,13 @@
 // partial channel vectors.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
+#include "app/platform/cpu_isa_env.h"
+#include "common/error.h"
 #include "nn/backend.h"
 #include "nn/cpu_isa.h"
 #include "support/backend_checks.h"
@@ -182,6 +186,28 @@ TEST(CpuWinograd, EveryInstructionSetGivesTheSameBits) {
     const ConvRun b = forward(*cpu(2, true, CpuIsa::kAvx512), g, true);
     EXPECT_TRUE(bitwise_equal(a.y, b.y));
   }
+}
+
+// LOCKSTEP_CPU_WINOGRAD: unset or 1 keeps Winograd, 0 turns it off, and any
+// other value is an error naming the variable and the value.
+TEST(CpuWinograd, TheEnvironmentVariableChoosesAndBadValuesAreNamed) {
+  ::unsetenv("LOCKSTEP_CPU_WINOGRAD");
+  EXPECT_TRUE(app::cpu_backend_options(1).winograd);
+  ::setenv("LOCKSTEP_CPU_WINOGRAD", "0", 1);
+  EXPECT_FALSE(app::cpu_backend_options(1).winograd);
+  EXPECT_NE(app::cpu_isa_description().find("direct convolutions"), std::string::npos);
+  ::setenv("LOCKSTEP_CPU_WINOGRAD", "1", 1);
+  EXPECT_TRUE(app::cpu_backend_options(1).winograd);
+  EXPECT_NE(app::cpu_isa_description().find("Winograd F(4x4, 3x3)"), std::string::npos);
+  ::setenv("LOCKSTEP_CPU_WINOGRAD", "yes", 1);
+  try {
+    app::cpu_backend_options(1);
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("LOCKSTEP_CPU_WINOGRAD = \"yes\""), std::string::npos)
+        << e.what();
+  }
+  ::unsetenv("LOCKSTEP_CPU_WINOGRAD");
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
 #include "app/platform/cpu_isa_env.h"
 
 #include <cstdlib>
+#include <string>
+
+#include "common/error.h"
 
 namespace lockstep::app {
 
@@ -10,8 +13,22 @@ std::optional<nn::CpuIsa> cpu_isa_cap_from_environment() {
   return nn::parse_cpu_isa(value, "environment variable LOCKSTEP_CPU_ISA");
 }
 
+bool cpu_winograd_from_environment() {
+  const char* value = std::getenv("LOCKSTEP_CPU_WINOGRAD");
+  if (value == nullptr || *value == '\0') return true;
+  const std::string text = value;
+  if (text != "0" && text != "1") {
+    fail_input("environment variable LOCKSTEP_CPU_WINOGRAD = \"", text,
+               "\": expected 0 (direct convolutions) or 1 (Winograd where it applies)");
+  }
+  return text == "1";
+}
+
 nn::CpuBackendOptions cpu_backend_options(int threads, nn::Precision precision) {
-  return {.threads = threads, .isa_cap = cpu_isa_cap_from_environment(), .precision = precision};
+  return {.threads = threads,
+          .isa_cap = cpu_isa_cap_from_environment(),
+          .precision = precision,
+          .winograd = cpu_winograd_from_environment()};
 }
 
 std::string cpu_isa_description() {
@@ -21,6 +38,9 @@ std::string cpu_isa_description() {
                     (nn::cpu_has_avx512_bf16() ? " + avx512_bf16" : "") +
                     (nn::cpu_has_amx_bf16() ? " + amx_bf16, not used yet" : "") + ")";
   if (cap) out += ", capped by LOCKSTEP_CPU_ISA=" + nn::to_string(*cap);
+  out += cpu_winograd_from_environment()
+             ? ", 3x3 convolutions on Winograd F(4x4, 3x3)"
+             : ", direct convolutions (LOCKSTEP_CPU_WINOGRAD=0)";
   return out;
 }
 

@@ -1,6 +1,9 @@
 // LOCKSTEP_CPU_ISA=avx2|avx512: an upper bound on the instruction set of the
 // CPU kernels, for tests and comparisons (unset: the widest the CPU has).
-// Read here, in app/, and passed down in nn::CpuBackendOptions.
+// LOCKSTEP_CPU_WINOGRAD=0|1: 0 runs every fp32 convolution directly, for
+// comparisons (unset or 1: 3x3 stride-1 convolutions on Winograd F(4x4, 3x3),
+// nn::CpuBackendOptions::winograd). Read here, in app/, and passed down in
+// nn::CpuBackendOptions.
 #pragma once
 
 #include <optional>
@@ -14,7 +17,11 @@ namespace lockstep::app {
 // its value is not an instruction set.
 std::optional<nn::CpuIsa> cpu_isa_cap_from_environment();
 
-// CPU backend options for `threads` threads under that cap.
+// LOCKSTEP_CPU_WINOGRAD: true unless it is 0; throws InputError naming the
+// variable when its value is neither 0 nor 1.
+bool cpu_winograd_from_environment();
+
+// CPU backend options for `threads` threads under that cap and that choice.
 nn::CpuBackendOptions cpu_backend_options(int threads,
                                           nn::Precision precision = nn::Precision::kFp32);
 

@@ -28,6 +28,7 @@
 // direct convolution by rounding (the transforms' constants 1/4, 1/6, 1/12
 // and 1/24 are inexact in binary): a few float ulps of the sum's magnitude.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "nn/cpu/conv_common.h"
@@ -78,8 +79,8 @@ struct Wino {
   }
   int64_t v_size() const { return kE * tiles_cap * CL; }
   int64_t m_size() const { return kE * tiles_cap * KL; }
-  // row buffer (L, strip_w) + input strip (6, strip_w, L) + output strip (4, out_w, L)
-  int64_t strip_size() const { return L * strip_w + 6 * strip_w * L + 4 * out_w * L; }
+  // input strip (4 th + 2, strip_w, L) + output strip (4, out_w, L)
+  int64_t strip_size() const { return (4 * th + 2) * strip_w * L + 4 * out_w * L; }
 };
 
 // --- transforms ---------------------------------------------------------------
@@ -146,34 +147,46 @@ void output_tile(const float* m, int64_t m_stride, const vn* bias, float* out, i
 
 // --- the strips ------------------------------------------------------------------
 
-// strip (6, strip_w, L) <- input rows 4 ty - pad .. + 5 of channels
+// Lane l: row[w0 + l] where 0 <= w0 + l < w, else zero; reads nothing
+// outside row[0, w).
+[[gnu::always_inline]] inline vn load_window(const float* row, int64_t w0, int64_t w) {
+  if (w0 >= 0 && w0 + L <= w) return loadn(row + w0);
+  const int64_t lo = std::max<int64_t>(0, -w0), hi = std::min<int64_t>(L, w - w0);
+  if (hi <= lo) return vn{};
+  // The masked lanes are not read, so the base may lie before row.
+  const auto* base = reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(row) +
+                                                    static_cast<uintptr_t>(w0 * 4));
+#if defined(__AVX512F__)
+  const auto mask = static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+  return reinterpret_cast<vn>(_mm512_maskz_loadu_ps(mask, base));
+#else
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i mask =
+      _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(hi)), lane),
+                       _mm256_cmpgt_epi32(lane, _mm256_set1_epi32(static_cast<int>(lo) - 1)));
+  return reinterpret_cast<vn>(_mm256_maskload_ps(base, mask));
+#endif
+}
+
+// strip (count, strip_w, L) <- input rows h0 .. h0 + count - 1 of channels
 // [cb L, cb L + L) of sample x (C, H, W), column s holding input column
-// s - pad; zeros outside the input and past C. rowbuf: (L, strip_w).
-void fill_strip(const Wino& z, const float* x, int64_t cb, int64_t ty, float* rowbuf,
+// s - pad; zeros outside the input and past C.
+void fill_strip(const Wino& z, const float* x, int64_t cb, int64_t h0, int64_t count,
                 float* strip) {
-  for (int i = 0; i < kAlpha; ++i) {
-    const int64_t h = 4 * ty - z.pad + i;
+  const int64_t lanes = std::min(L, z.C - cb * L);  // channels present
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t h = h0 + i;
     float* out = strip + i * z.strip_w * L;
     if (h < 0 || h >= z.H) {
       std::fill(out, out + z.strip_w * L, 0.0f);
       continue;
     }
-    for (int64_t l = 0; l < L; ++l) {
-      const int64_t c = cb * L + l;
-      float* row = rowbuf + l * z.strip_w;
-      if (c >= z.C) {
-        std::fill(row, row + z.strip_w, 0.0f);
-        continue;
-      }
-      const int64_t lead = std::min(z.pad, z.strip_w);
-      const int64_t n = std::min(z.W, z.strip_w - lead);
-      std::fill(row, row + lead, 0.0f);
-      std::memcpy(row + lead, x + (c * z.H + h) * z.W, static_cast<size_t>(n) * sizeof(float));
-      std::fill(row + lead + n, row + z.strip_w, 0.0f);
-    }
+    const float* row = x + (cb * L * z.H + h) * z.W;  // channel cb L
     for (int64_t q = 0; q < z.strip_w; q += L) {
       vn r[L];
-      for (int64_t l = 0; l < L; ++l) r[l] = loadn(rowbuf + l * z.strip_w + q);
+      for (int64_t l = 0; l < L; ++l) {
+        r[l] = l < lanes ? load_window(row + l * z.H * z.W, q - z.pad, z.W) : vn{};
+      }
       transpose_square(r);
       for (int64_t j = 0; j < L; ++j) storen(out + (q + j) * L, r[j]);
     }
@@ -267,21 +280,26 @@ void winograd_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x,
   pool.parallel_for(blocks, 1, [&](int64_t b0, int64_t b1, int) {
     float* v = scratch(ScratchSlot::kColumns, static_cast<size_t>(z.v_size()));
     float* m = scratch(ScratchSlot::kGather, static_cast<size_t>(z.m_size()));
-    float* rowbuf = scratch(ScratchSlot::kPadded, static_cast<size_t>(z.strip_size()));
-    float* strip = rowbuf + L * z.strip_w;
-    float* ostrip = strip + 6 * z.strip_w * L;
+    float* strip = scratch(ScratchSlot::kPadded, static_cast<size_t>(z.strip_size()));
+    float* ostrip = strip + (4 * z.th + 2) * z.strip_w * L;
     const int64_t v_stride = z.tiles_cap * z.CL, m_stride = z.tiles_cap * z.KL;
     for (int64_t blk = b0; blk < b1; ++blk) {
       const int64_t r0 = blk * z.rows_per_block;
       const int64_t r1 = std::min(tile_rows, r0 + z.rows_per_block);
       const int64_t tiles = (r1 - r0) * z.tw, rows = round_up(tiles, kRowGroup);
-      for (int64_t r = r0; r < r1; ++r) {
-        const int64_t n = r / z.th, ty = r % z.th;
+      // The block's tile rows [ra, rb) of each sample n: their input rows,
+      // each transposed once, then their tiles.
+      for (int64_t ra = r0, rb; ra < r1; ra = rb) {
+        const int64_t n = ra / z.th, ty0 = ra % z.th;
+        rb = std::min(r1, (n + 1) * z.th);
         for (int64_t cb = 0; cb < z.CL / L; ++cb) {
-          fill_strip(z, x + n * z.C * z.H * z.W, cb, ty, rowbuf, strip);
-          for (int64_t tx = 0; tx < z.tw; ++tx) {
-            const int64_t t = (r - r0) * z.tw + tx;
-            input_tile(strip + 4 * tx * L, z.strip_w, v + t * z.CL + cb * L, v_stride);
+          fill_strip(z, x + n * z.C * z.H * z.W, cb, 4 * ty0 - z.pad, 4 * (rb - ra) + 2, strip);
+          for (int64_t r = ra; r < rb; ++r) {
+            for (int64_t tx = 0; tx < z.tw; ++tx) {
+              const int64_t t = (r - r0) * z.tw + tx;
+              input_tile(strip + (4 * (r - ra) * z.strip_w + 4 * tx) * L, z.strip_w,
+                         v + t * z.CL + cb * L, v_stride);
+            }
           }
         }
       }
