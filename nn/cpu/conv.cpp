@@ -92,7 +92,7 @@ void conv2d_backward_data(ThreadPool& pool, const Conv2dGeometry& g, const float
 
 // x: (N, C, H, W), dy: (N, K, P, Q) -> dw: (K, C, R, S), db: (K) or null
 void conv2d_backward_filter(ThreadPool& pool, const Conv2dGeometry& g, const float* x,
-                            const float* dy, float* dw, float* db) {
+                            const float* dy, float* dw, float* db, bool winograd) {
   const int64_t K = g.out_channels, wsize = K * conv::Dims(g).crs, stride = wsize + K;
   if (g.batch <= 0) {
     std::fill(dw, dw + wsize, 0.0f);
@@ -101,7 +101,9 @@ void conv2d_backward_filter(ThreadPool& pool, const Conv2dGeometry& g, const flo
   }
   // The wide algorithm's dot-product kernel suits small weights; the packed GEMM on
   // im2col matrices suits large ones.
-  const conv::FilterChunk chunk_fn = conv::wide_applies(g) && wsize <= conv::kSmallWeights
+  const conv::FilterChunk chunk_fn = winograd && conv::winograd_applies(g)
+                                         ? conv::winograd_filter_chunk
+                                     : conv::wide_applies(g) && wsize <= conv::kSmallWeights
                                          ? conv::wide_filter_chunk
                                          : conv::im2col_filter_chunk;
   // Every chunk zeroes and fills a private copy of dw, then the copies are

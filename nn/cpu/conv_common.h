@@ -85,5 +85,7 @@ void wide_filter_chunk(const Conv2dGeometry& g, const float* x, const float* dy,
 bool winograd_applies(const Conv2dGeometry& g);
 void winograd_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x, const float* w,
                       const float* b, float* y);
+void winograd_filter_chunk(const Conv2dGeometry& g, const float* x, const float* dy, int64_t n0,
+                           int64_t n1, float* dw, float* db);
 
 }  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA::conv

@@ -50,6 +50,12 @@ int64_t round_up(int64_t n, int64_t m) {
   return (n + m - 1) / m * m;
 }
 
+// Planes (channels, h, w) read into strips of `columns` columns, column s
+// holding plane column s - pad.
+struct Planes {
+  int64_t channels, h, w, pad, columns;
+};
+
 struct Wino {
   int64_t C, K, H, W, P, Q, pad;
   int64_t CL, KL;      // channels padded to whole vectors
@@ -79,8 +85,10 @@ struct Wino {
   }
   int64_t v_size() const { return kE * tiles_cap * CL; }
   int64_t m_size() const { return kE * tiles_cap * KL; }
-  // input strip (4 th + 2, strip_w, L) + output strip (4, out_w, L)
-  int64_t strip_size() const { return (4 * th + 2) * strip_w * L + 4 * out_w * L; }
+  // input strip (4 th + 2, strip_w, L) + output strip (4 th, out_w, L)
+  int64_t strip_size() const { return (4 * th + 2) * strip_w * L + 4 * th * out_w * L; }
+  Planes input() const { return {C, H, W, pad, strip_w}; }
+  Planes output() const { return {K, P, Q, 0, out_w}; }
 };
 
 // --- transforms ---------------------------------------------------------------
@@ -168,24 +176,24 @@ void output_tile(const float* m, int64_t m_stride, const vn* bias, float* out, i
 #endif
 }
 
-// strip (count, strip_w, L) <- input rows h0 .. h0 + count - 1 of channels
-// [cb L, cb L + L) of sample x (C, H, W), column s holding input column
-// s - pad; zeros outside the input and past C.
-void fill_strip(const Wino& z, const float* x, int64_t cb, int64_t h0, int64_t count,
+// strip (count, columns, L) <- rows h0 .. h0 + count - 1 of channels
+// [cb L, cb L + L) of x (channels, h, w); zeros outside the planes and past
+// their channels.
+void fill_strip(const Planes& z, const float* x, int64_t cb, int64_t h0, int64_t count,
                 float* strip) {
-  const int64_t lanes = std::min(L, z.C - cb * L);  // channels present
+  const int64_t lanes = std::min(L, z.channels - cb * L);  // channels present
   for (int64_t i = 0; i < count; ++i) {
     const int64_t h = h0 + i;
-    float* out = strip + i * z.strip_w * L;
-    if (h < 0 || h >= z.H) {
-      std::fill(out, out + z.strip_w * L, 0.0f);
+    float* out = strip + i * z.columns * L;
+    if (h < 0 || h >= z.h) {
+      std::fill(out, out + z.columns * L, 0.0f);
       continue;
     }
-    const float* row = x + (cb * L * z.H + h) * z.W;  // channel cb L
-    for (int64_t q = 0; q < z.strip_w; q += L) {
+    const float* row = x + (cb * L * z.h + h) * z.w;  // channel cb L
+    for (int64_t q = 0; q < z.columns; q += L) {
       vn r[L];
       for (int64_t l = 0; l < L; ++l) {
-        r[l] = l < lanes ? load_window(row + l * z.H * z.W, q - z.pad, z.W) : vn{};
+        r[l] = l < lanes ? load_window(row + l * z.h * z.w, q - z.pad, z.w) : vn{};
       }
       transpose_square(r);
       for (int64_t j = 0; j < L; ++j) storen(out + (q + j) * L, r[j]);
@@ -269,6 +277,108 @@ bool winograd_applies(const Conv2dGeometry& g) {
          g.in_channels >= 8 && g.out_channels >= 8 && g.out_h() >= 4 && g.out_w() >= 4;
 }
 
+namespace {
+
+// V (e, t, CL) <- the input transforms of the tiles of tile rows [r0, r1)
+// (tile t = (r - r0) tw + tx), rows past them up to a multiple of
+// kRowGroup zeroed. strip: (4 th + 2, strip_w, L).
+void transform_inputs(const Wino& z, const float* x, int64_t r0, int64_t r1, float* strip,
+                      float* v) {
+  const int64_t v_stride = z.tiles_cap * z.CL;
+  // The tile rows [ra, rb) of each sample n: their input rows, each
+  // transposed once, then their tiles.
+  for (int64_t ra = r0, rb; ra < r1; ra = rb) {
+    const int64_t n = ra / z.th, ty0 = ra % z.th;
+    rb = std::min(r1, (n + 1) * z.th);
+    for (int64_t cb = 0; cb < z.CL / L; ++cb) {
+      fill_strip(z.input(), x + n * z.C * z.H * z.W, cb, 4 * ty0 - z.pad, 4 * (rb - ra) + 2,
+                 strip);
+      for (int64_t r = ra; r < rb; ++r) {
+        for (int64_t tx = 0; tx < z.tw; ++tx) {
+          const int64_t t = (r - r0) * z.tw + tx;
+          input_tile(strip + (4 * (r - ra) * z.strip_w + 4 * tx) * L, z.strip_w,
+                     v + t * z.CL + cb * L, v_stride);
+        }
+      }
+    }
+  }
+  const int64_t tiles = (r1 - r0) * z.tw, rows = round_up(tiles, kRowGroup);
+  for (int e = 0; e < kE; ++e) {  // the padding rows: zeros, not stale values
+    std::fill(v + e * v_stride + tiles * z.CL, v + e * v_stride + rows * z.CL, 0.0f);
+  }
+}
+
+// A y for one column of 4 vectors: 6 vectors (the transpose of output_1d).
+[[gnu::always_inline]] inline void grad_1d(const vn (&y)[4], vn (&o)[kAlpha]) {
+  const vn a = y[0] + y[2], b = y[1] + y[3];
+  const vn c = y[0] + 4.0f * y[2], d = 2.0f * y[1] + 8.0f * y[3];
+  o[0] = y[0];
+  o[1] = a + b;
+  o[2] = a - b;
+  o[3] = c + d;
+  o[4] = c - d;
+  o[5] = y[3];
+}
+
+// A dY A^T of the 4 x 4 output-gradient tile at strip (rows columns * L
+// apart): its 36 vectors to yv + e * stride.
+void grad_tile(const float* strip, int64_t columns, float* yv, int64_t stride) {
+  vn t[kAlpha][4];  // t[e][j]: (A dY)(e, j)
+  for (int j = 0; j < 4; ++j) {
+    vn col[4], o[kAlpha];
+    for (int i = 0; i < 4; ++i) col[i] = loadn(strip + (i * columns + j) * L);
+    grad_1d(col, o);
+    for (int e = 0; e < kAlpha; ++e) t[e][j] = o[e];
+  }
+  for (int e = 0; e < kAlpha; ++e) {
+    vn o[kAlpha];
+    grad_1d(t[e], o);
+    for (int f = 0; f < kAlpha; ++f) storen(yv + (e * kAlpha + f) * stride, o[f]);
+  }
+}
+
+// dw (R, J L) rows lddw += yv (rows, R)^T v (rows, J L), yv rows ldy, v rows ldv.
+template <int R, int J>
+[[gnu::always_inline]] inline void gemm_tn_tile(int64_t rows, const float* yv, int64_t ldy,
+                                                const float* v, int64_t ldv, float* dw,
+                                                int64_t lddw) {
+  vn acc[R][J];
+  for (int r = 0; r < R; ++r) {
+    for (int j = 0; j < J; ++j) acc[r][j] = loadn(dw + r * lddw + j * L);
+  }
+  for (int64_t t = 0; t < rows; ++t) {
+    vn b[J];
+    for (int j = 0; j < J; ++j) b[j] = loadn(v + t * ldv + j * L);
+    for (int r = 0; r < R; ++r) {
+      const float a = yv[t * ldy + r];
+      for (int j = 0; j < J; ++j) acc[r][j] += a * b[j];
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    for (int j = 0; j < J; ++j) storen(dw + r * lddw + j * L, acc[r][j]);
+  }
+}
+
+// DW (KL, CL) += Yv (rows, KL)^T V (rows, CL): register tiles of 8 x 2
+// vectors (avx512) or 4 x 2 (avx2); a last single vector of CL in 8 x 1.
+void gemm_tn_block(int64_t rows, int64_t kl, int64_t cl, const float* yv, const float* v,
+                   float* dw) {
+  constexpr int kRows = kWideRegisters ? 8 : 4;
+  int64_t c0 = 0;
+  for (; c0 + 2 * L <= cl; c0 += 2 * L) {
+    for (int64_t k0 = 0; k0 < kl; k0 += kRows) {
+      gemm_tn_tile<kRows, 2>(rows, yv + k0, kl, v + c0, cl, dw + k0 * cl + c0, cl);
+    }
+  }
+  for (; c0 < cl; c0 += L) {
+    for (int64_t k0 = 0; k0 < kl; k0 += 8) {
+      gemm_tn_tile<8, 1>(rows, yv + k0, kl, v + c0, cl, dw + k0 * cl + c0, cl);
+    }
+  }
+}
+
+}  // namespace
+
 // x: (N, C, H, W), w: (K, C, 3, 3), b: (K) or null -> y: (N, K, P, Q)
 void winograd_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x, const float* w,
                       const float* b, float* y) {
@@ -286,26 +396,8 @@ void winograd_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x,
     for (int64_t blk = b0; blk < b1; ++blk) {
       const int64_t r0 = blk * z.rows_per_block;
       const int64_t r1 = std::min(tile_rows, r0 + z.rows_per_block);
-      const int64_t tiles = (r1 - r0) * z.tw, rows = round_up(tiles, kRowGroup);
-      // The block's tile rows [ra, rb) of each sample n: their input rows,
-      // each transposed once, then their tiles.
-      for (int64_t ra = r0, rb; ra < r1; ra = rb) {
-        const int64_t n = ra / z.th, ty0 = ra % z.th;
-        rb = std::min(r1, (n + 1) * z.th);
-        for (int64_t cb = 0; cb < z.CL / L; ++cb) {
-          fill_strip(z, x + n * z.C * z.H * z.W, cb, 4 * ty0 - z.pad, 4 * (rb - ra) + 2, strip);
-          for (int64_t r = ra; r < rb; ++r) {
-            for (int64_t tx = 0; tx < z.tw; ++tx) {
-              const int64_t t = (r - r0) * z.tw + tx;
-              input_tile(strip + (4 * (r - ra) * z.strip_w + 4 * tx) * L, z.strip_w,
-                         v + t * z.CL + cb * L, v_stride);
-            }
-          }
-        }
-      }
-      for (int e = 0; e < kE; ++e) {  // the padding rows: zeros, not stale values
-        std::fill(v + e * v_stride + tiles * z.CL, v + e * v_stride + rows * z.CL, 0.0f);
-      }
+      const int64_t rows = round_up((r1 - r0) * z.tw, kRowGroup);
+      transform_inputs(z, x, r0, r1, strip, v);
       for (int e = 0; e < kE; ++e) {
         gemm_block(rows, z.CL, z.KL, v + e * v_stride, u + e * z.CL * z.KL, m + e * m_stride);
       }
@@ -328,6 +420,49 @@ void winograd_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x,
       }
     }
   });
+}
+
+// Adds the weight gradient of samples [n0, n1) to dw (K, C, 3, 3) and db
+// (K): per e, DW(e) (K, C) = sum over tiles of (A dY A^T)(e) (B^T d B)(e),
+// the tiles in a fixed order, then dw += G^T DW G (winograd_filter_grads).
+void winograd_filter_chunk(const Conv2dGeometry& g, const float* x, const float* dy, int64_t n0,
+                           int64_t n1, float* dw, float* db) {
+  const Wino z(g);
+  float* v = scratch(ScratchSlot::kColumns, static_cast<size_t>(z.v_size()));
+  float* yv = scratch(ScratchSlot::kGather, static_cast<size_t>(z.m_size()));
+  float* strip = scratch(ScratchSlot::kPadded, static_cast<size_t>(z.strip_size()));
+  float* ostrip = strip + (4 * z.th + 2) * z.strip_w * L;
+  float* acc = scratch(ScratchSlot::kTransformed, static_cast<size_t>(kE * z.KL * z.CL));
+  std::fill(acc, acc + kE * z.KL * z.CL, 0.0f);
+  const int64_t v_stride = z.tiles_cap * z.CL, y_stride = z.tiles_cap * z.KL;
+  const int64_t end = n1 * z.th;
+  for (int64_t r0 = n0 * z.th; r0 < end; r0 += z.rows_per_block) {
+    const int64_t r1 = std::min(end, r0 + z.rows_per_block);
+    const int64_t tiles = (r1 - r0) * z.tw, rows = round_up(tiles, kRowGroup);
+    transform_inputs(z, x, r0, r1, strip, v);
+    for (int64_t ra = r0, rb; ra < r1; ra = rb) {
+      const int64_t n = ra / z.th, ty0 = ra % z.th;
+      rb = std::min(r1, (n + 1) * z.th);
+      for (int64_t kb = 0; kb < z.KL / L; ++kb) {
+        fill_strip(z.output(), dy + n * z.K * z.P * z.Q, kb, 4 * ty0, 4 * (rb - ra), ostrip);
+        for (int64_t r = ra; r < rb; ++r) {
+          for (int64_t tx = 0; tx < z.tw; ++tx) {
+            const int64_t t = (r - r0) * z.tw + tx;
+            grad_tile(ostrip + (4 * (r - ra) * z.out_w + 4 * tx) * L, z.out_w,
+                      yv + t * z.KL + kb * L, y_stride);
+          }
+        }
+      }
+    }
+    for (int e = 0; e < kE; ++e) {  // padding rows: zeros
+      std::fill(yv + e * y_stride + tiles * z.KL, yv + e * y_stride + rows * z.KL, 0.0f);
+    }
+    for (int e = 0; e < kE; ++e) {
+      gemm_tn_block(rows, z.KL, z.CL, yv + e * y_stride, v + e * v_stride, acc + e * z.KL * z.CL);
+    }
+  }
+  winograd_filter_grads(z.K, z.C, acc, z.KL, z.CL, dw);
+  if (db) accumulate_bias_grad(g, dy, n0, n1, db);
 }
 
 }  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA::conv

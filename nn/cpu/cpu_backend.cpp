@@ -50,7 +50,7 @@ class CpuBackend final : public Backend {
                               float* db) override {
     g.validate();
     if (bf16_) return cpu::conv2d_backward_filter_bf16(pool_, g, x, dy, dw, db, dot_);
-    cpu::conv2d_backward_filter(pool_, g, x, dy, dw, db);
+    cpu::conv2d_backward_filter(pool_, g, x, dy, dw, db, winograd_);
   }
 
   void maxpool2d_forward(const Pool2dGeometry& g, const float* x, float* y) override {

@@ -20,7 +20,7 @@ void conv2d_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x, c
 void conv2d_backward_data(ThreadPool& pool, const Conv2dGeometry& g, const float* w,
                           const float* dy, float* dx, bool winograd);
 void conv2d_backward_filter(ThreadPool& pool, const Conv2dGeometry& g, const float* x,
-                            const float* dy, float* dw, float* db);
+                            const float* dy, float* dw, float* db, bool winograd);
 
 // conv_bf16.cpp, conv_bf16_filter.cpp: the same ops with the inputs of
 // every product rounded to bf16 (gemm_bf16.h); dot: on vdpbf16ps.

@@ -1,8 +1,8 @@
-// The filter transform of Winograd's F(4x4, 3x3) (conv_winograd.cpp),
-// compiled once outside the per-instruction-set builds, so that the avx2
+// The filter transform of Winograd's F(4x4, 3x3) (conv_winograd.cpp) and
+// its transpose for the weight gradient, compiled once outside the per-instruction-set builds, so that the avx2
 // and avx512 kernels multiply by the same transformed filters (a compiler
 // free to vectorise and contract this arithmetic differently per build
-// would round some of them differently).
+// would round some of them differently); likewise for the weight gradients.
 #pragma once
 
 #include <cstdint>
@@ -14,5 +14,12 @@ namespace lockstep::nn::cpu {
 // double and rounded once; zeros for c >= C or k >= K.
 void winograd_filters(int64_t K, int64_t C, const float* w, int64_t k_pad, int64_t c_pad,
                       float* u);
+
+// dw(k, c, 3, 3) += G^T DW(k, c) G, DW(k, c) the 6 x 6 values dwt(e, k, c)
+// (rows c_pad long, k_pad rows per e), for k < K, c < C: the weight
+// gradient of F(4x4, 3x3) from its transformed sums, in double, each
+// result rounded once.
+void winograd_filter_grads(int64_t K, int64_t C, const float* dwt, int64_t k_pad, int64_t c_pad,
+                           float* dw);
 
 }  // namespace lockstep::nn::cpu
