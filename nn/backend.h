@@ -337,9 +337,10 @@ class Backend {
 // on vdpbf16ps where the CPU has AVX512_BF16, else emulated; fp16 is an
 // InputError (check_cpu_precision).
 // winograd: fp32 3x3 convolutions with stride 1 and at least 8 channels in
-// and out run (forward and data gradient) on Winograd's F(4x4, 3x3), 4x
-// fewer multiplications, which differs from the direct convolution by
-// rounding (a few ulps of the sums); false: the direct convolution for all.
+// and out run on Winograd's F(4x4, 3x3) (forward, data gradient, and the
+// weight gradient up to 2048 C K), 4x fewer multiplications; the results
+// differ from the direct convolution's by rounding, and are the same bits
+// on every instruction set and thread count. false: the direct convolution.
 struct CpuBackendOptions {
   int threads = 0;
   std::optional<CpuIsa> isa_cap;

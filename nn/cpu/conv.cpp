@@ -1,8 +1,11 @@
-// Convolution ops of the CPU backend: each picks one of two algorithms,
+// Convolution ops of the CPU backend: each picks one of three algorithms,
+//   Winograd (conv_winograd.cpp): 3x3, stride 1, at least 8 channels in and
+//                               out, unless the backend was built without it
+//                               (resnet20 but its stem and strided layers);
 //   wide   (conv_wide.cpp):   stride 1, outputs wider than 16 columns, when
 //                             few output columns are wasted (MNIST conv1);
 //   im2col (conv_im2col.cpp): everything else (MNIST conv2, AlexNet-CIFAR),
-// both parallel over samples. The weight gradient is summed per chunk of
+// all parallel over samples or tiles. The weight gradient is summed per chunk of
 // samples into private partials, then reduced in chunk order; the chunks do
 // not depend on the thread count, so neither does the result.
 #include <algorithm>
@@ -101,7 +104,7 @@ void conv2d_backward_filter(ThreadPool& pool, const Conv2dGeometry& g, const flo
   }
   // The wide algorithm's dot-product kernel suits small weights; the packed GEMM on
   // im2col matrices suits large ones.
-  const conv::FilterChunk chunk_fn = winograd && conv::winograd_applies(g)
+  const conv::FilterChunk chunk_fn = winograd && conv::winograd_filter_applies(g)
                                          ? conv::winograd_filter_chunk
                                      : conv::wide_applies(g) && wsize <= conv::kSmallWeights
                                          ? conv::wide_filter_chunk

@@ -4,29 +4,37 @@
 //   Y = A^T [ (G g G^T) . (B^T d B) ] A
 // from the 6 x 6 input patch d under it and each 3 x 3 filter g, which
 // takes 36 multiplications per (tile, input channel, output channel)
-// against 144 for the direct convolution.
+// against 144 for the direct convolution. The data gradient is the forward
+// pass of the transposed convolution (conv.cpp); the weight gradient is the
+// transpose of the same identity, dw = G^T [ (A dY A^T) . (B^T d B) ] G
+// summed over tiles.
 //
 // Work runs per block of whole tile rows (the tiles of 4 output rows of one
 // sample; a block may span samples), on vectors of kNativeLanes channels:
-//   1. input transform: the 6 input rows of a tile row, kNativeLanes
-//      channels at a time, are transposed into a strip (6, columns, lanes)
-//      with the padding as zeros; each tile's 36 transformed vectors go to
-//      V(e, tile, c), e = 0..35;
-//   2. 36 GEMMs M(e) (tiles, K) = V(e) (tiles, C) U(e) (C, K), the filters
-//      transformed once per call, U(e, c, k) = (G g_kc G^T)(e);
-//   3. output transform: each tile's 36 vectors of M, kNativeLanes output
-//      channels at a time, give its 4 x 4 outputs, transposed back into the
-//      output's rows (bias added).
+//   1. input transform: the block's input rows of each sample, kNativeLanes
+//      channels at a time, are transposed once into a strip (rows, columns,
+//      lanes) with the padding as zeros; each tile's 36 transformed vectors
+//      go to V(e, tile, c), e = 0..35;
+//   2. forward: 36 GEMMs M(e) (tiles, K) = V(e) (tiles, C) U(e) (C, K), the
+//      filters transformed once per call, U(e, c, k) = (G g_kc G^T)(e);
+//      weight gradient: DW(e) (K, C) += (A dY A^T)(e)^T (K, tiles) V(e);
+//   3. forward: each tile's 36 vectors of M, kNativeLanes output channels at
+//      a time, give its 4 x 4 outputs, transposed back into the output's
+//      rows (bias added); weight gradient, once per chunk of samples:
+//      dw += G^T DW G.
 // A block's V and M stay in the L2 cache. Channels are padded with zeros
-// to whole vectors. The filter transform is compiled once for both builds
-// (winograd_filters.cpp).
+// to whole vectors. The filter transforms are compiled once for both
+// builds (winograd_filters.cpp).
 //
 // Every output depends only on its own tile's inputs and the filters, in an
 // order fixed by C alone: the result does not depend on the batch, the
-// blocking or the thread count, and the avx2 and avx512 builds compute the
-// same additions in the same order (the same bits). It differs from the
-// direct convolution by rounding (the transforms' constants 1/4, 1/6, 1/12
-// and 1/24 are inexact in binary): a few float ulps of the sum's magnitude.
+// blocking or the thread count; the weight gradient sums its tiles in a
+// fixed order within the conv.cpp's chunks of samples. The avx2 and avx512
+// builds make the same additions in the same order (the same bits). The
+// results differ from the direct convolution's by rounding (the transforms'
+// constants 1/4, 1/6, 1/12 and 1/24 are inexact in binary, and the
+// transformed terms are larger than the direct ones): within the tests'
+// bound of 2e-5 of the sum of the terms' magnitudes.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -44,7 +52,8 @@ constexpr int64_t L = kNativeLanes;
 constexpr int kAlpha = 6;                // input patch and transformed tile: 6 x 6
 constexpr int kE = kAlpha * kAlpha;      // transformed elements per tile
 constexpr int64_t kRowGroup = 12;        // GEMM rows are padded to a multiple of this
-constexpr int64_t kBlockBytes = 384 << 10;  // V and M of a block, at most (L2)
+constexpr int64_t kBlockBytes = 384 << 10;    // V and M of a block, at most (L2)
+constexpr int64_t kElementBytes = 512 << 10;  // V(e), M(e) and U(e) of a block (L2)
 
 int64_t round_up(int64_t n, int64_t m) {
   return (n + m - 1) / m * m;
@@ -64,7 +73,9 @@ struct Wino {
   int64_t out_w;       // output columns of an output strip, whole vectors: >= 4 tw
   int64_t rows_per_block, tiles_cap;  // tile rows per block; V/M rows (padded)
 
-  explicit Wino(const Conv2dGeometry& g)
+  // threads: the pool's, for at least two blocks per thread where the
+  // batch allows (0: no such limit).
+  Wino(const Conv2dGeometry& g, int threads)
       : C(g.in_channels),
         K(g.out_channels),
         H(g.in_h),
@@ -78,9 +89,19 @@ struct Wino {
         tw((Q + 3) / 4),
         strip_w(round_up(4 * tw + 2, L)),
         out_w(round_up(4 * tw, L)) {
-    const int64_t tiles = std::max<int64_t>(
-        tw, kBlockBytes / (kE * static_cast<int64_t>(sizeof(float)) * (CL + KL)));
-    rows_per_block = std::max<int64_t>(1, tiles / tw);
+    // Tiles per block: all of V and M in the L2 cache; or, where U does
+    // not fit it (hundreds of channels), as many as fit it per element e
+    // (V(e), M(e) and U(e) in kElementBytes), so that each U(e) is read
+    // from memory once for many tiles.
+    constexpr int64_t f = sizeof(float);
+    const int64_t tiles = kE * CL * KL * f <= kElementBytes * 2
+                              ? kBlockBytes / (kE * f * (CL + KL))
+                              : (kElementBytes / f - CL * KL) / (CL + KL);
+    rows_per_block = std::max<int64_t>(1, std::max(tiles, tw) / tw);
+    if (threads > 1) {
+      const int64_t rows = g.batch * th;
+      rows_per_block = std::max<int64_t>(1, std::min(rows_per_block, rows / (2 * threads)));
+    }
     tiles_cap = round_up(rows_per_block * tw, kRowGroup);
   }
   int64_t v_size() const { return kE * tiles_cap * CL; }
@@ -379,10 +400,14 @@ void gemm_tn_block(int64_t rows, int64_t kl, int64_t cl, const float* yv, const 
 
 }  // namespace
 
+bool winograd_filter_applies(const Conv2dGeometry& g) {
+  return winograd_applies(g) && g.in_channels * g.out_channels <= 2048;
+}
+
 // x: (N, C, H, W), w: (K, C, 3, 3), b: (K) or null -> y: (N, K, P, Q)
 void winograd_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x, const float* w,
                       const float* b, float* y) {
-  const Wino z(g);
+  const Wino z(g, pool.threads());
   float* u = scratch(ScratchSlot::kPackedWeights, static_cast<size_t>(kE * z.CL * z.KL));
   winograd_filters(g.out_channels, g.in_channels, w, z.KL, z.CL, u);
   const int64_t tile_rows = g.batch * z.th;
@@ -427,7 +452,7 @@ void winograd_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x,
 // the tiles in a fixed order, then dw += G^T DW G (winograd_filter_grads).
 void winograd_filter_chunk(const Conv2dGeometry& g, const float* x, const float* dy, int64_t n0,
                            int64_t n1, float* dw, float* db) {
-  const Wino z(g);
+  const Wino z(g, 0);
   float* v = scratch(ScratchSlot::kColumns, static_cast<size_t>(z.v_size()));
   float* yv = scratch(ScratchSlot::kGather, static_cast<size_t>(z.m_size()));
   float* strip = scratch(ScratchSlot::kPadded, static_cast<size_t>(z.strip_size()));
