@@ -178,7 +178,8 @@ bool winograd = true;                         // CpuBackendOptions::winograd
 // Each op is timed inside whole steps (caches as in training), median of
 // 300 steps; the step total is timed separately.
 void bench_mnist(int threads) {
-  auto b = lockstep::nn::make_cpu_backend({.threads = threads, .isa_cap = isa_cap, .winograd = winograd});
+  auto b = lockstep::nn::make_cpu_backend(
+      {.threads = threads, .isa_cap = isa_cap, .winograd = winograd});
   std::vector<Buffer> keep;
   const std::vector<Op> ops = mnist_step(*b, keep);
   const int steps = 300;
@@ -277,9 +278,10 @@ void bench_resnet20(int threads) {
   std::printf(
       "\nresnet20, batch 128, %s, %s: median ms (GFLOP/s, %% of %d core%s' peak; for "
       "Winograd the direct convolution's flops over its time)\n",
-      b->name().c_str(), winograd && precision == lockstep::nn::Precision::kFp32
-                             ? "Winograd F(4x4, 3x3) where it applies"
-                             : "direct convolutions",
+      b->name().c_str(),
+      winograd && precision == lockstep::nn::Precision::kFp32
+          ? "Winograd F(4x4, 3x3) where it applies"
+          : "direct convolutions",
       threads, threads == 1 ? "" : "s");
   const int64_t N = 128;
   struct Shape {

@@ -94,9 +94,9 @@ struct ConvRun {
 
 ConvRun forward(Backend& be, const Conv2dGeometry& g, bool bias, uint64_t seed = 1) {
   ConvRun r{random_tensor({g.batch, g.in_channels, g.in_h, g.in_w}, seed),
-        random_tensor({g.out_channels, g.in_channels, 3, 3}, seed + 1),
-        random_tensor({g.out_channels}, seed + 2),
-        Tensor({g.batch, g.out_channels, g.out_h(), g.out_w()})};
+            random_tensor({g.out_channels, g.in_channels, 3, 3}, seed + 1),
+            random_tensor({g.out_channels}, seed + 2),
+            Tensor({g.batch, g.out_channels, g.out_h(), g.out_w()})};
   be.conv2d_forward(g, r.x.data(), r.w.data(), bias ? r.b.data() : nullptr, r.y.data());
   return r;
 }
@@ -204,13 +204,14 @@ TEST(CpuWinograd, TheOptionSelectsTheAlgorithm) {
 // A sample's outputs are the same bits alone, in any batch around it, on 1
 // or 2 threads: blocks of tiles span samples, but no sum crosses a tile.
 TEST(CpuWinograd, ASampleGivesTheSameBitsInAnyBatchAndThreadCount) {
-  for (const Conv2dGeometry& g : {geometry(9, 16, 32, 16, 1), geometry(13, 64, 8, 64, 1),
-                                  geometry(11, 20, 10, 12, 1)}) {
+  for (const Conv2dGeometry& g :
+       {geometry(9, 16, 32, 16, 1), geometry(13, 64, 8, 64, 1), geometry(11, 20, 10, 12, 1)}) {
     SCOPED_TRACE(testing::geometry_name(g));
     const ConvRun all = forward(*cpu(2), g, true);
     const ConvRun one_thread = forward(*cpu(1), g, true);
     EXPECT_TRUE(bitwise_equal(all.y, one_thread.y));
-    const int64_t in = g.in_channels * g.in_h * g.in_w, out = g.out_channels * g.out_h() * g.out_w();
+    const int64_t in = g.in_channels * g.in_h * g.in_w,
+                  out = g.out_channels * g.out_h() * g.out_w();
     for (const int64_t n : {int64_t{0}, g.batch / 2, g.batch - 1}) {
       Conv2dGeometry single = g;
       single.batch = 1;

@@ -38,9 +38,8 @@ std::string cpu_isa_description() {
                     (nn::cpu_has_avx512_bf16() ? " + avx512_bf16" : "") +
                     (nn::cpu_has_amx_bf16() ? " + amx_bf16, not used yet" : "") + ")";
   if (cap) out += ", capped by LOCKSTEP_CPU_ISA=" + nn::to_string(*cap);
-  out += cpu_winograd_from_environment()
-             ? ", 3x3 convolutions on Winograd F(4x4, 3x3)"
-             : ", direct convolutions (LOCKSTEP_CPU_WINOGRAD=0)";
+  out += cpu_winograd_from_environment() ? ", 3x3 convolutions on Winograd F(4x4, 3x3)"
+                                         : ", direct convolutions (LOCKSTEP_CPU_WINOGRAD=0)";
   return out;
 }
 

@@ -35,6 +35,26 @@ void reduce_partials(ThreadPool& pool, const float* partials, int chunks, int64_
   });
 }
 
+// Winograd's weight gradient: per chunk of samples (as below) the
+// transformed sums and the bias's, reduced in chunk order, then taken to
+// dw once.
+void winograd_backward_filter(ThreadPool& pool, const Conv2dGeometry& g, const float* x,
+                              const float* dy, float* dw, float* db) {
+  const int64_t K = g.out_channels, sums = conv::winograd_sums_size(g), stride = sums + K;
+  const int chunks = static_cast<int>(
+      std::min(g.batch, sums > kManyPartialsWeights ? kFewPartials : kManyPartials));
+  float* partials = scratch(ScratchSlot::kPartials, static_cast<size_t>(chunks * stride));
+  conv::for_each_chunk(pool, g.batch, chunks, partials, stride,
+                       [&](int64_t n0, int64_t n1, float* part) {
+                         conv::winograd_filter_sums(g, x, dy, n0, n1, part);
+                         conv::accumulate_bias_grad(g, dy, n0, n1, part + sums);
+                       });
+  float* total = scratch(ScratchSlot::kPackedWeights, static_cast<size_t>(stride));
+  reduce_partials(pool, partials, chunks, stride, stride, total);
+  conv::winograd_sums_to_filter(g, total, dw);
+  if (db) std::copy(total + sums, total + stride, db);
+}
+
 }  // namespace
 
 namespace conv {
@@ -104,9 +124,10 @@ void conv2d_backward_filter(ThreadPool& pool, const Conv2dGeometry& g, const flo
   }
   // The wide algorithm's dot-product kernel suits small weights; the packed GEMM on
   // im2col matrices suits large ones.
-  const conv::FilterChunk chunk_fn = winograd && conv::winograd_filter_applies(g)
-                                         ? conv::winograd_filter_chunk
-                                     : conv::wide_applies(g) && wsize <= conv::kSmallWeights
+  if (winograd && conv::winograd_filter_applies(g)) {
+    return winograd_backward_filter(pool, g, x, dy, dw, db);
+  }
+  const conv::FilterChunk chunk_fn = conv::wide_applies(g) && wsize <= conv::kSmallWeights
                                          ? conv::wide_filter_chunk
                                          : conv::im2col_filter_chunk;
   // Every chunk zeroes and fills a private copy of dw, then the copies are

@@ -83,13 +83,18 @@ void wide_filter_chunk(const Conv2dGeometry& g, const float* x, const float* dy,
 // True for 3x3 kernels with stride 1, padding <= 2, at least 8 input and
 // output channels and outputs of at least 4 x 4.
 bool winograd_applies(const Conv2dGeometry& g);
-// winograd_applies, and the transformed weight gradient (36 C K floats)
-// fits the L2 cache beside its operands: up to 2048 C K (resnet20's
-// 64-channel stage measured 1.4x slower than the direct weight gradient).
+// winograd_applies, for the weight gradient: up to 2048 C K (the
+// transformed sums of larger ones do not stay in the L2 cache).
 bool winograd_filter_applies(const Conv2dGeometry& g);
 void winograd_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x, const float* w,
                       const float* b, float* y);
-void winograd_filter_chunk(const Conv2dGeometry& g, const float* x, const float* dy, int64_t n0,
-                           int64_t n1, float* dw, float* db);
+// The weight gradient in the transformed domain: winograd_sums_size(g)
+// floats, (36, K, C) with the channels padded to whole vectors;
+// winograd_filter_sums adds those of samples [n0, n1) (one thread).
+int64_t winograd_sums_size(const Conv2dGeometry& g);
+void winograd_filter_sums(const Conv2dGeometry& g, const float* x, const float* dy, int64_t n0,
+                          int64_t n1, float* sums);
+// dw (K, C, 3, 3) <- G^T DW G of the sums.
+void winograd_sums_to_filter(const Conv2dGeometry& g, const float* sums, float* dw);
 
 }  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA::conv

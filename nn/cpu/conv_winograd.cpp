@@ -49,9 +49,9 @@ namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA::conv {
 namespace {
 
 constexpr int64_t L = kNativeLanes;
-constexpr int kAlpha = 6;                // input patch and transformed tile: 6 x 6
-constexpr int kE = kAlpha * kAlpha;      // transformed elements per tile
-constexpr int64_t kRowGroup = 12;        // GEMM rows are padded to a multiple of this
+constexpr int kAlpha = 6;                     // input patch and transformed tile: 6 x 6
+constexpr int kE = kAlpha * kAlpha;           // transformed elements per tile
+constexpr int64_t kRowGroup = 12;             // GEMM rows are padded to a multiple of this
 constexpr int64_t kBlockBytes = 384 << 10;    // V and M of a block, at most (L2)
 constexpr int64_t kElementBytes = 512 << 10;  // V(e), M(e) and U(e) of a block (L2)
 
@@ -67,10 +67,10 @@ struct Planes {
 
 struct Wino {
   int64_t C, K, H, W, P, Q, pad;
-  int64_t CL, KL;      // channels padded to whole vectors
-  int64_t th, tw;      // tiles per column and per row of one sample
-  int64_t strip_w;     // input columns of a strip, whole vectors: >= 4 tw + 2
-  int64_t out_w;       // output columns of an output strip, whole vectors: >= 4 tw
+  int64_t CL, KL;                     // channels padded to whole vectors
+  int64_t th, tw;                     // tiles per column and per row of one sample
+  int64_t strip_w;                    // input columns of a strip, whole vectors: >= 4 tw + 2
+  int64_t out_w;                      // output columns of an output strip, whole vectors: >= 4 tw
   int64_t rows_per_block, tiles_cap;  // tile rows per block; V/M rows (padded)
 
   // threads: the pool's, for at least two blocks per thread where the
@@ -294,8 +294,8 @@ void gemm_block(int64_t rows, int64_t cl, int64_t kl, const float* v, const floa
 }  // namespace
 
 bool winograd_applies(const Conv2dGeometry& g) {
-  return g.kernel_h == 3 && g.kernel_w == 3 && g.stride == 1 && g.pad <= 2 &&
-         g.in_channels >= 8 && g.out_channels >= 8 && g.out_h() >= 4 && g.out_w() >= 4;
+  return g.kernel_h == 3 && g.kernel_w == 3 && g.stride == 1 && g.pad <= 2 && g.in_channels >= 8 &&
+         g.out_channels >= 8 && g.out_h() >= 4 && g.out_w() >= 4;
 }
 
 namespace {
@@ -312,8 +312,7 @@ void transform_inputs(const Wino& z, const float* x, int64_t r0, int64_t r1, flo
     const int64_t n = ra / z.th, ty0 = ra % z.th;
     rb = std::min(r1, (n + 1) * z.th);
     for (int64_t cb = 0; cb < z.CL / L; ++cb) {
-      fill_strip(z.input(), x + n * z.C * z.H * z.W, cb, 4 * ty0 - z.pad, 4 * (rb - ra) + 2,
-                 strip);
+      fill_strip(z.input(), x + n * z.C * z.H * z.W, cb, 4 * ty0 - z.pad, 4 * (rb - ra) + 2, strip);
       for (int64_t r = ra; r < rb; ++r) {
         for (int64_t tx = 0; tx < z.tw; ++tx) {
           const int64_t t = (r - r0) * z.tw + tx;
@@ -401,7 +400,7 @@ void gemm_tn_block(int64_t rows, int64_t kl, int64_t cl, const float* yv, const 
 }  // namespace
 
 bool winograd_filter_applies(const Conv2dGeometry& g) {
-  return winograd_applies(g) && g.in_channels * g.out_channels <= 2048;
+  return winograd_applies(g);
 }
 
 // x: (N, C, H, W), w: (K, C, 3, 3), b: (K) or null -> y: (N, K, P, Q)
@@ -447,18 +446,26 @@ void winograd_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x,
   });
 }
 
-// Adds the weight gradient of samples [n0, n1) to dw (K, C, 3, 3) and db
-// (K): per e, DW(e) (K, C) = sum over tiles of (A dY A^T)(e) (B^T d B)(e),
-// the tiles in a fixed order, then dw += G^T DW G (winograd_filter_grads).
-void winograd_filter_chunk(const Conv2dGeometry& g, const float* x, const float* dy, int64_t n0,
-                           int64_t n1, float* dw, float* db) {
+void winograd_sums_to_filter(const Conv2dGeometry& g, const float* sums, float* dw) {
+  const int64_t K = g.out_channels, C = g.in_channels;
+  std::fill(dw, dw + K * C * 9, 0.0f);
+  winograd_filter_grads(K, C, sums, round_up(K, L), round_up(C, L), dw);
+}
+
+int64_t winograd_sums_size(const Conv2dGeometry& g) {
+  return kE * round_up(g.out_channels, L) * round_up(g.in_channels, L);
+}
+
+// Adds to sums (36, KL, CL) the transformed weight gradient of samples
+// [n0, n1): per e, DW(e) (K, C) += sum over their tiles of
+// (A dY A^T)(e) (B^T d B)(e), the tiles in a fixed order.
+void winograd_filter_sums(const Conv2dGeometry& g, const float* x, const float* dy, int64_t n0,
+                          int64_t n1, float* sums) {
   const Wino z(g, 0);
   float* v = scratch(ScratchSlot::kColumns, static_cast<size_t>(z.v_size()));
   float* yv = scratch(ScratchSlot::kGather, static_cast<size_t>(z.m_size()));
   float* strip = scratch(ScratchSlot::kPadded, static_cast<size_t>(z.strip_size()));
   float* ostrip = strip + (4 * z.th + 2) * z.strip_w * L;
-  float* acc = scratch(ScratchSlot::kTransformed, static_cast<size_t>(kE * z.KL * z.CL));
-  std::fill(acc, acc + kE * z.KL * z.CL, 0.0f);
   const int64_t v_stride = z.tiles_cap * z.CL, y_stride = z.tiles_cap * z.KL;
   const int64_t end = n1 * z.th;
   for (int64_t r0 = n0 * z.th; r0 < end; r0 += z.rows_per_block) {
@@ -483,11 +490,9 @@ void winograd_filter_chunk(const Conv2dGeometry& g, const float* x, const float*
       std::fill(yv + e * y_stride + tiles * z.KL, yv + e * y_stride + rows * z.KL, 0.0f);
     }
     for (int e = 0; e < kE; ++e) {
-      gemm_tn_block(rows, z.KL, z.CL, yv + e * y_stride, v + e * v_stride, acc + e * z.KL * z.CL);
+      gemm_tn_block(rows, z.KL, z.CL, yv + e * y_stride, v + e * v_stride, sums + e * z.KL * z.CL);
     }
   }
-  winograd_filter_grads(z.K, z.C, acc, z.KL, z.CL, dw);
-  if (db) accumulate_bias_grad(g, dy, n0, n1, db);
 }
 
 }  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA::conv

@@ -20,7 +20,6 @@ enum class ScratchSlot {
   kPackB,          // inside packed_gemm only: packed panels of B
   kPackedWeights,  // packed weights shared by the chunks of one op, owned by its caller
   kBf16Input,      // inputs rounded to bf16 pairs (conv_bf16.cpp)
-  kTransformed,    // Winograd's transformed weight-gradient sums (conv_winograd.cpp)
   kCount
 };
 

@@ -1,6 +1,7 @@
 #include "nn/cpu/winograd_filters.h"
 
 #include <algorithm>
+#include <vector>
 
 namespace lockstep::nn::cpu {
 
@@ -39,23 +40,32 @@ void winograd_filters(int64_t K, int64_t C, const float* w, int64_t k_pad, int64
 
 void winograd_filter_grads(int64_t K, int64_t C, const float* dwt, int64_t k_pad, int64_t c_pad,
                            float* dw) {
+  // Per k, all c at once (loops over c innermost, for the vectoriser).
+  std::vector<double> gm(static_cast<size_t>(18 * C)), out(static_cast<size_t>(C));
   for (int64_t k = 0; k < K; ++k) {
-    for (int64_t c = 0; c < C; ++c) {
-      double gm[3][6];  // G^T DW
-      for (int r = 0; r < 3; ++r) {
-        for (int j = 0; j < 6; ++j) {
-          double sum = 0.0;
-          for (int i = 0; i < 6; ++i) sum += G[i][r] * dwt[((i * 6 + j) * k_pad + k) * c_pad + c];
-          gm[r][j] = sum;
+    for (int r = 0; r < 3; ++r) {  // gm(r, j, c) = (G^T DW)(r, j)
+      for (int j = 0; j < 6; ++j) {
+        double* row = gm.data() + (r * 6 + j) * C;
+        std::fill(row, row + C, 0.0);
+        for (int i = 0; i < 6; ++i) {
+          const double f = G[i][r];
+          if (f == 0.0) continue;
+          const float* in = dwt + ((i * 6 + j) * k_pad + k) * c_pad;
+          for (int64_t c = 0; c < C; ++c) row[c] += f * in[c];
         }
       }
-      float* out = dw + (k * C + c) * 9;
-      for (int r = 0; r < 3; ++r) {
-        for (int s = 0; s < 3; ++s) {
-          double sum = 0.0;
-          for (int j = 0; j < 6; ++j) sum += gm[r][j] * G[j][s];
-          out[r * 3 + s] += static_cast<float>(sum);
+    }
+    for (int r = 0; r < 3; ++r) {
+      for (int s = 0; s < 3; ++s) {
+        std::fill(out.begin(), out.end(), 0.0);
+        for (int j = 0; j < 6; ++j) {
+          const double f = G[j][s];
+          if (f == 0.0) continue;
+          const double* row = gm.data() + (r * 6 + j) * C;
+          for (int64_t c = 0; c < C; ++c) out[c] += row[c] * f;
         }
+        for (int64_t c = 0; c < C; ++c)
+          dw[(k * C + c) * 9 + r * 3 + s] += static_cast<float>(out[c]);
       }
     }
   }
