@@ -22,8 +22,7 @@ std::unique_ptr<Backend> make_cpu_backend(const CpuBackendOptions& options) {
     case CpuIsa::kAvx2:
       break;
   }
-  return cpu::avx2::make_isa_backend(options.threads, options.precision, false,
-                                     options.winograd);
+  return cpu::avx2::make_isa_backend(options.threads, options.precision, false, options.winograd);
 }
 
 std::unique_ptr<Backend> make_cpu_backend(int threads) {
