@@ -200,6 +200,12 @@ class Backend {
   // max(., 0) when relu. x and y may alias.
   virtual void batchnorm_apply(const BatchNormGeometry& g, const float* x, const float* coef,
                                bool relu, float* y) = 0;
+  // batchnorm_apply with a residual added before the ReLU (the end of a
+  // residual block): y = x * scale[c] + shift[c] + add, then max(., 0) when
+  // relu; add: (N, C, S). The same bits as batchnorm_apply into a scratch
+  // tensor, then add_forward(scratch, add). y may alias add, not x.
+  virtual void batchnorm_apply_add(const BatchNormGeometry& g, const float* x, const float* coef,
+                                   const float* add, bool relu, float* y) = 0;
   // coef: (2, C) = (mean, invstd); xhat = (x - mean[c]) * invstd[c]; g' = dy,
   // or dy * (y > 0) when y is not null (a fused ReLU). Host arrays of C
   // doubles receive sum(g') and sum(g' * xhat) over (N, S). [host read]
@@ -218,6 +224,12 @@ class Backend {
   // num_batches_tracked + 1, and y as batchnorm_apply with (scale, shift).
   virtual void batchnorm_train_forward(const BatchNormGeometry& g, const BatchNormTrainState& s,
                                        const float* x, bool relu, float* y) = 0;
+  // batchnorm_train_forward with y as batchnorm_apply_add (add: (N, C, S));
+  // the same bits as batchnorm_train_forward into a scratch tensor, then
+  // add_forward(scratch, add, relu).
+  virtual void batchnorm_train_forward_add(const BatchNormGeometry& g, const BatchNormTrainState& s,
+                                           const float* x, const float* add, bool relu,
+                                           float* y) = 0;
   // Backward from s.stats: batchnorm_backward_sums' sums (y as there), then
   // dbias = sum g', dweight = sum g' xhat (rounded to float) and, when dx
   // is not null, batchnorm_backward_apply with (k, a, b) for 1 / M.
@@ -230,6 +242,11 @@ class Backend {
   virtual void relu_forward(int64_t n, const float* x, float* y) = 0;
   // dx = dy * (y > 0); dy and dx may alias
   virtual void relu_backward(int64_t n, const float* y, const float* dy, float* dx) = 0;
+
+  // dx += dy * (y > 0): relu_backward into a scratch tensor, then axpy of
+  // it with alpha 1, in one pass and with the same bits (a residual block's
+  // identity shortcut). dy and dx may not alias.
+  virtual void relu_backward_accumulate(int64_t n, const float* y, const float* dy, float* dx) = 0;
 
   // y = a + b, then max(., 0) when relu (the end of a residual block); y
   // may alias a or b.

@@ -7,10 +7,14 @@
 // much), a plane's tail in a masked vector; every 4096 or more elements, at
 // the end of a plane, the lanes are added into double. The order depends on
 // the plane size alone, not on the thread count.
+// The training ops run channel by channel: a channel's sums, its
+// coefficients, then its planes applied while they are still in cache (the
+// sums and the apply pass give the bits of the separate ops).
 #include <algorithm>
 #include <cstring>
 #include <utility>
 
+#include "nn/batchnorm_math.h"
 #include "nn/cpu/kernels.h"
 #include "nn/cpu/simd.h"
 
@@ -94,6 +98,36 @@ void plane_apply_relu(const float* x, float scale, float shift, int64_t n, float
   }
 }
 
+// y = x * scale + shift + add, then max(., 0) when relu: the bits of
+// plane_apply, then the add of add.cpp.
+void plane_apply_add(const float* x, float scale, float shift, const float* add, int64_t n,
+                     float* y) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i] * scale + shift;
+    y[i] = v + add[i];
+  }
+}
+
+void plane_apply_add_relu(const float* x, float scale, float shift, const float* add, int64_t n,
+                          float* y) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i] * scale + shift;
+    const float s = v + add[i];
+    y[i] = s < 0.0f ? 0.0f : s;
+  }
+}
+
+// One plane of y from x, (scale, shift) and add (null: none).
+void plane_apply_any(const float* x, float scale, float shift, const float* add, bool relu,
+                     int64_t n, float* y) {
+  if (add != nullptr) {
+    if (relu) return plane_apply_add_relu(x, scale, shift, add, n, y);
+    return plane_apply_add(x, scale, shift, add, n, y);
+  }
+  if (relu) return plane_apply_relu(x, scale, shift, n, y);
+  plane_apply(x, scale, shift, n, y);
+}
+
 // dx = k * (g' - a - (x - mean) * invstd * b) = g' * k + x * u + w
 void plane_backward(const float* x, const float* y, const float* dy, float k, float u, float w,
                     int64_t n, float* dx) {
@@ -108,72 +142,114 @@ void plane_backward(const float* x, const float* y, const float* dy, float k, fl
   }
 }
 
+// x: (N, C, S) -> sum and sum of squares of channel c
+void channel_stats(const BatchNormGeometry& g, const float* x, int64_t c, double& sum,
+                   double& sumsq) {
+  const int64_t S = g.spatial, CS = g.channels * S;
+  ChannelSums sums;
+  for (int64_t n = 0; n < g.batch; ++n) {
+    const float* xp = x + n * CS + c * S;
+    sums.add_plane(S, [=](int64_t i, int64_t m) {
+      const vn v = load_part(xp, i, m);
+      return std::pair{v, v};
+    });
+  }
+  sums.result(sum, sumsq);
+}
+
+// x, y, dy: (N, C, S); coef: (2, C) -> sum g' and sum g' xhat of channel c
+void channel_grad_sums(const BatchNormGeometry& g, const float* x, const float* y, const float* dy,
+                       const float* coef, int64_t c, double& sum_dy, double& sum_dy_xhat) {
+  const int64_t S = g.spatial, C = g.channels, CS = C * S;
+  ChannelSums sums;
+  for (int64_t n = 0; n < g.batch; ++n) {
+    const int64_t at = n * CS + c * S;
+    const float *xp = x + at, *dp = dy + at;
+    if (y == nullptr) {
+      sums.add_plane(S, [=](int64_t i, int64_t m) {
+        return std::pair{load_part(dp, i, m), load_part(xp, i, m)};
+      });
+    } else {
+      const float* yp = y + at;  // g' = dy * (y > 0), a fused ReLU
+      sums.add_plane(S, [=](int64_t i, int64_t m) {
+        const vn masked = load_part(yp, i, m) > 0.0f ? load_part(dp, i, m) : vn{};
+        return std::pair{masked, load_part(xp, i, m)};
+      });
+    }
+  }
+  double sg = 0.0, sgx = 0.0;
+  sums.result(sg, sgx);
+  sum_dy = sg;
+  // sum g' (x - mean) invstd
+  sum_dy_xhat = (sgx - static_cast<double>(coef[c]) * sg) * coef[C + c];
+}
+
+// One plane of channel c: dx from x, y, dy and coef (5, C).
+void plane_backward_apply(const float* x, const float* y, const float* dy, const float* coef,
+                          int64_t C, int64_t c, int64_t S, float* dx) {
+  const float mean = coef[c], invstd = coef[C + c], k = coef[2 * C + c];
+  const float a = coef[3 * C + c], b = coef[4 * C + c];
+  const float u = -k * invstd * b;  // coefficient of x
+  const float w = -k * a - u * mean;
+  plane_backward(x, y, dy, k, u, w, S, dx);
+}
+
 }  // namespace
 
 // x: (N, C, S) -> sum, sumsq: host (C)
 void batchnorm_stats(ThreadPool& pool, const BatchNormGeometry& g, const float* x, double* sum,
                      double* sumsq) {
-  const int64_t S = g.spatial, CS = g.channels * S;
   pool.parallel_for(g.channels, 1, [=](int64_t c0, int64_t c1, int) {
-    for (int64_t c = c0; c < c1; ++c) {
-      ChannelSums sums;
-      for (int64_t n = 0; n < g.batch; ++n) {
-        const float* xp = x + n * CS + c * S;
-        sums.add_plane(S, [=](int64_t i, int64_t m) {
-          const vn v = load_part(xp, i, m);
-          return std::pair{v, v};
-        });
-      }
-      sums.result(sum[c], sumsq[c]);
-    }
+    for (int64_t c = c0; c < c1; ++c) channel_stats(g, x, c, sum[c], sumsq[c]);
   });
 }
 
-// x, y: (N, C, S); coef: (2, C)
+// x, add, y: (N, C, S); coef: (2, C); add may be null
 void batchnorm_apply(ThreadPool& pool, const BatchNormGeometry& g, const float* x,
-                     const float* coef, bool relu, float* y) {
+                     const float* coef, const float* add, bool relu, float* y) {
   const int64_t S = g.spatial, C = g.channels;
   pool.parallel_for(g.batch * C, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, S)),
                     [=](int64_t i0, int64_t i1, int) {
                       for (int64_t i = i0; i < i1; ++i) {
                         const int64_t c = i % C;
-                        if (relu) {
-                          plane_apply_relu(x + i * S, coef[c], coef[C + c], S, y + i * S);
-                        } else {
-                          plane_apply(x + i * S, coef[c], coef[C + c], S, y + i * S);
-                        }
+                        plane_apply_any(x + i * S, coef[c], coef[C + c],
+                                        add == nullptr ? nullptr : add + i * S, relu, S, y + i * S);
                       }
                     });
+}
+
+// x, add, y: (N, C, S); add may be null
+void batchnorm_train_forward(ThreadPool& pool, const BatchNormGeometry& g,
+                             const BatchNormTrainState& s, const float* x, const float* add,
+                             bool relu, float* y) {
+  const int64_t S = g.spatial, C = g.channels, CS = C * S;
+  const auto count = static_cast<double>(g.batch * S);
+  pool.parallel_for(C, 1, [=](int64_t c0, int64_t c1, int) {
+    for (int64_t c = c0; c < c1; ++c) {
+      double sum = 0.0, sumsq = 0.0;
+      channel_stats(g, x, c, sum, sumsq);
+      const BatchNormChannel ch =
+          batchnorm_channel_forward(sum, sumsq, count, s.eps, s.momentum, s.weight[c], s.bias[c],
+                                    s.running_mean[c], s.running_var[c], s.coef[c], s.coef[C + c]);
+      s.stats[c] = ch.mean;
+      s.stats[C + c] = ch.invstd;
+      for (int64_t n = 0; n < g.batch; ++n) {
+        const int64_t at = n * CS + c * S;
+        plane_apply_any(x + at, s.coef[c], s.coef[C + c], add == nullptr ? nullptr : add + at, relu,
+                        S, y + at);
+      }
+    }
+  });
+  s.num_batches_tracked[0] += 1.0f;
 }
 
 // x, y, dy: (N, C, S); coef: (2, C) -> sum_dy, sum_dy_xhat: host (C)
 void batchnorm_backward_sums(ThreadPool& pool, const BatchNormGeometry& g, const float* x,
                              const float* y, const float* dy, const float* coef, double* sum_dy,
                              double* sum_dy_xhat) {
-  const int64_t S = g.spatial, C = g.channels, CS = C * S;
-  pool.parallel_for(C, 1, [=](int64_t c0, int64_t c1, int) {
+  pool.parallel_for(g.channels, 1, [=](int64_t c0, int64_t c1, int) {
     for (int64_t c = c0; c < c1; ++c) {
-      ChannelSums sums;
-      for (int64_t n = 0; n < g.batch; ++n) {
-        const int64_t at = n * CS + c * S;
-        const float *xp = x + at, *dp = dy + at;
-        if (y == nullptr) {
-          sums.add_plane(S, [=](int64_t i, int64_t m) {
-            return std::pair{load_part(dp, i, m), load_part(xp, i, m)};
-          });
-        } else {
-          const float* yp = y + at;  // g' = dy * (y > 0), a fused ReLU
-          sums.add_plane(S, [=](int64_t i, int64_t m) {
-            const vn masked = load_part(yp, i, m) > 0.0f ? load_part(dp, i, m) : vn{};
-            return std::pair{masked, load_part(xp, i, m)};
-          });
-        }
-      }
-      double sg = 0.0, sgx = 0.0;
-      sums.result(sg, sgx);
-      sum_dy[c] = sg;
-      // sum g' (x - mean) invstd
-      sum_dy_xhat[c] = (sgx - static_cast<double>(coef[c]) * sg) * coef[C + c];
+      channel_grad_sums(g, x, y, dy, coef, c, sum_dy[c], sum_dy_xhat[c]);
     }
   });
 }
@@ -185,15 +261,37 @@ void batchnorm_backward_apply(ThreadPool& pool, const BatchNormGeometry& g, cons
   pool.parallel_for(g.batch * C, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, S)),
                     [=](int64_t i0, int64_t i1, int) {
                       for (int64_t i = i0; i < i1; ++i) {
-                        const int64_t c = i % C;
-                        const float mean = coef[c], invstd = coef[C + c], k = coef[2 * C + c];
-                        const float a = coef[3 * C + c], b = coef[4 * C + c];
-                        const float u = -k * invstd * b;  // coefficient of x
-                        const float w = -k * a - u * mean;
-                        plane_backward(x + i * S, y == nullptr ? nullptr : y + i * S, dy + i * S, k,
-                                       u, w, S, dx + i * S);
+                        plane_backward_apply(x + i * S, y == nullptr ? nullptr : y + i * S,
+                                             dy + i * S, coef, C, i % C, S, dx + i * S);
                       }
                     });
+}
+
+// x, y, dy, dx: (N, C, S); dweight, dbias: (C)
+void batchnorm_train_backward(ThreadPool& pool, const BatchNormGeometry& g,
+                              const BatchNormTrainState& s, const float* x, const float* y,
+                              const float* dy, float* dweight, float* dbias, float* dx) {
+  const int64_t S = g.spatial, C = g.channels, CS = C * S;
+  const double inv_count = 1.0 / static_cast<double>(g.batch * S);
+  pool.parallel_for(C, 1, [=](int64_t c0, int64_t c1, int) {
+    for (int64_t c = c0; c < c1; ++c) {
+      s.coef[c] = static_cast<float>(s.stats[c]);
+      s.coef[C + c] = static_cast<float>(s.stats[C + c]);
+      double sum_dy = 0.0, sum_dy_xhat = 0.0;
+      channel_grad_sums(g, x, y, dy, s.coef, c, sum_dy, sum_dy_xhat);
+      dbias[c] = static_cast<float>(sum_dy);
+      dweight[c] = static_cast<float>(sum_dy_xhat);
+      if (dx == nullptr) continue;
+      batchnorm_channel_backward({s.stats[c], s.stats[C + c]}, s.weight[c], sum_dy, sum_dy_xhat,
+                                 inv_count, s.coef[2 * C + c], s.coef[3 * C + c],
+                                 s.coef[4 * C + c]);
+      for (int64_t n = 0; n < g.batch; ++n) {
+        const int64_t at = n * CS + c * S;
+        plane_backward_apply(x + at, y == nullptr ? nullptr : y + at, dy + at, s.coef, C, c, S,
+                             dx + at);
+      }
+    }
+  });
 }
 
 }  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA

@@ -6,11 +6,9 @@
 #include <cstring>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "common/error.h"
 #include "nn/backend.h"
-#include "nn/batchnorm_math.h"
 #include "nn/cpu/kernels.h"
 #include "nn/cpu/thread_pool.h"
 
@@ -90,7 +88,11 @@ class CpuBackend final : public Backend {
   }
   void batchnorm_apply(const BatchNormGeometry& g, const float* x, const float* coef, bool relu,
                        float* y) override {
-    cpu::batchnorm_apply(pool_, g, x, coef, relu, y);
+    cpu::batchnorm_apply(pool_, g, x, coef, nullptr, relu, y);
+  }
+  void batchnorm_apply_add(const BatchNormGeometry& g, const float* x, const float* coef,
+                           const float* add, bool relu, float* y) override {
+    cpu::batchnorm_apply(pool_, g, x, coef, add, relu, y);
   }
   void batchnorm_backward_sums(const BatchNormGeometry& g, const float* x, const float* y,
                                const float* dy, const float* coef, double* sum_dy,
@@ -104,45 +106,25 @@ class CpuBackend final : public Backend {
 
   void batchnorm_train_forward(const BatchNormGeometry& g, const BatchNormTrainState& s,
                                const float* x, bool relu, float* y) override {
-    const int64_t C = g.channels;
-    std::vector<double> sums(static_cast<size_t>(2 * C));
-    cpu::batchnorm_stats(pool_, g, x, sums.data(), sums.data() + C);
-    const auto count = static_cast<double>(g.batch * g.spatial);
-    for (int64_t c = 0; c < C; ++c) {
-      const BatchNormChannel ch = batchnorm_channel_forward(
-          sums[c], sums[C + c], count, s.eps, s.momentum, s.weight[c], s.bias[c], s.running_mean[c],
-          s.running_var[c], s.coef[c], s.coef[C + c]);
-      s.stats[c] = ch.mean;
-      s.stats[C + c] = ch.invstd;
-    }
-    s.num_batches_tracked[0] += 1.0f;
-    cpu::batchnorm_apply(pool_, g, x, s.coef, relu, y);
+    cpu::batchnorm_train_forward(pool_, g, s, x, nullptr, relu, y);
+  }
+  void batchnorm_train_forward_add(const BatchNormGeometry& g, const BatchNormTrainState& s,
+                                   const float* x, const float* add, bool relu, float* y) override {
+    cpu::batchnorm_train_forward(pool_, g, s, x, add, relu, y);
   }
   void batchnorm_train_backward(const BatchNormGeometry& g, const BatchNormTrainState& s,
                                 const float* x, const float* y, const float* dy, float* dweight,
                                 float* dbias, float* dx) override {
-    const int64_t C = g.channels;
-    for (int64_t c = 0; c < 2 * C; ++c) s.coef[c] = static_cast<float>(s.stats[c]);
-    std::vector<double> sums(static_cast<size_t>(2 * C));
-    cpu::batchnorm_backward_sums(pool_, g, x, y, dy, s.coef, sums.data(), sums.data() + C);
-    for (int64_t c = 0; c < C; ++c) {
-      dbias[c] = static_cast<float>(sums[c]);
-      dweight[c] = static_cast<float>(sums[C + c]);
-    }
-    if (dx == nullptr) return;
-    const double inv_count = 1.0 / static_cast<double>(g.batch * g.spatial);
-    for (int64_t c = 0; c < C; ++c) {
-      batchnorm_channel_backward({s.stats[c], s.stats[C + c]}, s.weight[c], sums[c], sums[C + c],
-                                 inv_count, s.coef[2 * C + c], s.coef[3 * C + c],
-                                 s.coef[4 * C + c]);
-    }
-    cpu::batchnorm_backward_apply(pool_, g, x, y, dy, s.coef, dx);
+    cpu::batchnorm_train_backward(pool_, g, s, x, y, dy, dweight, dbias, dx);
   }
   void relu_forward(int64_t n, const float* x, float* y) override {
     cpu::relu_forward(pool_, n, x, y);
   }
   void relu_backward(int64_t n, const float* y, const float* dy, float* dx) override {
     cpu::relu_backward(pool_, n, y, dy, dx);
+  }
+  void relu_backward_accumulate(int64_t n, const float* y, const float* dy, float* dx) override {
+    cpu::relu_backward_accumulate(pool_, n, y, dy, dx);
   }
 
   void add_forward(int64_t n, const float* a, const float* b, bool relu, float* y) override {

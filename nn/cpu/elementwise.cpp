@@ -33,6 +33,15 @@ void relu_grad_range(const float* y, const float* dy, float* dx, int64_t b, int6
   }
 }
 
+// dx += dy where y > 0: relu_grad_range, then axpy_range with alpha 1
+// (1 * g is exact, so the sum is the same with or without a contraction).
+void relu_grad_accumulate_range(const float* y, const float* dy, float* dx, int64_t b, int64_t e) {
+  for (int64_t i = b; i < e; ++i) {
+    const float g = dy[i];
+    dx[i] += y[i] > 0.0f ? g : 0.0f;
+  }
+}
+
 // y(rows, S) = x(rows, S) * mask(rows) for rows [b, e)
 void mask_range(const float* x, const float* mask, int64_t S, float* y, int64_t b, int64_t e) {
   if (S == 1) {
@@ -64,6 +73,14 @@ void relu_forward(ThreadPool& pool, int64_t n, const float* x, float* y) {
 void relu_backward(ThreadPool& pool, int64_t n, const float* y, const float* dy, float* dx) {
   pool.parallel_for(n, kElementGrain,
                     [=](int64_t b, int64_t e, int) { relu_grad_range(y, dy, dx, b, e); });
+}
+
+// y, dy, dx: (n); dx += dy where y > 0
+void relu_backward_accumulate(ThreadPool& pool, int64_t n, const float* y, const float* dy,
+                              float* dx) {
+  pool.parallel_for(n, kElementGrain, [=](int64_t b, int64_t e, int) {
+    relu_grad_accumulate_range(y, dy, dx, b, e);
+  });
 }
 
 // x, y: (N, C, S); mask: (N, C). mask[n, c] = 1/(1-p) when

@@ -53,17 +53,27 @@ void add_forward(ThreadPool& pool, int64_t n, const float* a, const float* b, bo
 // batchnorm.cpp
 void batchnorm_stats(ThreadPool& pool, const BatchNormGeometry& g, const float* x, double* sum,
                      double* sumsq);
+// add null: batchnorm_apply; otherwise batchnorm_apply_add.
 void batchnorm_apply(ThreadPool& pool, const BatchNormGeometry& g, const float* x,
-                     const float* coef, bool relu, float* y);
+                     const float* coef, const float* add, bool relu, float* y);
+// add null: batchnorm_train_forward; otherwise batchnorm_train_forward_add.
+void batchnorm_train_forward(ThreadPool& pool, const BatchNormGeometry& g,
+                             const BatchNormTrainState& s, const float* x, const float* add,
+                             bool relu, float* y);
 void batchnorm_backward_sums(ThreadPool& pool, const BatchNormGeometry& g, const float* x,
                              const float* y, const float* dy, const float* coef, double* sum_dy,
                              double* sum_dy_xhat);
 void batchnorm_backward_apply(ThreadPool& pool, const BatchNormGeometry& g, const float* x,
                               const float* y, const float* dy, const float* coef, float* dx);
+void batchnorm_train_backward(ThreadPool& pool, const BatchNormGeometry& g,
+                              const BatchNormTrainState& s, const float* x, const float* y,
+                              const float* dy, float* dweight, float* dbias, float* dx);
 
 // elementwise.cpp
 void relu_forward(ThreadPool& pool, int64_t n, const float* x, float* y);
 void relu_backward(ThreadPool& pool, int64_t n, const float* y, const float* dy, float* dx);
+void relu_backward_accumulate(ThreadPool& pool, int64_t n, const float* y, const float* dy,
+                              float* dx);
 void dropout_forward(ThreadPool& pool, const DropoutGeometry& g, const int64_t* sample_ids,
                      const float* x, float* y, float* mask);
 void dropout_backward(ThreadPool& pool, const DropoutGeometry& g, const float* mask,

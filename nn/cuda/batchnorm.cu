@@ -60,11 +60,13 @@ __global__ void grad_sums_kernel(int64_t N, int64_t C, int64_t S, const float* x
   if (threadIdx.x == 0) out[c] = s, out[C + c] = q;
 }
 
+// y = x * scale + shift (+ add when not null), then the ReLU
 __global__ void apply_kernel(int64_t n, int64_t C, int64_t S, const float* x, const float* coef,
-                             bool relu, float* y) {
+                             const float* add, bool relu, float* y) {
   CUDA_KERNEL_LOOP(i, n) {
     const int64_t c = (i / S) % C;
-    const float v = x[i] * coef[c] + coef[C + c];
+    float v = x[i] * coef[c] + coef[C + c];
+    if (add != nullptr) v += add[i];
     y[i] = relu && v < 0.0f ? 0.0f : v;
   }
 }
@@ -140,9 +142,9 @@ void batchnorm_stats(DeviceContext& ctx, const BatchNormGeometry& g, const float
 }
 
 void batchnorm_apply(DeviceContext& ctx, const BatchNormGeometry& g, const float* x,
-                     const float* coef, bool relu, float* y) {
+                     const float* coef, const float* add, bool relu, float* y) {
   launch(apply_kernel, g.batch * g.channels * g.spatial, ctx.stream(),
-         g.batch * g.channels * g.spatial, g.channels, g.spatial, x, coef, relu, y);
+         g.batch * g.channels * g.spatial, g.channels, g.spatial, x, coef, add, relu, y);
 }
 
 void batchnorm_backward_sums(DeviceContext& ctx, const BatchNormGeometry& g, const float* x,
@@ -163,7 +165,8 @@ void batchnorm_backward_apply(DeviceContext& ctx, const BatchNormGeometry& g, co
 }
 
 void batchnorm_train_forward(DeviceContext& ctx, const BatchNormGeometry& g,
-                             const BatchNormTrainState& s, const float* x, bool relu, float* y) {
+                             const BatchNormTrainState& s, const float* x, const float* add,
+                             bool relu, float* y) {
   const int64_t C = g.channels;
   double* sums = ctx.scratch<double>(Scratch::kRowResults, 2 * C);
   stats_kernel<<<static_cast<unsigned>(C), kReduceThreads, 0, ctx.stream()>>>(g.batch, C, g.spatial,
@@ -171,7 +174,7 @@ void batchnorm_train_forward(DeviceContext& ctx, const BatchNormGeometry& g,
   CUDA_CHECK_LAUNCH();
   launch(train_forward_kernel, C, ctx.stream(), C, static_cast<double>(g.batch * g.spatial), sums,
          s);
-  batchnorm_apply(ctx, g, x, s.coef, relu, y);
+  batchnorm_apply(ctx, g, x, s.coef, add, relu, y);
 }
 
 void batchnorm_train_backward(DeviceContext& ctx, const BatchNormGeometry& g,

@@ -78,7 +78,11 @@ class CudaBackend final : public Backend {
   }
   void batchnorm_apply(const BatchNormGeometry& g, const float* x, const float* coef, bool relu,
                        float* y) override {
-    cuda::batchnorm_apply(active(), g, x, coef, relu, y);
+    cuda::batchnorm_apply(active(), g, x, coef, nullptr, relu, y);
+  }
+  void batchnorm_apply_add(const BatchNormGeometry& g, const float* x, const float* coef,
+                           const float* add, bool relu, float* y) override {
+    cuda::batchnorm_apply(active(), g, x, coef, add, relu, y);
   }
   void batchnorm_backward_sums(const BatchNormGeometry& g, const float* x, const float* y,
                                const float* dy, const float* coef, double* sum_dy,
@@ -92,7 +96,11 @@ class CudaBackend final : public Backend {
 
   void batchnorm_train_forward(const BatchNormGeometry& g, const BatchNormTrainState& s,
                                const float* x, bool relu, float* y) override {
-    cuda::batchnorm_train_forward(active(), g, s, x, relu, y);
+    cuda::batchnorm_train_forward(active(), g, s, x, nullptr, relu, y);
+  }
+  void batchnorm_train_forward_add(const BatchNormGeometry& g, const BatchNormTrainState& s,
+                                   const float* x, const float* add, bool relu, float* y) override {
+    cuda::batchnorm_train_forward(active(), g, s, x, add, relu, y);
   }
   void batchnorm_train_backward(const BatchNormGeometry& g, const BatchNormTrainState& s,
                                 const float* x, const float* y, const float* dy, float* dweight,
@@ -105,6 +113,9 @@ class CudaBackend final : public Backend {
   }
   void relu_backward(int64_t n, const float* y, const float* dy, float* dx) override {
     cuda::relu_backward(active(), n, y, dy, dx);
+  }
+  void relu_backward_accumulate(int64_t n, const float* y, const float* dy, float* dx) override {
+    cuda::relu_backward_accumulate(active(), n, y, dy, dx);
   }
 
   void dropout_forward(const DropoutGeometry& g, const int64_t* sample_ids, const float* x,

@@ -47,6 +47,13 @@ __global__ void axpy_kernel(int64_t n, float alpha, const float* x, float* y) {
   }
 }
 
+__global__ void relu_backward_accumulate_kernel(int64_t n, const float* y, const float* dy,
+                                                float* dx) {
+  CUDA_KERNEL_LOOP(i, n) {
+    dx[i] += y[i] > 0.0f ? dy[i] : 0.0f;
+  }
+}
+
 // Sets *flag to 1 when some x[i] is an infinity or NaN (racing writes of
 // the same value).
 __global__ void non_finite_flag_kernel(int64_t n, const float* x, int* flag) {
@@ -90,6 +97,11 @@ void scale(DeviceContext& ctx, int64_t n, float alpha, float* x) {
 // y += alpha * x
 void axpy(DeviceContext& ctx, int64_t n, float alpha, const float* x, float* y) {
   launch(axpy_kernel, n, ctx.stream(), n, alpha, x, y);
+}
+
+void relu_backward_accumulate(DeviceContext& ctx, int64_t n, const float* y, const float* dy,
+                              float* dx) {
+  launch(relu_backward_accumulate_kernel, n, ctx.stream(), n, y, dy, dx);
 }
 
 // n floats, device to device; src == dst is a no-op, other overlaps are bugs.

@@ -55,16 +55,19 @@ void add_forward(DeviceContext& ctx, int64_t n, const float* a, const float* b, 
 // batchnorm.cu
 void batchnorm_stats(DeviceContext& ctx, const BatchNormGeometry& g, const float* x, double* sum,
                      double* sumsq);
+// add null: Backend::batchnorm_apply; otherwise batchnorm_apply_add.
 void batchnorm_apply(DeviceContext& ctx, const BatchNormGeometry& g, const float* x,
-                     const float* coef, bool relu, float* y);
+                     const float* coef, const float* add, bool relu, float* y);
 void batchnorm_backward_sums(DeviceContext& ctx, const BatchNormGeometry& g, const float* x,
                              const float* y, const float* dy, const float* coef, double* sum_dy,
                              double* sum_dy_xhat);
 void batchnorm_backward_apply(DeviceContext& ctx, const BatchNormGeometry& g, const float* x,
                               const float* y, const float* dy, const float* coef, float* dx);
-// The training passes with the per-channel arithmetic on the device.
+// The training passes with the per-channel arithmetic on the device; add
+// as batchnorm_apply's.
 void batchnorm_train_forward(DeviceContext& ctx, const BatchNormGeometry& g,
-                             const BatchNormTrainState& s, const float* x, bool relu, float* y);
+                             const BatchNormTrainState& s, const float* x, const float* add,
+                             bool relu, float* y);
 void batchnorm_train_backward(DeviceContext& ctx, const BatchNormGeometry& g,
                               const BatchNormTrainState& s, const float* x, const float* y,
                               const float* dy, float* dweight, float* dbias, float* dx);
@@ -78,6 +81,9 @@ void fill(DeviceContext& ctx, int64_t n, float value, float* x);
 bool any_non_finite(DeviceContext& ctx, std::span<const ConstFloats> arrays);
 void scale(DeviceContext& ctx, int64_t n, float alpha, float* x);
 void axpy(DeviceContext& ctx, int64_t n, float alpha, const float* x, float* y);
+// dx += dy * (y > 0)
+void relu_backward_accumulate(DeviceContext& ctx, int64_t n, const float* y, const float* dy,
+                              float* dx);
 void copy(DeviceContext& ctx, int64_t n, const float* src, float* dst);
 
 // dense.cu

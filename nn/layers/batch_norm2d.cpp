@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "common/error.h"
 #include "nn/batch_stats_reducer.h"
@@ -12,7 +13,7 @@
 namespace lockstep::nn {
 
 BatchNorm2d::BatchNorm2d(int64_t channels, bool relu, float eps, float momentum)
-    : channels_(channels), relu_(relu), eps_(eps), momentum_(momentum) {
+    : channels_(channels), relu_(relu), eps_(eps), momentum_(momentum), masked_(relu) {
   if (channels <= 0 || eps <= 0.0f || momentum < 0.0f || momentum > 1.0f) {
     fail_input("batchnorm2d: invalid arguments channels=", channels, " eps=", eps,
                " momentum=", momentum);
@@ -99,13 +100,24 @@ void BatchNorm2d::running_statistics() {
 
 void BatchNorm2d::forward(Backend& backend, const Tensor& x, Tensor& y, const ForwardContext& ctx) {
   const BatchNormGeometry g = geometry(x.shape());
+  const Tensor* residual = std::exchange(residual_, nullptr);
+  const float* add = residual != nullptr ? residual->data() : nullptr;
+  if (residual != nullptr && residual->shape() != x.shape()) {
+    fail_input(name(), ": a residual of ", shape_string(residual->shape()), " for input ",
+               shape_string(x.shape()));
+  }
+  masked_ = relu_ || (residual != nullptr && residual_relu_);
   training_ = ctx.training;
   reducer_ = ctx.training ? ctx.batch_stats : nullptr;
   // Per-rank statistics of ordinary sums: all on the device, nothing read back.
   on_device_ = ctx.training && reducer_ == nullptr && weight_.exact == nullptr;
   if (on_device_) {
     if (g.batch * g.spatial <= 0) fail_input(name(), ": batch statistics of an empty batch");
-    backend.batchnorm_train_forward(g, train_state(), x.data(), relu_, y.data());
+    if (add != nullptr) {
+      backend.batchnorm_train_forward_add(g, train_state(), x.data(), add, masked_, y.data());
+    } else {
+      backend.batchnorm_train_forward(g, train_state(), x.data(), masked_, y.data());
+    }
     return;
   }
   if (ctx.training) {
@@ -115,13 +127,17 @@ void BatchNorm2d::forward(Backend& backend, const Tensor& x, Tensor& y, const Fo
   }
   coef_.resize({2, channels_});
   coef_.copy_from(coef_host_);
-  backend.batchnorm_apply(g, x.data(), coef_.data(), relu_, y.data());
+  if (add != nullptr) {
+    backend.batchnorm_apply_add(g, x.data(), coef_.data(), add, masked_, y.data());
+  } else {
+    backend.batchnorm_apply(g, x.data(), coef_.data(), masked_, y.data());
+  }
 }
 
 void BatchNorm2d::backward(Backend& backend, const Tensor& x, const Tensor& y, const Tensor& dy,
                            Tensor* dx) {
   const BatchNormGeometry g = geometry(x.shape());
-  const float* masked = relu_ ? y.data() : nullptr;
+  const float* masked = masked_ ? y.data() : nullptr;
   if (on_device_) {
     backend.batchnorm_train_backward(g, train_state(), x.data(), masked, dy.data(),
                                      weight_.grad.data(), bias_.grad.data(),

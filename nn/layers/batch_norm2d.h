@@ -43,6 +43,15 @@ class BatchNorm2d final : public Layer {
   float eps() const { return eps_; }
   bool fused_relu() const { return relu_; }
 
+  // For the next forward only: y = relu?(BN(x) + residual), the ReLU when
+  // relu or fused_relu() (the end of a residual block, added in the apply
+  // pass; residual: x's shape, alive during that forward). The backward of
+  // that forward masks dy by y > 0 when there was a ReLU.
+  void set_next_residual(const Tensor& residual, bool relu) {
+    residual_ = &residual;
+    residual_relu_ = relu;
+  }
+
  private:
   void backward_apply(Backend& backend, const BatchNormGeometry& g, const Tensor& x,
                       const float* masked, const Tensor& dy, const std::vector<double>& sums,
@@ -60,12 +69,15 @@ class BatchNorm2d final : public Layer {
   int64_t channels_;
   bool relu_;
   float eps_, momentum_;
+  bool masked_;  // the last forward applied a ReLU: backward masks dy by y > 0
   Parameter weight_, bias_;
   Buffer running_mean_, running_var_, num_batches_tracked_;
   std::vector<BatchNormChannel> channels_host_;  // host path: of the last forward
   double count_ = 0;        // host path: elements per channel (global with a reducer)
   bool training_ = false;   // mode of the last forward
   bool on_device_ = false;  // the last forward took the device path; stats_ holds its statistics
+  const Tensor* residual_ = nullptr;  // set_next_residual, for the next forward
+  bool residual_relu_ = false;
   BatchStatsReducer* reducer_ = nullptr;  // of the last training forward
   Tensor coef_, coef_host_;               // device and host per-channel coefficients
   Tensor stats_;                          // device path: (2, C) doubles, mean and invstd

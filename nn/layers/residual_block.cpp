@@ -20,6 +20,8 @@ ResidualBlock::ResidualBlock(std::unique_ptr<Sequential> main, ShortcutKind kind
   LOCKSTEP_CHECK(main_ && !main_->empty(), "residual block without a main path");
   LOCKSTEP_CHECK((kind_ == ShortcutKind::kProjection) == (projection_ != nullptr),
                  "residual block: a projection shortcut needs its layers, and only it");
+  auto* last = dynamic_cast<BatchNorm2d*>(main_->children().back());
+  if (last != nullptr && !last->fused_relu()) tail_ = last;
 }
 
 void ResidualBlock::set_name(std::string name) {
@@ -75,8 +77,6 @@ Shape ResidualBlock::output_shape(const Shape& input) const {
 void ResidualBlock::forward(Backend& backend, const Tensor& x, Tensor& y,
                             const ForwardContext& ctx) {
   const Shape out = output_shape(x.shape());
-  main_out_.resize(out);
-  main_->forward(backend, x, main_out_, ctx);
   const Tensor* shortcut = &x;
   if (kind_ != ShortcutKind::kIdentity) {
     short_out_.resize(out);
@@ -87,13 +87,24 @@ void ResidualBlock::forward(Backend& backend, const Tensor& x, Tensor& y,
     }
     shortcut = &short_out_;
   }
+  if (tail_ != nullptr) {  // y = relu(bn2(.) + shortcut), written by bn2
+    tail_->set_next_residual(*shortcut, relu_);
+    main_->forward(backend, x, y, ctx);
+    return;
+  }
+  main_out_.resize(out);
+  main_->forward(backend, x, main_out_, ctx);
   backend.add_forward(y.numel(), main_out_.data(), shortcut->data(), relu_, y.data());
 }
 
 void ResidualBlock::backward_announcing(Backend& backend, const Tensor& x, const Tensor& y,
                                         const Tensor& dy, Tensor* dx, const GradReady& ready) {
+  // g = dy * (y > 0): for the main path unless bn2 masks dy itself, for a
+  // shortcut with layers or padding, and for an identity shortcut unless
+  // relu_backward_accumulate adds it.
+  const bool fused_identity = tail_ != nullptr && kind_ == ShortcutKind::kIdentity;
   const Tensor* g = &dy;
-  if (relu_) {
+  if (relu_ && !fused_identity) {
     grad_.resize(y.shape());
     backend.relu_backward(y.numel(), y.data(), dy.data(), grad_.data());
     g = &grad_;
@@ -107,8 +118,16 @@ void ResidualBlock::backward_announcing(Backend& backend, const Tensor& x, const
       backend.channel_pad_backward(pad_geometry(x.shape()), g->data(), short_dx_.data());
     }
   }
-  main_->backward_announcing(backend, x, main_out_, *g, dx, ready);
+  if (tail_ != nullptr) {
+    main_->backward_announcing(backend, x, y, dy, dx, ready);
+  } else {
+    main_->backward_announcing(backend, x, main_out_, *g, dx, ready);
+  }
   if (dx == nullptr) return;
+  if (fused_identity && relu_) {
+    backend.relu_backward_accumulate(dx->numel(), y.data(), dy.data(), dx->data());
+    return;
+  }
   const Tensor& from_shortcut = kind_ == ShortcutKind::kIdentity ? *g : short_dx_;
   backend.axpy(dx->numel(), 1.0f, from_shortcut.data(), dx->data());
 }

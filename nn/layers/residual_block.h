@@ -11,10 +11,17 @@
 // Backward: g = dy * (y > 0); the shortcut's backward runs first, then the
 // main path's, so gradients are announced in the reverse of parameters();
 // dx = dmain + dshortcut.
+// When the main path ends in a BatchNorm2d without a ReLU of its own (bn2),
+// that BatchNorm adds the shortcut and applies the block's ReLU in its apply
+// pass (BatchNorm2d::set_next_residual), and its backward masks dy by
+// y > 0; an identity shortcut's gradient is added to dx masked in the same
+// pass (Backend::relu_backward_accumulate). The bits are those of the
+// separate passes.
 #pragma once
 
 #include <memory>
 
+#include "nn/layers/batch_norm2d.h"
 #include "nn/layers/sequential.h"
 
 namespace lockstep::nn {
@@ -52,11 +59,12 @@ class ResidualBlock final : public Composite {
   Shape shortcut_shape(const Shape& input) const;
 
   std::unique_ptr<Sequential> main_, projection_;
+  BatchNorm2d* tail_ = nullptr;  // the main path's last layer when it takes the add
   ShortcutKind kind_;
   int64_t out_channels_, stride_;
   bool relu_;
   std::string what_;
-  Tensor main_out_, short_out_;  // outputs of the two branches
+  Tensor main_out_, short_out_;  // outputs of the two branches (main_out_: without tail_)
   Tensor grad_, short_dx_;       // gradient at the sum; the shortcut's dx
 };
 

@@ -77,6 +77,11 @@ class ForwardingBackend : public nn::Backend {
     on_op("batchnorm_apply");
     inner_->batchnorm_apply(g, x, coef, relu, y);
   }
+  void batchnorm_apply_add(const nn::BatchNormGeometry& g, const float* x, const float* coef,
+                           const float* add, bool relu, float* y) override {
+    on_op("batchnorm_apply_add");
+    inner_->batchnorm_apply_add(g, x, coef, add, relu, y);
+  }
   void batchnorm_backward_sums(const nn::BatchNormGeometry& g, const float* x, const float* y,
                                const float* dy, const float* coef, double* sum_dy,
                                double* sum_dy_xhat) override {
@@ -93,6 +98,11 @@ class ForwardingBackend : public nn::Backend {
     on_op("batchnorm_train_forward");
     inner_->batchnorm_train_forward(g, s, x, relu, y);
   }
+  void batchnorm_train_forward_add(const nn::BatchNormGeometry& g, const nn::BatchNormTrainState& s,
+                                   const float* x, const float* add, bool relu, float* y) override {
+    on_op("batchnorm_train_forward_add");
+    inner_->batchnorm_train_forward_add(g, s, x, add, relu, y);
+  }
   void batchnorm_train_backward(const nn::BatchNormGeometry& g, const nn::BatchNormTrainState& s,
                                 const float* x, const float* y, const float* dy, float* dweight,
                                 float* dbias, float* dx) override {
@@ -106,6 +116,10 @@ class ForwardingBackend : public nn::Backend {
   void relu_backward(int64_t n, const float* y, const float* dy, float* dx) override {
     on_op("relu_backward");
     inner_->relu_backward(n, y, dy, dx);
+  }
+  void relu_backward_accumulate(int64_t n, const float* y, const float* dy, float* dx) override {
+    on_op("relu_backward_accumulate");
+    inner_->relu_backward_accumulate(n, y, dy, dx);
   }
   void add_forward(int64_t n, const float* a, const float* b, bool relu, float* y) override {
     on_op("add_forward");
