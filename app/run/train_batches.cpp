@@ -18,6 +18,19 @@ std::string mib_text(double mib) {
   return out.str();
 }
 
+// Uploads go in pieces of at most this many bytes: the CUDA backend stages
+// each upload in a pinned buffer that keeps its largest size, and a data set
+// of gigabytes must not leave that much pinned memory behind.
+constexpr size_t kUploadPiece = size_t{4} << 20;
+
+void upload_in_pieces(nn::Backend& backend, const void* host, void* dst, size_t bytes) {
+  const auto* from = static_cast<const uint8_t*>(host);
+  auto* to = static_cast<uint8_t*>(dst);
+  for (size_t done = 0; done < bytes; done += kUploadPiece) {
+    backend.upload(from + done, to + done, std::min(kUploadPiece, bytes - done));
+  }
+}
+
 // A backend tensor of at least `bytes` bytes.
 nn::Tensor bytes_tensor(size_t bytes, nn::Device device) {
   const auto floats = static_cast<int64_t>((bytes + sizeof(float) - 1) / sizeof(float));
@@ -93,9 +106,10 @@ class ResidentBatches final : public TrainBatches {
     ids_ = nn::Tensor({1}, device);
     batch_images_ = nn::Tensor({1}, device);
     batch_labels_ = nn::Tensor({1}, device);
-    backend.upload(train.images.data(), images_.data(), train.images.size());
-    backend.upload(train.labels.data(), labels_.data(), train.labels.size() * sizeof(int32_t));
-    backend.upload(table.data(), table_.data(), table.size() * sizeof(float));
+    upload_in_pieces(backend, train.images.data(), images_.data(), train.images.size());
+    upload_in_pieces(backend, train.labels.data(), labels_.data(),
+                     train.labels.size() * sizeof(int32_t));
+    upload_in_pieces(backend, table.data(), table_.data(), table.size() * sizeof(float));
   }
 
   void start_epoch(std::vector<int64_t> indices, int64_t epoch) override {
@@ -108,7 +122,7 @@ class ResidentBatches final : public TrainBatches {
     ids_host_ = std::move(indices);
     static_assert(sizeof(int64_t) == 2 * sizeof(float));
     ids_.resize({std::max<int64_t>(1, 2 * static_cast<int64_t>(ids_host_.size()))});
-    backend_.upload(ids_host_.data(), ids_.data(), ids_host_.size() * sizeof(int64_t));
+    upload_in_pieces(backend_, ids_host_.data(), ids_.data(), ids_host_.size() * sizeof(int64_t));
     epoch_ = epoch;
     next_ = 0;
   }

@@ -4,12 +4,13 @@
 //   resident (ResidentBatches): the training set is copied into the
 //     backend's memory once, as uint8 pixels (S, C, H, W) and int32 labels
 //     (S), with the normalisation table (C, 256); each epoch uploads this
-//     rank's sample order once (int64), and each step gathers, crops, flips
+//     rank's sample order (int64) once, and each step gathers, crops, flips
 //     and normalises its batch there (Backend::gather_batch): a steady step
-//     copies nothing between host and device.
+//     copies nothing between host and device. Uploads go in pieces of at
+//     most 4 MiB (the order of 60000 samples is one).
 //   host (HostBatches): the loader prepares each batch on the host
 //     (data/batch_loader.h) and each step uploads its images and labels
-//     (on the CPU: nothing, the backend reads host memory).
+//     (app/platform/device.h's BatchStager; on the CPU a memcpy).
 //
 // Both give the same batches bit for bit (the same sample order, crop/flip
 // draws and normalisation table). make_train_batches picks resident when the
