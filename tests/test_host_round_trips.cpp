@@ -131,15 +131,25 @@ void expect_steady_steps_copy_nothing(const CountedRun& run) {
 }
 
 // The epoch's loss totals come back in one download, after its last step
-// and before anything else of the epoch's end is counted.
+// and before anything else of the epoch's end is counted; its evaluation
+// (loss totals and outputs kept in the backend's memory) in one more, and
+// nothing else is read between the epochs.
 void expect_one_read_back_per_epoch(const CountedRun& run) {
   int64_t downloads = 0;
   for (const std::string& op : run.ops) downloads += op == "download" ? 1 : 0;
-  EXPECT_EQ(downloads, 2) << ops_between(run, 0, run.ops.size());
-  for (const StepCount& s : run.steps) {
+  EXPECT_EQ(downloads, 2 * 2) << ops_between(run, 0, run.ops.size());
+  for (size_t i = 0; i < run.steps.size(); ++i) {
+    const StepCount& s = run.steps[i];
     if (s.step != run.steps_per_epoch - 1) continue;
     ASSERT_LT(s.ops, run.ops.size());
     EXPECT_EQ(run.ops[s.ops], "download") << "epoch " << s.epoch + 1;
+    const size_t end = i + 1 < run.steps.size() ? run.steps[i + 1].ops : run.ops.size();
+    int64_t reads = 0;
+    for (size_t k = s.ops; k < end; ++k) {
+      const auto mark = CountingBackend::marks().find(run.ops[k]);
+      reads += mark == CountingBackend::marks().end() ? 0 : mark->second.reads;
+    }
+    EXPECT_EQ(reads, 2) << "epoch " << s.epoch + 1 << ": " << ops_between(run, s.ops, end);
   }
 }
 
