@@ -3,15 +3,8 @@
 #include <algorithm>
 
 #include "common/error.h"
-#include "nn/counter_rng.h"
 
 namespace lockstep::data {
-namespace {
-
-constexpr uint64_t kAugmentStream = 0x6175676d656e7431ULL;  // "augment1"
-
-}  // namespace
-
 Normalization mnist_normalization() {
   return {{0.1307f}, {0.3081f}};
 }
@@ -26,23 +19,8 @@ Augmentation cifar10_augmentation() {
 
 CropFlip draw_crop_flip(const Augmentation& augmentation, uint64_t seed, int64_t epoch,
                         int64_t sample_id) {
-  const uint64_t key = nn::hash_combine(
-      nn::hash_combine(nn::hash_combine(kAugmentStream, seed), static_cast<uint64_t>(epoch)),
-      static_cast<uint64_t>(sample_id));
-  CropFlip out;
-  const int64_t pad = augmentation.crop_padding;
-  if (pad > 0) {
-    const int64_t choices = 2 * pad + 1;
-    auto offset = [&](uint64_t counter) {
-      const auto k =
-          static_cast<int64_t>(nn::counter_uniform(key, counter) * static_cast<float>(choices));
-      return std::min(k, choices - 1) - pad;
-    };
-    out.dy = offset(0);
-    out.dx = offset(1);
-  }
-  if (augmentation.horizontal_flip) out.flip = nn::counter_uniform(key, 2) < 0.5f;
-  return out;
+  return nn::draw_crop_flip(augmentation.crop_padding, augmentation.horizontal_flip, seed, epoch,
+                            sample_id);
 }
 
 PixelTransform::PixelTransform(int64_t channels, const Normalization& normalization,
@@ -97,7 +75,7 @@ void PixelTransform::apply(const uint8_t* src, int64_t height, int64_t width,
       }
       const uint8_t* in_row = in + sy * width;
       for (int64_t x = 0; x < width; ++x) {
-        const int64_t sx = (crop_flip.flip ? width - 1 - x : x) + crop_flip.dx;
+        const int64_t sx = nn::crop_flip_source_x(crop_flip, width, x);
         out_row[x] = (sx >= 0 && sx < width) ? table[in_row[sx]] : zero;
       }
     }

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "nn/crop_flip.h"
+
 namespace lockstep::data {
 
 // Per-channel mean and standard deviation of pixels scaled to [0, 1]. One
@@ -39,11 +41,9 @@ struct Augmentation {
 // RandomCrop(32, padding=4) + RandomHorizontalFlip(), as for CIFAR-10.
 Augmentation cifar10_augmentation();
 
-// The random choices for one sample.
-struct CropFlip {
-  int64_t dy = 0, dx = 0;  // source offset of the crop window, in [-P, P]
-  bool flip = false;
-};
+// The random choices for one sample (nn/crop_flip.h, shared with the
+// backends' gather_batch).
+using CropFlip = nn::CropFlip;
 
 CropFlip draw_crop_flip(const Augmentation& augmentation, uint64_t seed, int64_t epoch,
                         int64_t sample_id);

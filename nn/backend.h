@@ -102,6 +102,20 @@ struct DropoutGeometry {
   uint64_t stream = 0;  // distinguishes layers and epochs (see Dropout layer)
 };
 
+// A batch gathered from a data set held in a backend's memory: N rows out of
+// S samples of (C, H, W) uint8 pixels, each cropped and flipped as
+// nn/crop_flip.h draws for (seed, epoch, sample id) when crop_padding > 0 or
+// horizontal_flip (data/transform.h's augmentation).
+struct GatherGeometry {
+  int64_t batch = 0;    // N
+  int64_t samples = 0;  // S: sample ids are in [0, S)
+  int64_t channels = 0, height = 0, width = 0;
+  int64_t crop_padding = 0;
+  bool horizontal_flip = false;
+  uint64_t seed = 0;
+  int64_t epoch = 0;
+};
+
 // Sum of per-sample losses and number of correct arg-max predictions for a
 // batch, returned to the host.
 struct LossStats {
@@ -257,6 +271,9 @@ class Backend {
   // 1/(1-p). y = x * mask (broadcast over S). x and y may alias. [host write]
   virtual void dropout_forward(const DropoutGeometry& g, const int64_t* sample_ids, const float* x,
                                float* y, float* mask) = 0;
+  // The same with sample_ids (N) in this backend's memory: nothing is copied.
+  virtual void dropout_forward_device_ids(const DropoutGeometry& g, const int64_t* sample_ids,
+                                          const float* x, float* y, float* mask) = 0;
   // dx = dy * mask (broadcast over S). dy and dx may alias.
   virtual void dropout_backward(const DropoutGeometry& g, const float* mask, const float* dy,
                                 float* dx) = 0;
@@ -320,6 +337,20 @@ class Backend {
   // NaN. Waits for the queued work; the CUDA backend checks on the device and
   // reads back one flag for all of them. [host read]
   virtual bool any_non_finite(std::span<const ConstFloats> arrays) = 0;
+
+  // --- data held in the backend's memory -----------------------------------
+  // ids: (N) int64 sample ids; images: (S, C, H, W) uint8; labels: (S)
+  // int32; table: (C, 256), the normalised float of each pixel value per
+  // channel -> y: (N, C, H, W), batch_labels: (N).
+  // y[n, c, i, j] = table[c, images[ids[n], c, i + dy, sx]] with
+  // sx = crop_flip_source_x(j) and (dy, dx, flip) as g draws them for ids[n],
+  // or table[c, 0] where the source is outside the image (zero padding in
+  // pixel space); batch_labels[n] = labels[ids[n]]. A row whose id is
+  // outside [0, S) reads nothing: it gets table[c, 0] everywhere and label
+  // -1, which a loss counts as a bad label (nll_loss_accumulate).
+  virtual void gather_batch(const GatherGeometry& g, const int64_t* ids, const uint8_t* images,
+                            const int32_t* labels, const float* table, float* y,
+                            int32_t* batch_labels) = 0;
 
   // --- host transfers ----------------------------------------------------------
   // Copies bytes of host memory to dst (this backend's memory), in queue

@@ -56,6 +56,9 @@ struct ForwardContext {
   uint64_t seed = 0;                    // run seed: dropout masks derive from it
   uint64_t epoch = 0;                   // dropout masks change every epoch
   const int64_t* sample_ids = nullptr;  // host, one dataset index per batch row
+  // The same ids in the backend's memory when the batch was gathered there
+  // (Backend::gather_batch), else null: dropout then copies nothing.
+  const int64_t* device_sample_ids = nullptr;
   // When not null (training only), BatchNorm layers reduce their batch
   // statistics across ranks through it (SyncBatchNorm); null: per-rank.
   BatchStatsReducer* batch_stats = nullptr;

@@ -175,7 +175,8 @@ TEST(RunRecovery, ResumePolicyFollowsTheSchemasOnResumeAttribute) {
             (std::set<std::string>{"augment", "dataset", "image_channels", "image_size", "layers",
                                    "loss", "model", "normalize_mean", "normalize_std",
                                    "skip_bad_images", "test_subset", "train_subset"}));
-  EXPECT_EQ(launch_only, (std::set<std::string>{"overwrite", "progress", "resume", "timeline"}));
+  EXPECT_EQ(launch_only, (std::set<std::string>{"overwrite", "progress", "resident_data_mb",
+                                                "resume", "timeline"}));
 }
 
 TEST(RunRecovery, NonFiniteLossStopsTrainingWithoutACheckpoint) {

@@ -93,6 +93,9 @@ struct TrainConfig {
   bool deterministic = false;  // cuda: only deterministic cuDNN convolution algorithms
   int64_t threads =
       0;  // compute threads per rank (0: from the affinity mask, app/platform/placement.h)
+  // Keep the training set in the backend's memory when it takes at most this
+  // many MiB (app/run/resident_batches.h; 0: never, each step uploads its batch)
+  double resident_data_mb = 4096.0;
   // --- GPU placement (app/platform/placement.h)
   bool gpu_share =
       false;  // cuda: let local ranks share GPUs when fewer GPUs than ranks are visible

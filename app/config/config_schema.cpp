@@ -229,6 +229,12 @@ std::vector<Key> make_schema() {
           .range(between(0, kMaxThreads), "threads")
           .commands(kAll)
           .ranks_may_differ(),
+      key("resident_data_mb", &C::resident_data_mb,
+          "keep the training set in the backend's memory (uint8) when it takes at most this much, "
+          "and gather each step's batch there (0: never; each step then uploads its batch)")
+          .range(between(0, kMaxMiB), "MiB")
+          .ranks_may_differ()
+          .launch_only(),
       // GPU placement (app/platform/placement.h).
       key("gpu_share", &C::gpu_share,
           "cuda: when a rank sees more than one but fewer GPUs than ranks on its node, share them "

@@ -77,7 +77,6 @@ void BatchStager::upload(const void* host, nn::Tensor& device_tensor) {
 }
 
 const nn::Tensor& BatchStager::images(const data::Batch& batch) {
-  if (device_ == nn::Device::kCpu) return batch.images;
   if (images_.device() != device_) images_ = nn::Tensor({0}, device_);
   images_.resize(batch.images.shape());
   upload(batch.images.data(), images_);
@@ -85,7 +84,6 @@ const nn::Tensor& BatchStager::images(const data::Batch& batch) {
 }
 
 const int32_t* BatchStager::labels(const data::Batch& batch) {
-  if (device_ == nn::Device::kCpu) return batch.labels.data();
   // Tensors hold 4-byte floats; the labels travel as their int32 bit patterns
   // and the kernels read them back as int32.
   static_assert(sizeof(float) == sizeof(int32_t));

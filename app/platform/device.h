@@ -33,9 +33,11 @@ std::unique_ptr<nn::Backend> make_backend(const TrainConfig& config,
 std::unique_ptr<distributed::Communicator> make_gradient_communicator(
     nn::Backend& backend, distributed::Communicator& comm, const std::string& engine);
 
-// Host batches as the backend wants them: on the CPU the batch itself, on a
-// GPU explicit copies (through pinned staging, on the backend's stream) into
-// buffers that are reused batch after batch. backend must outlive it.
+// Host batches as the backend wants them: explicit copies (Backend::upload:
+// on a GPU through pinned staging, on the backend's stream; on the CPU a
+// memcpy) into buffers that are reused batch after batch, so that the CPU
+// makes, and a counting backend counts, the copies a GPU makes. backend
+// must outlive it.
 class BatchStager {
  public:
   explicit BatchStager(nn::Backend& backend) : backend_(backend), device_(backend.device()) {}

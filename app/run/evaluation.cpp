@@ -1,6 +1,12 @@
 #include "app/run/evaluation.h"
 
 #include <algorithm>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/error.h"
 
 #include "data/batch_loader.h"
 #include "data/sampler.h"
@@ -8,13 +14,67 @@
 namespace lockstep::app {
 namespace {
 
-// The values of t on the host (t itself when it lives there).
-const float* host_values(const nn::Tensor& t, nn::Tensor& scratch) {
-  if (t.device() == nn::Device::kCpu) return t.data();
-  scratch.resize(t.shape());
-  scratch.copy_from(t);
-  return scratch.data();
-}
+// Most output floats kept in the backend's memory before they are read back
+// (64 MiB): a test set of 10000 samples and 10 classes takes 100000.
+constexpr int64_t kMaxPendingOutputs = int64_t{1} << 24;
+
+// The evaluation's loss totals and outputs in the backend's memory, read
+// back in one download at the end (or whenever the outputs fill
+// kMaxPendingOutputs): (kLossTotalsFloats + rows * classes) floats.
+class PendingOutputs {
+ public:
+  // samples: the rows to come; batch: the most rows add() takes at once.
+  PendingOutputs(nn::Backend& backend, int64_t classes, int64_t samples, int64_t batch,
+                 ClassMetrics& metrics, std::string source)
+      : backend_(backend),
+        classes_(classes),
+        capacity_(std::max<int64_t>(
+            1, std::min(samples,
+                        std::max(batch, kMaxPendingOutputs / std::max<int64_t>(classes, 1))))),
+        metrics_(metrics),
+        source_(std::move(source)),
+        device_({nn::kLossTotalsFloats + capacity_ * classes}, backend.device()) {
+    backend_.fill(nn::kLossTotalsFloats, 0.0f, device_.data());
+  }
+  nn::LossTotals* totals() { return reinterpret_cast<nn::LossTotals*>(device_.data()); }
+
+  // Keeps out (n, classes) with its host labels (n).
+  void add(const nn::Tensor& out, const int32_t* labels, int64_t n) {
+    if (rows_ + n > capacity_) read();
+    backend_.copy(n * classes_, out.data(),
+                  device_.data() + nn::kLossTotalsFloats + rows_ * classes_);
+    labels_.insert(labels_.end(), labels, labels + n);
+    rows_ += n;
+  }
+
+  // Reads the totals and the kept outputs back (one download) and adds the
+  // outputs to the class metrics. Throws InputError naming source when a
+  // label was outside the classes.
+  nn::LossTotals read() {
+    host_.resize(static_cast<size_t>(nn::kLossTotalsFloats + rows_ * classes_));
+    backend_.download(device_.data(), host_.data(), host_.size() * sizeof(float));
+    nn::LossTotals totals;
+    std::memcpy(static_cast<void*>(&totals), host_.data(), sizeof(totals));
+    if (totals.bad_labels > 0) {
+      fail_input(source_, ": ", totals.bad_labels, " labels outside the model's ", classes_,
+                 " classes");
+    }
+    metrics_.add(host_.data() + nn::kLossTotalsFloats, labels_.data(), rows_);
+    labels_.clear();
+    rows_ = 0;
+    return totals;
+  }
+
+ private:
+  nn::Backend& backend_;
+  const int64_t classes_, capacity_;
+  ClassMetrics& metrics_;
+  const std::string source_;  // the data set's, for messages
+  nn::Tensor device_;
+  std::vector<float> host_;
+  std::vector<int32_t> labels_;  // of the kept rows
+  int64_t rows_ = 0;             // kept rows
+};
 
 }  // namespace
 
@@ -59,7 +119,8 @@ EvalResult evaluate_model(nn::Model& model, nn::Backend& backend, BatchStager& s
   data::Batch batch;
   Totals totals;
   auto classes = std::make_shared<ClassMetrics>(model.output_size(), top_k);
-  nn::Tensor host;
+  PendingOutputs pending(backend, model.output_size(), sampler.num_samples(), batch_size, *classes,
+                         test.source);
   // On the CPU the forward passes take at most kCpuEvalChunk samples of each
   // batch: the activations of a 1000-sample batch would double the memory
   // of a Fashion-MNIST run, and the sums are the same (per-sample losses).
@@ -76,11 +137,13 @@ EvalResult evaluate_model(nn::Model& model, nn::Backend& backend, BatchStager& s
       const nn::Tensor part = nn::Tensor::view(
           const_cast<float*>(images.data()) + first * per_sample, shape, images.device());
       const nn::Tensor& out = model.forward(backend, part, {});
-      totals.add(model.loss(backend, labels + first, 0.0f, false));
+      model.accumulate_loss(backend, labels + first, 0.0f, pending.totals());
       if (exact_loss) totals.add_exact(model.sample_losses(backend, labels + first));
-      classes->add(host_values(out, host), batch.labels.data() + first, shape[0]);
+      pending.add(out, batch.labels.data() + first, shape[0]);
     }
   }
+  const nn::LossTotals sums = pending.read();
+  totals.add(sums);  // exact_loss: reduce() takes the loss from the exact sums
   comm.set_stall_label("evaluation metrics");
   totals.reduce(comm);
   classes->reduce(comm);

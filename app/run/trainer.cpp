@@ -16,7 +16,6 @@
 #include "app/run/training_guard.h"
 #include "common/clock.h"
 #include "common/error.h"
-#include "data/batch_loader.h"
 #include "data/catalog.h"
 #include "data/sampler.h"
 #include "data/validation_split.h"
@@ -70,6 +69,13 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm, TrainerHoo
                       train_.num_classes, config_.loss);
   model_->reset_parameters(config_.seed, backend_->device());
   model_->set_label_smoothing(static_cast<float>(config_.label_smoothing));
+  TrainBatchOptions batch_options;
+  batch_options.batch_size = config_.batch_size;
+  batch_options.normalization = normalization_;
+  batch_options.augmentation = augmentation_;
+  batch_options.seed = config_.seed;
+  batch_options.classes = model_->output_size();
+  batches_ = make_train_batches(train_, *backend_, batch_options, config_.resident_data_mb);
   // Rank 0's weights reach every rank with the broadcast below.
   if (!config_.init_from.empty() && comm_.rank() == 0)
     init_weights_from(*model_, config_.init_from, config_.init_skip);
@@ -175,14 +181,7 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   check_batch_count(comm_, r.epoch, batches);
   if (steps == 0) fail_input("epoch ", r.epoch, ": no batch (batch_size too large?)");
 
-  data::BatchLoaderOptions lo;
-  lo.batch_size = config_.batch_size;
-  lo.normalization = normalization_;
-  lo.augmentation = augmentation_;
-  lo.seed = config_.seed;
-  lo.epoch = epoch;
-  data::BatchLoader loader(train_, sampler.indices(), lo);
-  data::Batch batch;
+  batches_->start_epoch(sampler.indices(), epoch);
   Totals totals;
   dopt_->reset_stats();
   if (scaler_) scaler_->reset_skipped();
@@ -202,7 +201,7 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   const auto train_start = Clock::now();
   for (int64_t step = 0; step < steps; ++step) {
     r.lr = schedule_->at(epoch, step, steps);
-    train_step(loader, batch, epoch, std::min(k, batches - step * k), r.lr, totals, data_seconds);
+    train_step(epoch, std::min(k, batches - step * k), r.lr, totals, data_seconds);
     if (tensorboard_ && tensorboard_->step_due(global_step_)) {
       log_steps.push_back(global_step_);
       backend_->copy(
@@ -283,36 +282,39 @@ void check_batch_count(distributed::Communicator& comm, int64_t epoch_number, in
   }
 }
 
-void Trainer::train_step(data::BatchLoader& loader, data::Batch& batch, int64_t epoch,
-                         int64_t passes, double lr, Totals& totals, double& data_seconds) {
+void Trainer::train_step(int64_t epoch, int64_t passes, double lr, Totals& totals,
+                         double& data_seconds) {
   // The rank's own time: the step less its waits for gradient reductions
   // (a loader starved of CPU counts, as the rank's own slowness).
   const auto step_start = Clock::now();
   const double waits_before = dopt_->stats().exposed_seconds;
   if (passes != config_.backward_passes_per_step && !exact_)
     dopt_->set_step_passes(static_cast<int>(passes));
+  StepBatch batch;
   for (int64_t pass = 0; pass < passes; ++pass) {
     const auto wait_start = Clock::now();
     {
       distributed::TimelineSpan span(timeline_.get(), "data wait", "data");
-      if (!loader.next(batch)) throw Error("loader ended before the epoch's last step");
+      batch = batches_->next();
     }
-    check_batch_labels(batch.labels, model_->output_size(), epoch + 1, global_step_ + 1);
+    if (!batch.host_labels.empty())
+      check_batch_labels(batch.host_labels, model_->output_size(), epoch + 1, global_step_ + 1);
     data_seconds += seconds_since(wait_start);
     nn::ForwardContext ctx{.training = true,
                            .seed = config_.seed,
                            .epoch = static_cast<uint64_t>(epoch),
-                           .sample_ids = batch.sample_ids.data(),
+                           .sample_ids = batch.sample_ids,
+                           .device_sample_ids = batch.device_sample_ids,
                            .batch_stats = batch_stats_.get()};
     {
       distributed::TimelineSpan span(timeline_.get(), "forward", "compute");
-      model_->forward(*backend_, stager_->images(batch), ctx);
+      model_->forward(*backend_, *batch.images, ctx);
       // Reproducible: per-sample gradients of the loss, averaged exactly by exact_.
-      const float mean = exact_ ? 1.0f : 1.0f / static_cast<float>(passes * batch.size());
-      model_->accumulate_loss(*backend_, stager_->labels(batch),
+      const float mean = exact_ ? 1.0f : 1.0f / static_cast<float>(passes * batch.size);
+      model_->accumulate_loss(*backend_, batch.labels,
                               scaler_ ? scaler_->loss_factor() * mean : mean,
                               reinterpret_cast<nn::LossTotals*>(loss_totals_.data()));
-      if (exact_) totals.add_exact(model_->sample_losses(*backend_, stager_->labels(batch)));
+      if (exact_) totals.add_exact(model_->sample_losses(*backend_, batch.labels));
     }
     distributed::TimelineSpan span(timeline_.get(), "backward", "compute");
     model_->backward(*backend_,
@@ -321,7 +323,7 @@ void Trainer::train_step(data::BatchLoader& loader, data::Batch& batch, int64_t 
   if (exact_) {
     distributed::TimelineSpan span(timeline_.get(), "exact gradient sums", "communication");
     comm_.set_stall_label("step " + std::to_string(global_step_ + 1) + " exact gradient sums");
-    exact_->reduce(comm_, 1.0 / static_cast<double>(passes * batch.size() * comm_.size()));
+    exact_->reduce(comm_, 1.0 / static_cast<double>(passes * batch.size * comm_.size()));
   }
   {
     distributed::TimelineSpan span(timeline_.get(), "optimizer step", "compute");

@@ -20,6 +20,7 @@
 #include "app/run/best_model.h"
 #include "app/run/evaluation.h"
 #include "app/run/report.h"
+#include "app/run/train_batches.h"
 #include "app/run/train_settings.h"
 #include "data/dataset.h"
 #include "data/transform.h"
@@ -54,7 +55,11 @@ struct TrainerHooks {
   std::function<void(int64_t epoch, int64_t step)> after_step;
 };
 
-// Host round trips: a training step queues its work and reads nothing back.
+// Host round trips: a training step queues its work, reads nothing back and,
+// with the training set resident in the backend's memory (app/run/
+// train_batches.h; config key resident_data_mb), copies nothing to it
+// either: the epoch's sample order is uploaded once and each batch is
+// gathered there.
 // The loss, correct count and sample count of the epoch accumulate in the
 // backend's memory (nn/loss_totals.h) and are read back once at the end of
 // the epoch (with device copies taken at TensorBoard's log steps, whose
@@ -62,7 +67,7 @@ struct TrainerHooks {
 // progress update on a terminal. A non-finite loss is therefore found at that read
 // (the error still names the epoch and the step it happened in, and no
 // checkpoint of those weights is written); labels are checked on the host
-// before they are staged. BatchNorm keeps its statistics on the device
+// before they are staged (resident: the whole training set's, once). BatchNorm keeps its statistics on the device
 // (Backend::batchnorm_train_forward). Off this default path, with reads in
 // every step: loss scaling's overflow check (scaler_, one), the
 // reproducible mode's per-sample losses and exact sums (exact_), and
@@ -93,11 +98,10 @@ class Trainer {
 
  private:
   EpochResult train_epoch(int64_t epoch);
-  // One optimizer step over `passes` batches of loader (read into batch); adds to totals and
+  // One optimizer step over `passes` batches of batches_; adds to totals and
   // data_seconds (time spent waiting for batches), and its own time (all but
   // the reduction waits) to compute_steps_.
-  void train_step(data::BatchLoader& loader, data::Batch& batch, int64_t epoch, int64_t passes,
-                  double lr, Totals& totals, double& data_seconds);
+  void train_step(int64_t epoch, int64_t passes, double lr, Totals& totals, double& data_seconds);
   // The first `slots` LossTotals of loss_totals_, read back from the
   // backend (one host wait).
   std::vector<nn::LossTotals> read_loss_totals(size_t slots);
@@ -131,8 +135,9 @@ class Trainer {
   data::Normalization normalization_;
   data::Augmentation augmentation_;
   std::unique_ptr<nn::Backend> backend_;
-  nn::Tensor loss_totals_;  // nn::LossTotals in the backend's memory (train_epoch)
-  std::unique_ptr<BatchStager> stager_;
+  nn::Tensor loss_totals_;               // nn::LossTotals in the backend's memory (train_epoch)
+  std::unique_ptr<BatchStager> stager_;  // evaluation batches
+  std::unique_ptr<TrainBatches> batches_;
   std::unique_ptr<nn::Model> model_;
   std::unique_ptr<nn::Optimizer> optimizer_;
   std::unique_ptr<distributed::Timeline> timeline_;

@@ -136,6 +136,10 @@ class CpuBackend final : public Backend {
     LOCKSTEP_CHECK(g.p >= 0.0f && g.p <= 1.0f, "dropout probability ", g.p, " not in [0, 1]");
     cpu::dropout_forward(pool_, g, sample_ids, x, y, mask);
   }
+  void dropout_forward_device_ids(const DropoutGeometry& g, const int64_t* sample_ids,
+                                  const float* x, float* y, float* mask) override {
+    dropout_forward(g, sample_ids, x, y, mask);  // the backend's memory is the host's
+  }
   void dropout_backward(const DropoutGeometry& g, const float* mask, const float* dy,
                         float* dx) override {
     cpu::dropout_backward(pool_, g, mask, dy, dx);
@@ -206,6 +210,12 @@ class CpuBackend final : public Backend {
     }
     return false;
   }
+  void gather_batch(const GatherGeometry& g, const int64_t* ids, const uint8_t* images,
+                    const int32_t* labels, const float* table, float* y,
+                    int32_t* batch_labels) override {
+    cpu::gather_batch(pool_, g, ids, images, labels, table, y, batch_labels);
+  }
+
   void upload(const void* host, void* dst, size_t bytes) override {
     if (bytes > 0) std::memcpy(dst, host, bytes);
   }

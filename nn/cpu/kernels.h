@@ -84,6 +84,11 @@ void axpy(ThreadPool& pool, int64_t n, float alpha, const float* x, float* y);
 void copy(ThreadPool& pool, int64_t n, const float* src, float* dst);
 bool any_non_finite(int64_t n, const float* x);
 
+// gather.cpp
+void gather_batch(ThreadPool& pool, const GatherGeometry& g, const int64_t* ids,
+                  const uint8_t* images, const int32_t* labels, const float* table, float* y,
+                  int32_t* batch_labels);
+
 // dense.cpp
 void gemm(ThreadPool& pool, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
           float alpha, const float* a, const float* b, float beta, float* c);

@@ -123,6 +123,11 @@ class CudaBackend final : public Backend {
     LOCKSTEP_CHECK(g.p >= 0.0f && g.p < 1.0f, "dropout probability ", g.p, " not in [0, 1)");
     cuda::dropout_forward(active(), g, sample_ids, x, y, mask);
   }
+  void dropout_forward_device_ids(const DropoutGeometry& g, const int64_t* sample_ids,
+                                  const float* x, float* y, float* mask) override {
+    LOCKSTEP_CHECK(g.p >= 0.0f && g.p < 1.0f, "dropout probability ", g.p, " not in [0, 1)");
+    cuda::dropout_forward_device_ids(active(), g, sample_ids, x, y, mask);
+  }
   void dropout_backward(const DropoutGeometry& g, const float* mask, const float* dy,
                         float* dx) override {
     cuda::dropout_backward(active(), g, mask, dy, dx);
@@ -183,6 +188,11 @@ class CudaBackend final : public Backend {
   void copy(int64_t n, const float* src, float* dst) override { cuda::copy(active(), n, src, dst); }
   bool any_non_finite(std::span<const ConstFloats> arrays) override {
     return cuda::any_non_finite(active(), arrays);
+  }
+  void gather_batch(const GatherGeometry& g, const int64_t* ids, const uint8_t* images,
+                    const int32_t* labels, const float* table, float* y,
+                    int32_t* batch_labels) override {
+    cuda::gather_batch(active(), g, ids, images, labels, table, y, batch_labels);
   }
   void upload(const void* host, void* dst, size_t bytes) override {
     active().copy_to_device(dst, host, bytes);

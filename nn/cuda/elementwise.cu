@@ -70,10 +70,17 @@ void dropout_forward(DeviceContext& ctx, const DropoutGeometry& g, const int64_t
   if (g.batch == 0) return;
   int64_t* ids = ctx.scratch<int64_t>(Scratch::kSampleIds, g.batch);
   ctx.copy_to_device(ids, sample_ids, static_cast<size_t>(g.batch) * sizeof(int64_t));
+  dropout_forward_device_ids(ctx, g, ids, x, y, mask);
+}
+
+// The same with sample_ids: device (N)
+void dropout_forward_device_ids(DeviceContext& ctx, const DropoutGeometry& g,
+                                const int64_t* sample_ids, const float* x, float* y, float* mask) {
+  if (g.batch == 0) return;
   const uint64_t key = hash_combine(g.seed, g.stream);
   const float keep = 1.0f / (1.0f - g.p);
-  launch(dropout_mask_kernel, g.batch * g.channels, ctx.stream(), g.batch, g.channels,
-         static_cast<const int64_t*>(ids), key, g.p, keep, mask);
+  launch(dropout_mask_kernel, g.batch * g.channels, ctx.stream(), g.batch, g.channels, sample_ids,
+         key, g.p, keep, mask);
   const int64_t count = g.batch * g.channels * g.spatial;
   launch(dropout_apply_kernel, count, ctx.stream(), count, g.spatial,
          static_cast<const float*>(mask), x, y);

@@ -10,7 +10,8 @@
 //   16-bit:       low_precision.cu (conversions for bf16/fp16 precision)
 //   own kernels:  pool.cu (max-pool backward), avg_pool.cu (average pooling,
 //                 row means, padding shortcut, residual add), batchnorm.cu,
-//                 elementwise.cu, dense.cu (row
+//                 elementwise.cu, gather.cu (batches of a resident data
+//                 set), dense.cu (row
 //                 bias, column sums), softmax_loss.cu, optimizers.cu
 #pragma once
 
@@ -75,6 +76,9 @@ void batchnorm_train_backward(DeviceContext& ctx, const BatchNormGeometry& g,
 // elementwise.cu
 void dropout_forward(DeviceContext& ctx, const DropoutGeometry& g, const int64_t* sample_ids,
                      const float* x, float* y, float* mask);
+// The same with sample_ids in device memory (nothing copied).
+void dropout_forward_device_ids(DeviceContext& ctx, const DropoutGeometry& g,
+                                const int64_t* sample_ids, const float* x, float* y, float* mask);
 void dropout_backward(DeviceContext& ctx, const DropoutGeometry& g, const float* mask,
                       const float* dy, float* dx);
 void fill(DeviceContext& ctx, int64_t n, float value, float* x);
@@ -85,6 +89,11 @@ void axpy(DeviceContext& ctx, int64_t n, float alpha, const float* x, float* y);
 void relu_backward_accumulate(DeviceContext& ctx, int64_t n, const float* y, const float* dy,
                               float* dx);
 void copy(DeviceContext& ctx, int64_t n, const float* src, float* dst);
+
+// gather.cu
+void gather_batch(DeviceContext& ctx, const GatherGeometry& g, const int64_t* ids,
+                  const uint8_t* images, const int32_t* labels, const float* table, float* y,
+                  int32_t* batch_labels);
 
 // dense.cu
 void gemm(DeviceContext& ctx, bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,

@@ -36,11 +36,17 @@ void Dropout::forward(Backend& backend, const Tensor& x, Tensor& y, const Forwar
     backend.copy(x.numel(), x.data(), y.data());
     return;
   }
-  LOCKSTEP_CHECK(ctx.sample_ids != nullptr, "dropout in training needs sample ids");
+  LOCKSTEP_CHECK(ctx.sample_ids != nullptr || ctx.device_sample_ids != nullptr,
+                 "dropout in training needs sample ids");
   last_ = geometry(x.shape(), ctx);
   if (mask_.device() != x.device()) mask_ = Tensor({}, x.device());
   mask_.resize({last_.batch, last_.channels});
-  backend.dropout_forward(last_, ctx.sample_ids, x.data(), y.data(), mask_.data());
+  if (ctx.device_sample_ids != nullptr) {
+    backend.dropout_forward_device_ids(last_, ctx.device_sample_ids, x.data(), y.data(),
+                                       mask_.data());
+  } else {
+    backend.dropout_forward(last_, ctx.sample_ids, x.data(), y.data(), mask_.data());
+  }
 }
 
 void Dropout::backward(Backend& backend, const Tensor& x, const Tensor&, const Tensor& dy,

@@ -130,6 +130,11 @@ class ForwardingBackend : public nn::Backend {
     on_op("dropout_forward");
     inner_->dropout_forward(g, sample_ids, x, y, mask);
   }
+  void dropout_forward_device_ids(const nn::DropoutGeometry& g, const int64_t* sample_ids,
+                                  const float* x, float* y, float* mask) override {
+    on_op("dropout_forward_device_ids");
+    inner_->dropout_forward_device_ids(g, sample_ids, x, y, mask);
+  }
   void dropout_backward(const nn::DropoutGeometry& g, const float* mask, const float* dy,
                         float* dx) override {
     on_op("dropout_backward");
@@ -210,6 +215,12 @@ class ForwardingBackend : public nn::Backend {
   bool any_non_finite(std::span<const nn::ConstFloats> arrays) override {
     on_op("any_non_finite");
     return inner_->any_non_finite(arrays);
+  }
+  void gather_batch(const nn::GatherGeometry& g, const int64_t* ids, const uint8_t* images,
+                    const int32_t* labels, const float* table, float* y,
+                    int32_t* batch_labels) override {
+    on_op("gather_batch");
+    inner_->gather_batch(g, ids, images, labels, table, y, batch_labels);
   }
   void upload(const void* host, void* dst, size_t bytes) override {
     on_op("upload");
