@@ -32,19 +32,6 @@ namespace {
 
 using namespace cuda_test;  // support/cuda_test_util.h
 
-data::Dataset synthetic_dataset(int64_t n, int64_t c, int64_t h, int64_t w) {
-  const auto s = lockstep::testing::synthetic_images(n, c, h, w);
-  data::Dataset ds;
-  ds.name = "synthetic/train";
-  ds.source = "memory";
-  ds.channels = c, ds.height = h, ds.width = w;
-  ds.num_classes = 10;
-  for (int k = 0; k < 10; ++k) ds.class_names.push_back(std::to_string(k));
-  ds.images = s.images;
-  ds.labels.assign(s.labels.begin(), s.labels.end());
-  return ds;
-}
-
 // `bytes` of host memory in a new device tensor.
 Tensor device_bytes(Backend& gpu, const void* host, size_t bytes) {
   Tensor t({static_cast<int64_t>((bytes + 3) / 4) + 1}, Device::kCuda);
@@ -56,7 +43,7 @@ Tensor device_bytes(Backend& gpu, const void* host, size_t bytes) {
 // of them with ids outside the set: the CPU's images and labels, bit for
 // bit, with no host traffic.
 TEST_F(CudaBackendTest, GatheredBatchIsTheCpuBitsWithoutHostTraffic) {
-  const data::Dataset ds = synthetic_dataset(40, 3, 32, 32);
+  const data::Dataset ds = lockstep::testing::synthetic_dataset(40, 3, 32, 32, "synthetic/train");
   const data::PixelTransform transform(3, data::cifar10_normalization(),
                                        data::cifar10_augmentation());
   std::vector<float> table;
@@ -122,7 +109,7 @@ TEST_F(CudaBackendTest, DropoutWithDeviceIdsIsTheCpuBitsWithoutAWrite) {
 // them (app/run/train_batches.h; dropout reads the ids in device memory):
 // from the second step on, no host wait, no read and no write.
 void expect_resident_steps_copy_nothing(Backend& gpu, const std::string& name) {
-  const data::Dataset ds = synthetic_dataset(100, 1, 28, 28);
+  const data::Dataset ds = lockstep::testing::synthetic_dataset(100, 1, 28, 28, "synthetic/train");
   app::TrainBatchOptions options;
   options.batch_size = 16;
   options.normalization = data::mnist_normalization();

@@ -14,21 +14,6 @@
 namespace lockstep::data {
 namespace {
 
-Dataset synthetic_dataset(int64_t n, int64_t c, int64_t h, int64_t w) {
-  const auto s = testing::synthetic_images(n, c, h, w);
-  Dataset ds;
-  ds.name = "synthetic";
-  ds.source = "memory";
-  ds.channels = c;
-  ds.height = h;
-  ds.width = w;
-  ds.num_classes = 10;
-  for (int k = 0; k < 10; ++k) ds.class_names.push_back(std::to_string(k));
-  ds.images = s.images;
-  ds.labels.assign(s.labels.begin(), s.labels.end());
-  return ds;
-}
-
 // 0, 1, ..., n - 1.
 std::vector<int64_t> first_indices(int64_t n) {
   std::vector<int64_t> indices(static_cast<size_t>(n));
@@ -37,7 +22,7 @@ std::vector<int64_t> first_indices(int64_t n) {
 }
 
 TEST(LoaderBatches, CoverIndicesInOrderWithValuesAndPartialLastBatch) {
-  const Dataset ds = synthetic_dataset(50, 1, 6, 5);
+  const Dataset ds = testing::synthetic_dataset(50, 1, 6, 5);
   const std::vector<int64_t> indices = {7, 3, 49, 0, 0, 12, 25, 8, 30, 41, 2};
   BatchLoaderOptions options;
   options.batch_size = 4;
@@ -68,7 +53,7 @@ TEST(LoaderBatches, CoverIndicesInOrderWithValuesAndPartialLastBatch) {
 }
 
 TEST(LoaderBatches, DropLastBatchAndResumeMidEpoch) {
-  const Dataset ds = synthetic_dataset(20, 1, 2, 2);
+  const Dataset ds = testing::synthetic_dataset(20, 1, 2, 2);
   const std::vector<int64_t> indices = first_indices(20);
   BatchLoaderOptions options;
   options.batch_size = 6;
@@ -92,7 +77,7 @@ TEST(LoaderBatches, DropLastBatchAndResumeMidEpoch) {
 }
 
 TEST(LoaderBatches, AugmentationIndependentOfBatchPosition) {
-  const Dataset ds = synthetic_dataset(16, 3, 8, 8);
+  const Dataset ds = testing::synthetic_dataset(16, 3, 8, 8);
   BatchLoaderOptions options;
   options.normalization = cifar10_normalization();
   options.augmentation = cifar10_augmentation();
@@ -118,7 +103,7 @@ TEST(LoaderBatches, AugmentationIndependentOfBatchPosition) {
 }
 
 TEST(LoaderErrors, WorkerExceptionIsRethrownByNext) {
-  const Dataset ds = synthetic_dataset(10, 1, 2, 2);
+  const Dataset ds = testing::synthetic_dataset(10, 1, 2, 2);
   BatchLoaderOptions options;
   options.batch_size = 2;
   BatchLoader loader(ds, {0, 1, 2, 99, 4}, options);
@@ -129,7 +114,7 @@ TEST(LoaderErrors, WorkerExceptionIsRethrownByNext) {
 }
 
 TEST(LoaderLifetime, EarlyDestructionDoesNotHang) {
-  const Dataset ds = synthetic_dataset(200, 1, 28, 28);
+  const Dataset ds = testing::synthetic_dataset(200, 1, 28, 28);
   const std::vector<int64_t> indices = first_indices(200);
   BatchLoaderOptions options;
   options.batch_size = 3;
@@ -149,7 +134,7 @@ TEST(LoaderLifetime, EarlyDestructionDoesNotHang) {
 // in the sampler's order. The time is printed, not asserted (it says
 // nothing on a loaded machine).
 TEST(LoaderThroughput, SixtyThousandMnistImagesEachDeliveredOnceInOrder) {
-  const Dataset ds = synthetic_dataset(60000, 1, 28, 28);
+  const Dataset ds = testing::synthetic_dataset(60000, 1, 28, 28);
   DistributedSampler sampler(ds.size(), 0, 1, true, 1);
   BatchLoaderOptions options;
   options.batch_size = 64;

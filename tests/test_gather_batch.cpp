@@ -23,19 +23,6 @@
 namespace lockstep {
 namespace {
 
-data::Dataset synthetic_dataset(int64_t n, int64_t c, int64_t h, int64_t w) {
-  const auto s = testing::synthetic_images(n, c, h, w);
-  data::Dataset ds;
-  ds.name = "synthetic/train";
-  ds.source = "memory";
-  ds.channels = c, ds.height = h, ds.width = w;
-  ds.num_classes = 10;
-  for (int k = 0; k < 10; ++k) ds.class_names.push_back(std::to_string(k));
-  ds.images = s.images;
-  ds.labels.assign(s.labels.begin(), s.labels.end());
-  return ds;
-}
-
 // The (C, 256) table of the loader's transform.
 std::vector<float> table_of(const data::PixelTransform& t, int64_t channels) {
   std::vector<float> table;
@@ -66,7 +53,7 @@ bool same_bits(const float* a, const float* b, int64_t n) {
 // flip and without, on 1 and 3 threads (the latter splits the rows): the
 // loader's images and labels, bit for bit.
 TEST(GatherBatch, MatchesTheHostLoaderBitForBit) {
-  const data::Dataset ds = synthetic_dataset(40, 3, 8, 9);
+  const data::Dataset ds = testing::synthetic_dataset(40, 3, 8, 9, "synthetic/train");
   const data::Normalization norm{{0.4f, 0.5f, 0.6f}, {0.2f, 0.25f, 0.3f}};
   std::vector<int64_t> ids;
   for (int64_t i = 0; i < 403; ++i) ids.push_back((i * 17 + 5) % ds.size());
@@ -94,7 +81,7 @@ TEST(GatherBatch, MatchesTheHostLoaderBitForBit) {
 // A row whose id is outside the data set reads nothing: the value of pixel
 // 0 everywhere and label -1; the other rows are what they should be.
 TEST(GatherBatch, RowWithABadIdGetsPaddingAndLabelMinusOne) {
-  const data::Dataset ds = synthetic_dataset(5, 2, 3, 4);
+  const data::Dataset ds = testing::synthetic_dataset(5, 2, 3, 4, "synthetic/train");
   const data::PixelTransform transform(2, {{0.1f, 0.2f}, {0.3f, 0.4f}});
   const std::vector<float> table = table_of(transform, 2);
   const std::vector<int64_t> ids = {-1, 2, 5, int64_t{1} << 40, 4};
@@ -133,7 +120,7 @@ app::TrainBatchOptions batch_options(int64_t batch_size) {
 // batches; the resident ones also give the ids in backend memory, and ask
 // nothing of the host.
 TEST(TrainBatches, ResidentAndHostBatchesAreTheSameBits) {
-  const data::Dataset ds = synthetic_dataset(30, 3, 6, 7);
+  const data::Dataset ds = testing::synthetic_dataset(30, 3, 6, 7, "synthetic/train");
   const auto backend = testing::test_cpu_backend(2);
   const auto resident = app::make_train_batches(ds, *backend, batch_options(8), 1024);
   const auto host = app::make_train_batches(ds, *backend, batch_options(8), 0);
@@ -172,7 +159,7 @@ TEST(TrainBatches, ResidentAndHostBatchesAreTheSameBits) {
 // epoch uploads its order once, and a batch is one gather with no host
 // traffic.
 TEST(TrainBatches, ResidentUploadsOncePerEpochAndNothingPerBatch) {
-  const data::Dataset ds = synthetic_dataset(30, 3, 5, 5);
+  const data::Dataset ds = testing::synthetic_dataset(30, 3, 5, 5, "synthetic/train");
   testing::CountingBackend backend(testing::test_cpu_backend(1));
   const auto batches = app::make_train_batches(ds, backend, batch_options(4), 1024);
   EXPECT_EQ(backend.host_traffic(), (nn::HostTraffic{.writes = 3}));
@@ -185,7 +172,7 @@ TEST(TrainBatches, ResidentUploadsOncePerEpochAndNothingPerBatch) {
 }
 
 TEST(TrainBatches, ResidentOnlyWhenTheDataSetFitsTheLimit) {
-  const data::Dataset ds = synthetic_dataset(30, 3, 6, 7);
+  const data::Dataset ds = testing::synthetic_dataset(30, 3, 6, 7, "synthetic/train");
   const auto backend = testing::test_cpu_backend(1);
   const double mib = app::resident_mib(ds);
   EXPECT_GT(mib * 1024 * 1024, 30.0 * (3 * 6 * 7 + 4 + 8));
@@ -199,7 +186,7 @@ TEST(TrainBatches, ResidentOnlyWhenTheDataSetFitsTheLimit) {
 }
 
 TEST(TrainBatches, BadIndexOrLabelIsAnInputErrorNamingTheDataSet) {
-  data::Dataset ds = synthetic_dataset(30, 3, 4, 4);
+  data::Dataset ds = testing::synthetic_dataset(30, 3, 4, 4, "synthetic/train");
   const auto backend = testing::test_cpu_backend(1);
   const auto batches = app::make_train_batches(ds, *backend, batch_options(8), 1024);
   try {

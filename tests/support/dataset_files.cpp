@@ -81,6 +81,20 @@ void write_cifar10_batch(const std::string& path, const std::vector<uint8_t>& im
   write_bytes(path, bytes);
 }
 
+data::Dataset synthetic_dataset(int64_t n, int64_t c, int64_t h, int64_t w,
+                                const std::string& name) {
+  const SyntheticImages s = synthetic_images(n, c, h, w);
+  data::Dataset ds;
+  ds.name = name;
+  ds.source = "memory";
+  ds.channels = c, ds.height = h, ds.width = w;
+  ds.num_classes = 10;
+  for (int k = 0; k < 10; ++k) ds.class_names.push_back(std::to_string(k));
+  ds.images = s.images;
+  ds.labels.assign(s.labels.begin(), s.labels.end());
+  return ds;
+}
+
 SyntheticImages synthetic_images(int64_t n, int64_t channels, int64_t height, int64_t width,
                                  int64_t classes, uint64_t seed) {
   SyntheticImages out{n, channels, height, width, {}, {}};

@@ -60,6 +60,11 @@ struct SyntheticImages {
 SyntheticImages synthetic_images(int64_t n, int64_t channels, int64_t height, int64_t width,
                                  int64_t classes = 10, uint64_t seed = 1);
 
+// synthetic_images(n, c, h, w) as an in-memory data set named `name` (10
+// classes named "0".."9", source "memory").
+data::Dataset synthetic_dataset(int64_t n, int64_t c, int64_t h, int64_t w,
+                                const std::string& name = "synthetic");
+
 // dir gets train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz],
 // t10k-images-idx3-ubyte[.gz], t10k-labels-idx1-ubyte[.gz] of 28x28
 // synthetic images (seeds 1 and 2); returns what was written.
