@@ -67,11 +67,10 @@ struct TrainerHooks {
 // progress update on a terminal. A non-finite loss is therefore found at that read
 // (the error still names the epoch and the step it happened in, and no
 // checkpoint of those weights is written); labels are checked on the host
-// before they are staged (resident: the whole training set's, once). BatchNorm keeps its statistics on the device
-// (Backend::batchnorm_train_forward). Off this default path, with reads in
-// every step: loss scaling's overflow check (scaler_, one), the
-// reproducible mode's per-sample losses and exact sums (exact_), and
-// SyncBatchNorm's statistics, summed over the ranks on the host.
+// before they are staged (resident: the whole training set's, once). BatchNorm keeps its statistics
+// on the device (Backend::batchnorm_train_forward). Off this default path, with reads in every
+// step: loss scaling's overflow check (scaler_, one), the reproducible mode's per-sample losses and
+// exact sums (exact_), and SyncBatchNorm's statistics, summed over the ranks on the host.
 class Trainer {
  public:
   // Loads data, builds the model, checks that all ranks agree, broadcasts
