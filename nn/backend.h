@@ -385,8 +385,8 @@ class Backend {
 // on vdpbf16ps where the CPU has AVX512_BF16, else emulated; fp16 is an
 // InputError (check_cpu_precision).
 // winograd: fp32 3x3 convolutions with stride 1 and at least 8 channels in
-// and out run on Winograd's F(4x4, 3x3) (forward, data gradient, and the
-// weight gradient up to 2048 C K), 4x fewer multiplications; the results
+// and out run on Winograd's F(4x4, 3x3) (forward, data and weight
+// gradients), 4x fewer multiplications; the results
 // differ from the direct convolution's by rounding, and are the same bits
 // on every instruction set and thread count. false: the direct convolution.
 struct CpuBackendOptions {

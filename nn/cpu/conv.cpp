@@ -124,7 +124,7 @@ void conv2d_backward_filter(ThreadPool& pool, const Conv2dGeometry& g, const flo
   }
   // The wide algorithm's dot-product kernel suits small weights; the packed GEMM on
   // im2col matrices suits large ones.
-  if (winograd && conv::winograd_filter_applies(g)) {
+  if (winograd && conv::winograd_applies(g)) {
     return winograd_backward_filter(pool, g, x, dy, dw, db);
   }
   const conv::FilterChunk chunk_fn = conv::wide_applies(g) && wsize <= conv::kSmallWeights

@@ -83,9 +83,6 @@ void wide_filter_chunk(const Conv2dGeometry& g, const float* x, const float* dy,
 // True for 3x3 kernels with stride 1, padding <= 2, at least 8 input and
 // output channels and outputs of at least 4 x 4.
 bool winograd_applies(const Conv2dGeometry& g);
-// winograd_applies, for the weight gradient: up to 2048 C K (the
-// transformed sums of larger ones do not stay in the L2 cache).
-bool winograd_filter_applies(const Conv2dGeometry& g);
 void winograd_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x, const float* w,
                       const float* b, float* y);
 // The weight gradient in the transformed domain: winograd_sums_size(g)

@@ -23,7 +23,7 @@
 //      rows (bias added); weight gradient, once per chunk of samples:
 //      dw += G^T DW G.
 // A block's V and M stay in the L2 cache. Channels are padded with zeros
-// to whole vectors. The filter transforms are compiled once for both
+// to whole 16-float blocks. The filter transforms are compiled once for both
 // builds (winograd_filters.cpp).
 //
 // Every output depends only on its own tile's inputs and the filters, in an
@@ -40,6 +40,7 @@
 #include <cstring>
 
 #include "nn/cpu/conv_common.h"
+#include "nn/cpu/gemm_tile.h"
 #include "nn/cpu/scratch.h"
 #include "nn/cpu/simd.h"
 #include "nn/cpu/simd_native.h"
@@ -59,6 +60,12 @@ int64_t round_up(int64_t n, int64_t m) {
   return (n + m - 1) / m * m;
 }
 
+// Channels are padded with zeros to whole 16-float blocks, the GEMM tile's
+// column unit (gemm_tile.h), in both builds.
+int64_t padded_channels(int64_t c) {
+  return round_up(c, kLanes);
+}
+
 // Planes (channels, h, w) read into strips of `columns` columns, column s
 // holding plane column s - pad.
 struct Planes {
@@ -67,7 +74,7 @@ struct Planes {
 
 struct Wino {
   int64_t C, K, H, W, P, Q, pad;
-  int64_t CL, KL;                     // channels padded to whole vectors
+  int64_t CL, KL;                     // channels padded to whole 16-float blocks
   int64_t th, tw;                     // tiles per column and per row of one sample
   int64_t strip_w;                    // input columns of a strip, whole vectors: >= 4 tw + 2
   int64_t out_w;                      // output columns of an output strip, whole vectors: >= 4 tw
@@ -83,8 +90,8 @@ struct Wino {
         P(g.out_h()),
         Q(g.out_w()),
         pad(g.pad),
-        CL(round_up(C, L)),
-        KL(round_up(K, L)),
+        CL(padded_channels(C)),
+        KL(padded_channels(K)),
         th((P + 3) / 4),
         tw((Q + 3) / 4),
         strip_w(round_up(4 * tw + 2, L)),
@@ -248,45 +255,28 @@ void store_strip(const Wino& z, const float* strip, int64_t kb, int64_t ty, floa
 
 // --- the products ----------------------------------------------------------------
 
-// m (R, J L) rows ldm = v (R, CL) rows ldv * u (CL, J L) rows ldu.
-template <int R, int J>
-[[gnu::always_inline]] inline void gemm_tile(int64_t cl, const float* v, int64_t ldv,
-                                             const float* u, int64_t ldu, float* m, int64_t ldm) {
-  vn acc[R][J] = {};
-  for (int64_t c = 0; c < cl; ++c) {
-    vn b[J];
-    for (int j = 0; j < J; ++j) b[j] = loadn(u + c * ldu + j * L);
-    for (int r = 0; r < R; ++r) {
-      const float a = v[r * ldv + c];
-      for (int j = 0; j < J; ++j) acc[r][j] += a * b[j];
-    }
-  }
-  for (int r = 0; r < R; ++r) {
-    for (int j = 0; j < J; ++j) storen(m + r * ldm + j * L, acc[r][j]);
-  }
-}
-
-// M (rows, KL) = V (rows, CL) U (CL, KL), rows a multiple of kRowGroup. The
-// tiles hold at most 24 accumulators (12 on avx2): rows x vectors of 12 x 2
-// or 6 x 4 (avx512), 12 x 1 or 6 x 2 (avx2).
+// M (rows, KL) = V (rows, CL) U (CL, KL) on the GEMMs' register tile
+// (gemm_tile.h), rows a multiple of kRowGroup: at most 24 accumulators (12
+// on avx2), rows x 16-float column blocks of 6 x 4 or 12 x 2 or 12 x 1
+// (avx512), 6 x 1 (avx2).
 void gemm_block(int64_t rows, int64_t cl, int64_t kl, const float* v, const float* u, float* m) {
-  constexpr int kWide = kWideRegisters ? 4 : 2;
+  constexpr int kWide = kMaxTileVectors;
   int64_t k0 = 0;
-  for (; k0 + kWide * L <= kl; k0 += kWide * L) {
+  for (; k0 + kWide * kLanes <= kl; k0 += kWide * kLanes) {
     for (int64_t r = 0; r < rows; r += 6) {
-      gemm_tile<6, kWide>(cl, v + r * cl, cl, u + k0, kl, m + r * kl + k0, kl);
+      nn_tile<6, kWide>(cl, {v + r * cl, cl, 1}, {u + k0, kl}, m + r * kl + k0, kl, nullptr, false);
     }
   }
   if constexpr (kWideRegisters) {
-    for (; k0 + 2 * L <= kl; k0 += 2 * L) {
+    for (; k0 + 2 * kLanes <= kl; k0 += 2 * kLanes) {
       for (int64_t r = 0; r < rows; r += 12) {
-        gemm_tile<12, 2>(cl, v + r * cl, cl, u + k0, kl, m + r * kl + k0, kl);
+        nn_tile<12, 2>(cl, {v + r * cl, cl, 1}, {u + k0, kl}, m + r * kl + k0, kl, nullptr, false);
       }
     }
-  }
-  for (; k0 < kl; k0 += L) {
-    for (int64_t r = 0; r < rows; r += 12) {
-      gemm_tile<12, 1>(cl, v + r * cl, cl, u + k0, kl, m + r * kl + k0, kl);
+    for (; k0 < kl; k0 += kLanes) {
+      for (int64_t r = 0; r < rows; r += 12) {
+        nn_tile<12, 1>(cl, {v + r * cl, cl, 1}, {u + k0, kl}, m + r * kl + k0, kl, nullptr, false);
+      }
     }
   }
 }
@@ -357,51 +347,27 @@ void grad_tile(const float* strip, int64_t columns, float* yv, int64_t stride) {
   }
 }
 
-// dw (R, J L) rows lddw += yv (rows, R)^T v (rows, J L), yv rows ldy, v rows ldv.
-template <int R, int J>
-[[gnu::always_inline]] inline void gemm_tn_tile(int64_t rows, const float* yv, int64_t ldy,
-                                                const float* v, int64_t ldv, float* dw,
-                                                int64_t lddw) {
-  vn acc[R][J];
-  for (int r = 0; r < R; ++r) {
-    for (int j = 0; j < J; ++j) acc[r][j] = loadn(dw + r * lddw + j * L);
-  }
-  for (int64_t t = 0; t < rows; ++t) {
-    vn b[J];
-    for (int j = 0; j < J; ++j) b[j] = loadn(v + t * ldv + j * L);
-    for (int r = 0; r < R; ++r) {
-      const float a = yv[t * ldy + r];
-      for (int j = 0; j < J; ++j) acc[r][j] += a * b[j];
-    }
-  }
-  for (int r = 0; r < R; ++r) {
-    for (int j = 0; j < J; ++j) storen(dw + r * lddw + j * L, acc[r][j]);
-  }
-}
-
-// DW (KL, CL) += Yv (rows, KL)^T V (rows, CL): register tiles of 8 x 2
-// vectors (avx512) or 4 x 2 (avx2); a last single vector of CL in 8 x 1.
+// DW (KL, CL) += Yv (rows, KL)^T V (rows, CL) on the GEMMs' register tile
+// (Yv read transposed): tiles of 8 x 2 16-float blocks (avx512) or 4 x 1
+// (avx2), a last single block in 8 x 1.
 void gemm_tn_block(int64_t rows, int64_t kl, int64_t cl, const float* yv, const float* v,
                    float* dw) {
-  constexpr int kRows = kWideRegisters ? 8 : 4;
+  constexpr int kRows = kWideRegisters ? 8 : 4, kBlocks = kWideRegisters ? 2 : 1;
   int64_t c0 = 0;
-  for (; c0 + 2 * L <= cl; c0 += 2 * L) {
+  for (; c0 + kBlocks * kLanes <= cl; c0 += kBlocks * kLanes) {
     for (int64_t k0 = 0; k0 < kl; k0 += kRows) {
-      gemm_tn_tile<kRows, 2>(rows, yv + k0, kl, v + c0, cl, dw + k0 * cl + c0, cl);
+      nn_tile<kRows, kBlocks>(rows, {yv + k0, 1, kl}, {v + c0, cl}, dw + k0 * cl + c0, cl, nullptr,
+                              true);
     }
   }
-  for (; c0 < cl; c0 += L) {
+  for (; c0 < cl; c0 += kLanes) {
     for (int64_t k0 = 0; k0 < kl; k0 += 8) {
-      gemm_tn_tile<8, 1>(rows, yv + k0, kl, v + c0, cl, dw + k0 * cl + c0, cl);
+      nn_tile<8, 1>(rows, {yv + k0, 1, kl}, {v + c0, cl}, dw + k0 * cl + c0, cl, nullptr, true);
     }
   }
 }
 
 }  // namespace
-
-bool winograd_filter_applies(const Conv2dGeometry& g) {
-  return winograd_applies(g);
-}
 
 // x: (N, C, H, W), w: (K, C, 3, 3), b: (K) or null -> y: (N, K, P, Q)
 void winograd_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x, const float* w,
@@ -449,11 +415,11 @@ void winograd_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x,
 void winograd_sums_to_filter(const Conv2dGeometry& g, const float* sums, float* dw) {
   const int64_t K = g.out_channels, C = g.in_channels;
   std::fill(dw, dw + K * C * 9, 0.0f);
-  winograd_filter_grads(K, C, sums, round_up(K, L), round_up(C, L), dw);
+  winograd_filter_grads(K, C, sums, padded_channels(K), padded_channels(C), dw);
 }
 
 int64_t winograd_sums_size(const Conv2dGeometry& g) {
-  return kE * round_up(g.out_channels, L) * round_up(g.in_channels, L);
+  return kE * padded_channels(g.out_channels) * padded_channels(g.in_channels);
 }
 
 // Adds to sums (36, KL, CL) the transformed weight gradient of samples
