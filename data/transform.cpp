@@ -56,29 +56,9 @@ PixelTransform::PixelTransform(int64_t channels, const Normalization& normalizat
 void PixelTransform::apply(const uint8_t* src, int64_t height, int64_t width,
                            const CropFlip& crop_flip, float* dst) const {
   const int64_t plane = height * width;
-  const bool identity = crop_flip.dy == 0 && crop_flip.dx == 0 && !crop_flip.flip;
   for (int64_t c = 0; c < channels_; ++c) {
-    const float* table = table_[static_cast<size_t>(c)].data();
-    const uint8_t* in = src + c * plane;
-    float* out = dst + c * plane;
-    if (identity) {
-      for (int64_t i = 0; i < plane; ++i) out[i] = table[in[i]];
-      continue;
-    }
-    const float zero = table[0];
-    for (int64_t y = 0; y < height; ++y) {
-      float* out_row = out + y * width;
-      const int64_t sy = y + crop_flip.dy;
-      if (sy < 0 || sy >= height) {
-        std::fill(out_row, out_row + width, zero);
-        continue;
-      }
-      const uint8_t* in_row = in + sy * width;
-      for (int64_t x = 0; x < width; ++x) {
-        const int64_t sx = nn::crop_flip_source_x(crop_flip, width, x);
-        out_row[x] = (sx >= 0 && sx < width) ? table[in_row[sx]] : zero;
-      }
-    }
+    nn::crop_flip_plane(src + c * plane, height, width, crop_flip,
+                        table_[static_cast<size_t>(c)].data(), dst + c * plane);
   }
 }
 

@@ -48,4 +48,12 @@ LOCKSTEP_HOST_DEVICE inline int64_t crop_flip_source_x(const CropFlip& cf, int64
   return (cf.flip ? width - 1 - x : x) + cf.dx;
 }
 
+// One (height, width) plane of uint8 pixels through `table` (256 values)
+// under a crop/flip: out[y][x] = table[in[y + dy][source x]], table[0]
+// where the source is outside the image. Host code, compiled once
+// (nn/crop_flip.cpp) for the loader (data/transform.cpp) and the CPU
+// backend's gather_batch.
+void crop_flip_plane(const uint8_t* in, int64_t height, int64_t width, const CropFlip& cf,
+                     const float* table, float* out);
+
 }  // namespace lockstep::nn

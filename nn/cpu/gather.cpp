@@ -1,6 +1,7 @@
-// gather_batch on the CPU: the loader's per-sample transform
-// (data/transform.cpp, PixelTransform::apply) over rows of a data set held in
-// the backend's memory, one sample per item of the pool's split. The values
+// gather_batch on the CPU: the loader's per-plane transform
+// (nn/crop_flip.h, crop_flip_plane, as data/transform.cpp's
+// PixelTransform::apply) over rows of a data set held in the backend's
+// memory, one sample per item of the pool's split. The values
 // come from the same (C, 256) table, so a batch is bit for bit the host
 // loader's.
 #include <algorithm>
@@ -14,32 +15,6 @@ namespace {
 
 // Pixels per chunk below which gathering stays on one thread.
 constexpr int64_t kPixelGrain = int64_t{1} << 15;
-
-// in: (C, H, W) uint8, out: (C, H, W), table: (C, 256)
-void transform_sample(const GatherGeometry& g, const CropFlip& cf, const uint8_t* in,
-                      const float* table, float* out) {
-  const int64_t H = g.height, W = g.width, plane = H * W;
-  const bool identity = cf.dy == 0 && cf.dx == 0 && !cf.flip;
-  for (int64_t c = 0; c < g.channels; ++c, in += plane, out += plane, table += 256) {
-    if (identity) {
-      for (int64_t i = 0; i < plane; ++i) out[i] = table[in[i]];
-      continue;
-    }
-    for (int64_t y = 0; y < H; ++y) {
-      float* row = out + y * W;
-      const int64_t sy = y + cf.dy;
-      if (sy < 0 || sy >= H) {
-        std::fill(row, row + W, table[0]);
-        continue;
-      }
-      const uint8_t* src = in + sy * W;
-      for (int64_t x = 0; x < W; ++x) {
-        const int64_t sx = crop_flip_source_x(cf, W, x);
-        row[x] = sx >= 0 && sx < W ? table[src[sx]] : table[0];
-      }
-    }
-  }
-}
 
 // Rows [b, e) of gather_batch.
 void gather_rows(const GatherGeometry& g, const int64_t* ids, const uint8_t* images,
@@ -59,7 +34,10 @@ void gather_rows(const GatherGeometry& g, const int64_t* ids, const uint8_t* ima
     const CropFlip cf = augment
                             ? draw_crop_flip(g.crop_padding, g.horizontal_flip, g.seed, g.epoch, id)
                             : CropFlip{};
-    transform_sample(g, cf, images + id * pixels, table, out);
+    for (int64_t c = 0; c < g.channels; ++c) {
+      crop_flip_plane(images + id * pixels + c * plane, g.height, g.width, cf, table + c * 256,
+                      out + c * plane);
+    }
     batch_labels[n] = labels[id];
   }
 }
