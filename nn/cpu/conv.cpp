@@ -51,7 +51,7 @@ void winograd_backward_filter(ThreadPool& pool, const Conv2dGeometry& g, const f
                        });
   float* total = scratch(ScratchSlot::kPackedWeights, static_cast<size_t>(stride));
   reduce_partials(pool, partials, chunks, stride, stride, total);
-  conv::winograd_sums_to_filter(g, total, dw);
+  conv::winograd_sums_to_filter(pool, g, total, dw);
   if (db) std::copy(total + sums, total + stride, db);
 }
 

@@ -92,6 +92,7 @@ int64_t winograd_sums_size(const Conv2dGeometry& g);
 void winograd_filter_sums(const Conv2dGeometry& g, const float* x, const float* dy, int64_t n0,
                           int64_t n1, float* sums);
 // dw (K, C, 3, 3) <- G^T DW G of the sums.
-void winograd_sums_to_filter(const Conv2dGeometry& g, const float* sums, float* dw);
+void winograd_sums_to_filter(ThreadPool& pool, const Conv2dGeometry& g, const float* sums,
+                             float* dw);
 
 }  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA::conv

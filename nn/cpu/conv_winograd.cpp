@@ -55,6 +55,7 @@ constexpr int kE = kAlpha * kAlpha;           // transformed elements per tile
 constexpr int64_t kRowGroup = 12;             // GEMM rows are padded to a multiple of this
 constexpr int64_t kBlockBytes = 384 << 10;    // V and M of a block, at most (L2)
 constexpr int64_t kElementBytes = 512 << 10;  // V(e), M(e) and U(e) of a block (L2)
+constexpr int64_t kFilterGrain = 8;           // channels a thread transforms, at least
 
 int64_t round_up(int64_t n, int64_t m) {
   return (n + m - 1) / m * m;
@@ -374,7 +375,9 @@ void winograd_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x,
                       const float* b, float* y) {
   const Wino z(g, pool.threads());
   float* u = scratch(ScratchSlot::kPackedWeights, static_cast<size_t>(kE * z.CL * z.KL));
-  winograd_filters(g.out_channels, g.in_channels, w, z.KL, z.CL, u);
+  pool.parallel_for(z.CL, kFilterGrain, [&](int64_t c0, int64_t c1, int) {
+    winograd_filters(g.out_channels, g.in_channels, w, z.KL, z.CL, c0, c1, u);
+  });
   const int64_t tile_rows = g.batch * z.th;
   const int64_t blocks = (tile_rows + z.rows_per_block - 1) / z.rows_per_block;
   pool.parallel_for(blocks, 1, [&](int64_t b0, int64_t b1, int) {
@@ -412,10 +415,13 @@ void winograd_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x,
   });
 }
 
-void winograd_sums_to_filter(const Conv2dGeometry& g, const float* sums, float* dw) {
+void winograd_sums_to_filter(ThreadPool& pool, const Conv2dGeometry& g, const float* sums,
+                             float* dw) {
   const int64_t K = g.out_channels, C = g.in_channels;
-  std::fill(dw, dw + K * C * 9, 0.0f);
-  winograd_filter_grads(K, C, sums, padded_channels(K), padded_channels(C), dw);
+  pool.parallel_for(K, kFilterGrain, [&](int64_t k0, int64_t k1, int) {
+    std::fill(dw + k0 * C * 9, dw + k1 * C * 9, 0.0f);
+    winograd_filter_grads(C, sums, padded_channels(K), padded_channels(C), k0, k1, dw);
+  });
 }
 
 int64_t winograd_sums_size(const Conv2dGeometry& g) {

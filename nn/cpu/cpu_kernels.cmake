@@ -41,3 +41,10 @@ endforeach()
 # (the file compiles to nothing elsewhere; it is called only on CPUs with it).
 set_source_files_properties(nn/cpu/gemm_bf16_dot.cpp PROPERTIES COMPILE_OPTIONS
   "$<$<STREQUAL:$<TARGET_PROPERTY:NAME>,lockstep_cpu_avx512>:-mavx512bf16>")
+
+# The Winograd filter transforms round each double result once: without
+# contraction, the bits do not depend on the compiler's choice of fused
+# multiply-adds (GCC's and clang's defaults differ, and change with the loop
+# shape), nor on -march=native.
+set_source_files_properties(nn/cpu/winograd_filters.cpp PROPERTIES COMPILE_OPTIONS
+  -ffp-contract=off)

@@ -11,14 +11,17 @@ namespace lockstep::nn::cpu {
 
 // u(e, c, k) for e < 36, c < c_pad, k < k_pad, rows k_pad floats long:
 // (G g G^T)(e) of the 3x3 filter g = w(k, c) of w (K, C, 3, 3), computed in
-// double and rounded once; zeros for c >= C or k >= K.
-void winograd_filters(int64_t K, int64_t C, const float* w, int64_t k_pad, int64_t c_pad, float* u);
+// double and rounded once; zeros for c >= C or k >= K. Writes the rows of
+// c in [c0, c1) only, so that threads may share the work by ranges of c.
+void winograd_filters(int64_t K, int64_t C, const float* w, int64_t k_pad, int64_t c_pad,
+                      int64_t c0, int64_t c1, float* u);
 
 // dw(k, c, 3, 3) += G^T DW(k, c) G, DW(k, c) the 6 x 6 values dwt(e, k, c)
-// (rows c_pad long, k_pad rows per e), for k < K, c < C: the weight
+// (rows c_pad long, k_pad rows per e), for c < C: the weight
 // gradient of F(4x4, 3x3) from its transformed sums, in double, each
-// result rounded once.
-void winograd_filter_grads(int64_t K, int64_t C, const float* dwt, int64_t k_pad, int64_t c_pad,
-                           float* dw);
+// result rounded once. For k in [k0, k1) only, so that threads may share
+// the work by ranges of k.
+void winograd_filter_grads(int64_t C, const float* dwt, int64_t k_pad, int64_t c_pad, int64_t k0,
+                           int64_t k1, float* dw);
 
 }  // namespace lockstep::nn::cpu
