@@ -244,6 +244,10 @@ class Backend {
   virtual void batchnorm_train_forward_add(const BatchNormGeometry& g, const BatchNormTrainState& s,
                                            const float* x, const float* add, bool relu,
                                            float* y) = 0;
+  // Evaluation: s.stats (mean, invstd) and s.coef (2, C) (scale, shift, as
+  // batchnorm_apply takes them) from the running statistics, weight and
+  // bias of s (batchnorm_channel_eval), on the device: nothing is read back.
+  virtual void batchnorm_eval_coef(int64_t channels, const BatchNormTrainState& s) = 0;
   // Backward from s.stats: batchnorm_backward_sums' sums (y as there), then
   // dbias = sum g', dweight = sum g' xhat (rounded to float) and, when dx
   // is not null, batchnorm_backward_apply with (k, a, b) for 1 / M.

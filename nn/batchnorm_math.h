@@ -28,6 +28,18 @@ LOCKSTEP_HOST_DEVICE inline void batchnorm_channel_coef(const BatchNormChannel& 
   shift = static_cast<float>(bias - ch.mean * s);
 }
 
+// Evaluation: the channel of the running statistics (mean = running_mean,
+// invstd = 1 / sqrt(running_var + eps)) and y's coefficients
+// (batchnorm_channel_coef).
+LOCKSTEP_HOST_DEVICE inline BatchNormChannel batchnorm_channel_eval(float running_mean,
+                                                                    float running_var, float eps,
+                                                                    float weight, float bias,
+                                                                    float& scale, float& shift) {
+  const BatchNormChannel ch{running_mean, 1.0 / sqrt(static_cast<double>(running_var) + eps)};
+  batchnorm_channel_coef(ch, weight, bias, scale, shift);
+  return ch;
+}
+
 // From sum x and sum x^2 over count elements: mean, invstd = 1 / sqrt(var +
 // eps) (var biased, clamped at 0), the running statistics moved by momentum
 // (running_var towards the unbiased variance), and y's coefficients

@@ -4,7 +4,10 @@
 
 #include "nn/exact_sum.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -12,6 +15,7 @@
 #include "nn/cpu_isa.h"
 
 #include "nn/batch_stats_reducer.h"
+#include "nn/device_memory.h"
 #include "nn/layers/batch_norm2d.h"
 #include "support/cpu_backend.h"
 #include "support/gradient_check.h"
@@ -121,6 +125,73 @@ TEST(BatchNorm2d, EvaluationGradientsMatchCentralDifferences) {
   Tensor x({2, 2, 2, 2});
   fill_random(x, 12);
   check_layer_gradients(bn, x, {.training = false});
+}
+
+// Device memory that is host memory and counts the copies made through it:
+// what a layer with device tensors copies between the host and the device.
+class CountingHostMemory final : public DeviceMemory {
+ public:
+  float* allocate(size_t bytes) override {
+    return static_cast<float*>(std::calloc(std::max<size_t>(bytes, 1), 1));
+  }
+  void release(float* p) noexcept override { std::free(p); }
+  void copy(void* dst, const void* src, size_t bytes) override {
+    ++copies;
+    std::memcpy(dst, src, bytes);
+  }
+  void zero(void* p, size_t bytes) override { std::memset(p, 0, bytes); }
+  int copies = 0;
+};
+
+// Evaluation on a device copies nothing between the host and the device:
+// the running statistics' coefficients are computed where they live
+// (Backend::batchnorm_eval_coef), with the host computation's bits. A
+// backward in evaluation mode still works (it reads the statistics back).
+TEST(BatchNorm2d, EvaluationCopiesNothingBetweenHostAndDevice) {
+  DeviceMemory* const previous = device_memory_or_null();
+  CountingHostMemory memory;
+  set_device_memory(&memory);
+  {
+    const int64_t N = 2, C = 3, H = 4, W = 5;
+    for (const bool relu : {false, true}) {
+      SCOPED_TRACE(relu ? "fused relu" : "no relu");
+      BatchNorm2d host = make_bn(C, relu), device(C, relu);
+      device.set_name("bn");
+      device.reset_parameters(1, Device::kCuda);
+      set_affine(host);
+      set_affine(device);  // device tensors are host memory here: written directly
+      for (BatchNorm2d* bn : {&host, &device}) {
+        bn->buffers()[0]->value.data()[1] = 0.3f;
+        bn->buffers()[1]->value.data()[2] = 2.5f;
+      }
+      Tensor x({N, C, H, W}), dy({N, C, H, W});
+      fill_random(x, 31);
+      fill_random(dy, 32);
+      Tensor xd({N, C, H, W}, Device::kCuda), dyd({N, C, H, W}, Device::kCuda);
+      xd.copy_from(x);
+      dyd.copy_from(dy);
+      Tensor y(x.shape()), yd(x.shape(), Device::kCuda);
+      auto backend = testing::test_cpu_backend(1);
+      memory.copies = 0;
+      for (int batch = 0; batch < 3; ++batch) {
+        device.forward(*backend, xd, yd, {.training = false});
+      }
+      EXPECT_EQ(memory.copies, 0) << "evaluation copied between the host and the device";
+      host.forward(*backend, x, y, {.training = false});
+      const auto bits = [](const Tensor& t) {
+        return std::vector<float>(t.data(), t.data() + t.numel());
+      };
+      EXPECT_EQ(bits(yd), bits(y));
+      Tensor dx(x.shape()), dxd(x.shape(), Device::kCuda);
+      host.backward(*backend, x, y, dy, &dx);
+      device.backward(*backend, xd, yd, dyd, &dxd);
+      EXPECT_EQ(bits(dxd), bits(dx));
+      for (size_t p = 0; p < 2; ++p) {
+        EXPECT_EQ(bits(device.parameters()[p]->grad), bits(host.parameters()[p]->grad));
+      }
+    }
+  }
+  set_device_memory(previous);
 }
 
 // A reducer that doubles every sum: as if a second rank held the same batch.

@@ -96,6 +96,18 @@ __global__ void train_forward_kernel(int64_t C, double count, const double* sums
   }
 }
 
+// running statistics -> s.stats (mean, invstd), s.coef (scale, shift), one
+// thread per channel
+__global__ void eval_coef_kernel(int64_t C, BatchNormTrainState s) {
+  CUDA_KERNEL_LOOP(c, C) {
+    const BatchNormChannel ch =
+        batchnorm_channel_eval(s.running_mean[c], s.running_var[c], s.eps, s.weight[c], s.bias[c],
+                               s.coef[c], s.coef[C + c]);
+    s.stats[c] = ch.mean;
+    s.stats[C + c] = ch.invstd;
+  }
+}
+
 // s.stats (2, C) doubles -> s.coef (2, C) floats: (mean, invstd)
 __global__ void stats_to_coef_kernel(int64_t C, BatchNormTrainState s) {
   CUDA_KERNEL_LOOP(c, 2 * C) {
@@ -189,6 +201,10 @@ void batchnorm_train_backward(DeviceContext& ctx, const BatchNormGeometry& g,
   launch(train_backward_kernel, C, ctx.stream(), C, 1.0 / static_cast<double>(g.batch * g.spatial),
          sums, s, dweight, dbias, dx != nullptr);
   if (dx != nullptr) batchnorm_backward_apply(ctx, g, x, y, dy, s.coef, dx);
+}
+
+void batchnorm_eval_coef(DeviceContext& ctx, int64_t channels, const BatchNormTrainState& s) {
+  launch(eval_coef_kernel, channels, ctx.stream(), channels, s);
 }
 
 }  // namespace lockstep::nn::cuda

@@ -107,6 +107,9 @@ class CudaBackend final : public Backend {
                                 float* dbias, float* dx) override {
     cuda::batchnorm_train_backward(active(), g, s, x, y, dy, dweight, dbias, dx);
   }
+  void batchnorm_eval_coef(int64_t channels, const BatchNormTrainState& s) override {
+    cuda::batchnorm_eval_coef(active(), channels, s);
+  }
 
   void relu_forward(int64_t n, const float* x, float* y) override {
     cuda::relu_forward(active(), n, x, y);

@@ -72,6 +72,7 @@ void batchnorm_train_forward(DeviceContext& ctx, const BatchNormGeometry& g,
 void batchnorm_train_backward(DeviceContext& ctx, const BatchNormGeometry& g,
                               const BatchNormTrainState& s, const float* x, const float* y,
                               const float* dy, float* dweight, float* dbias, float* dx);
+void batchnorm_eval_coef(DeviceContext& ctx, int64_t channels, const BatchNormTrainState& s);
 
 // elementwise.cu
 void dropout_forward(DeviceContext& ctx, const DropoutGeometry& g, const int64_t* sample_ids,

@@ -93,8 +93,8 @@ void BatchNorm2d::running_statistics() {
   coef_host_.resize({2, channels_});
   float* k = coef_host_.data();
   for (size_t c = 0; c < C; ++c) {
-    channels_host_[c] = {rm.data()[c], 1.0 / std::sqrt(static_cast<double>(rv.data()[c]) + eps_)};
-    batchnorm_channel_coef(channels_host_[c], w.data()[c], b.data()[c], k[c], k[C + c]);
+    channels_host_[c] = batchnorm_channel_eval(rm.data()[c], rv.data()[c], eps_, w.data()[c],
+                                               b.data()[c], k[c], k[C + c]);
   }
 }
 
@@ -120,13 +120,13 @@ void BatchNorm2d::forward(Backend& backend, const Tensor& x, Tensor& y, const Fo
     }
     return;
   }
-  if (ctx.training) {
-    batch_statistics(backend, g, x, reducer_);
+  if (!ctx.training) {  // the running statistics' coefficients, on the device
+    backend.batchnorm_eval_coef(channels_, train_state());
   } else {
-    running_statistics();
+    batch_statistics(backend, g, x, reducer_);
+    coef_.resize({2, channels_});
+    coef_.copy_from(coef_host_);
   }
-  coef_.resize({2, channels_});
-  coef_.copy_from(coef_host_);
   if (add != nullptr) {
     backend.batchnorm_apply_add(g, x.data(), coef_.data(), add, masked_, y.data());
   } else {
@@ -144,6 +144,9 @@ void BatchNorm2d::backward(Backend& backend, const Tensor& x, const Tensor& y, c
                                      dx != nullptr ? dx->data() : nullptr);
     return;
   }
+  // A backward through evaluation's statistics (rare: e.g. gradient checks
+  // of a frozen model) takes them to the host.
+  if (!training_) running_statistics();
   LOCKSTEP_CHECK(channels_host_.size() == static_cast<size_t>(channels_),
                  "backward before forward");
   const auto C = static_cast<size_t>(channels_);

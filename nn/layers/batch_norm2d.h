@@ -57,13 +57,16 @@ class BatchNorm2d final : public Layer {
                       const float* masked, const Tensor& dy, const std::vector<double>& sums,
                       Tensor& dx);
   BatchNormGeometry geometry(const Shape& input) const;
-  // The host path (SyncBatchNorm, the reproducible mode's exact sums, and
-  // evaluation): batch mean and invstd from the sums read back, the running
-  // statistics updated, y's coefficients into coef_host_.
+  // The host path (SyncBatchNorm, the reproducible mode's exact sums):
+  // batch mean and invstd from the sums read back, the running statistics
+  // updated, y's coefficients into coef_host_.
   void batch_statistics(Backend& backend, const BatchNormGeometry& g, const Tensor& x,
                         BatchStatsReducer* reducer);
+  // Evaluation's statistics read back to the host, for a backward in
+  // evaluation mode (the forward computes them on the device).
   void running_statistics();
-  // The device path (per-rank training statistics of ordinary sums).
+  // The device path (per-rank training statistics of ordinary sums, and
+  // evaluation's coefficients).
   BatchNormTrainState train_state();
 
   int64_t channels_;
@@ -73,9 +76,9 @@ class BatchNorm2d final : public Layer {
   Parameter weight_, bias_;
   Buffer running_mean_, running_var_, num_batches_tracked_;
   std::vector<BatchNormChannel> channels_host_;  // host path: of the last forward
-  double count_ = 0;        // host path: elements per channel (global with a reducer)
-  bool training_ = false;   // mode of the last forward
-  bool on_device_ = false;  // the last forward took the device path; stats_ holds its statistics
+  double count_ = 0;                  // host path: elements per channel (global with a reducer)
+  bool training_ = false;             // mode of the last forward
+  bool on_device_ = false;            // the last training forward took the device path (stats_)
   const Tensor* residual_ = nullptr;  // set_next_residual, for the next forward
   bool residual_relu_ = false;
   BatchStatsReducer* reducer_ = nullptr;  // of the last training forward

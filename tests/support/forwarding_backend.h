@@ -109,6 +109,10 @@ class ForwardingBackend : public nn::Backend {
     on_op("batchnorm_train_backward");
     inner_->batchnorm_train_backward(g, s, x, y, dy, dweight, dbias, dx);
   }
+  void batchnorm_eval_coef(int64_t channels, const nn::BatchNormTrainState& s) override {
+    on_op("batchnorm_eval_coef");
+    inner_->batchnorm_eval_coef(channels, s);
+  }
   void relu_forward(int64_t n, const float* x, float* y) override {
     on_op("relu_forward");
     inner_->relu_forward(n, x, y);
