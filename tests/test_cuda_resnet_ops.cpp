@@ -68,6 +68,37 @@ TEST_F(CudaBackendTest, BatchNormMatchesCpu) {
   }
 }
 
+// Evaluation's coefficients from the running statistics: the same double
+// arithmetic (nn/batchnorm_math.h) on both sides, so the same bits.
+TEST_F(CudaBackendTest, BatchNormEvalCoefficientsAreTheCpusBits) {
+  const int64_t C = 5;
+  const Tensor weight = random_tensor({C}, 51), bias = random_tensor({C}, 52),
+               mean = random_tensor({C}, 53);
+  Tensor var = random_tensor({C}, 54);
+  for (float& v : var.span()) v = std::fabs(v) + 0.1f;
+  const Tensor weightd = to_device(weight), biasd = to_device(bias), meand = to_device(mean),
+               vard = to_device(var);
+  Tensor coef({2, C}), stats({4 * C}), coefd({2, C}, Device::kCuda), statsd({4 * C}, Device::kCuda);
+  const auto state = [](const Tensor& w, const Tensor& b, const Tensor& m, const Tensor& v,
+                        Tensor& st, Tensor& k) {
+    return BatchNormTrainState{.weight = w.data(),
+                               .bias = b.data(),
+                               .running_mean = const_cast<float*>(m.data()),
+                               .running_var = const_cast<float*>(v.data()),
+                               .stats = reinterpret_cast<double*>(st.data()),
+                               .coef = k.data(),
+                               .eps = 1e-3f};
+  };
+  cpu().batchnorm_eval_coef(C, state(weight, bias, mean, var, stats, coef));
+  gpu().batchnorm_eval_coef(C, state(weightd, biasd, meand, vard, statsd, coefd));
+  expect_close(coef, coefd, kExact, "eval coefficients");
+  const Tensor got = to_host(statsd);
+  const auto* want = reinterpret_cast<const double*>(stats.data());
+  const auto* have = reinterpret_cast<const double*>(got.data());
+  for (int64_t i = 0; i < 2 * C; ++i)
+    EXPECT_EQ(have[i], want[i]) << (i < C ? "mean " : "invstd ") << i % C;
+}
+
 TEST_F(CudaBackendTest, PoolingPaddingAndAddMatchCpu) {
   const Tensor x = random_tensor({3, 4, 9, 7}, 41);
   const Tensor xd = to_device(x);
