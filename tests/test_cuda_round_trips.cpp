@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "nn/backend.h"
+#include "nn/layers/batch_norm2d.h"
 #include "nn/loss_totals.h"
 #include "nn/model_zoo.h"
 #include "nn/optimizer.h"
@@ -269,6 +270,26 @@ TEST_F(CudaBackendTest, EachMarkedOpMakesTheTrafficItsMarkSays) {
   gpu().batchnorm_apply(g, x.data(), coef.data(), true, y.data());
   gpu().relu_forward(x.numel(), x.data(), y.data());
   gpu().fill(4, 0.0f, y.data());
+  EXPECT_EQ(gpu().host_traffic() - before, HostTraffic{});
+}
+
+// Tensor copies between host and device memory count in host_traffic()
+// (each a wait and a read or a write); a BatchNorm evaluation batch makes
+// none (its coefficients are computed on the device).
+TEST_F(CudaBackendTest, TensorCopiesCountAndBatchNormEvaluationMakesNone) {
+  Tensor host({8}), device({8}, Device::kCuda);
+  HostTraffic before = gpu().host_traffic();
+  device.copy_from(host);
+  EXPECT_EQ(gpu().host_traffic() - before, (HostTraffic{.waits = 1, .writes = 1}));
+  before = gpu().host_traffic();
+  host.copy_from(device);
+  EXPECT_EQ(gpu().host_traffic() - before, (HostTraffic{.waits = 1, .reads = 1}));
+  BatchNorm2d bn(3, /*relu=*/true);
+  bn.set_name("bn");
+  bn.reset_parameters(1, Device::kCuda);
+  Tensor x({2, 3, 4, 4}, Device::kCuda), y({2, 3, 4, 4}, Device::kCuda);
+  before = gpu().host_traffic();
+  for (int batch = 0; batch < 3; ++batch) bn.forward(gpu(), x, y, {.training = false});
   EXPECT_EQ(gpu().host_traffic() - before, HostTraffic{});
 }
 

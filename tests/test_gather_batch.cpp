@@ -179,10 +179,13 @@ TEST(TrainBatches, ResidentOnlyWhenTheDataSetFitsTheLimit) {
   const auto off = app::make_train_batches(ds, *backend, batch_options(8), 0);
   EXPECT_NE(off->describe().find("resident_data_mb = 0"), std::string::npos) << off->describe();
   const auto over = app::make_train_batches(ds, *backend, batch_options(8), mib * 0.99);
-  EXPECT_NE(over->describe().find("is over resident_data_mb"), std::string::npos)
+  EXPECT_NE(over->describe().find("synthetic/train: 0.0"), std::string::npos) << over->describe();
+  EXPECT_NE(over->describe().find(" MiB left of resident_data_mb"), std::string::npos)
       << over->describe();
+  EXPECT_FALSE(over->resident());
   const auto fits = app::make_train_batches(ds, *backend, batch_options(8), mib);
-  EXPECT_NE(fits->describe().find("resident training set"), std::string::npos) << fits->describe();
+  EXPECT_NE(fits->describe().find("resident data set"), std::string::npos) << fits->describe();
+  EXPECT_TRUE(fits->resident());
 }
 
 TEST(TrainBatches, BadIndexOrLabelIsAnInputErrorNamingTheDataSet) {

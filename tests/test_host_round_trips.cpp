@@ -108,13 +108,25 @@ void expect_steady_steps_read_nothing(const CountedRun& run) {
   }
 }
 
-// The training set resident: steady steps copy nothing to the backend; the
-// set, its labels and the normalisation table are uploaded once before the
-// first step, and each epoch's sample order once, as the last counted op
-// before its first step (which itself counts none).
+// The training and test sets resident: steady steps copy nothing to the
+// backend; each set, its labels and its normalisation table are uploaded
+// once before the first step, and each epoch's sample order once, as the
+// last counted op before its first step (which itself counts none). The
+// first evaluation uploads the test set's order, the second nothing.
 void expect_steady_steps_copy_nothing(const CountedRun& run) {
   ASSERT_EQ(run.steps.size(), 32u);
-  EXPECT_EQ(ops_between(run, 0, run.steps[0].ops), "upload upload upload upload ");
+  EXPECT_EQ(ops_between(run, 0, run.steps[0].ops),
+            "upload upload upload upload upload upload upload ");
+  const auto uploads = [&](size_t from, size_t to) {
+    int64_t n = 0;
+    for (size_t k = from; k < to; ++k) n += run.ops[k] == "upload" ? 1 : 0;
+    return n;
+  };
+  EXPECT_EQ(uploads(run.steps[15].ops, run.steps[16].ops), 2)
+      << "the first evaluation's order, the second epoch's: "
+      << ops_between(run, run.steps[15].ops, run.steps[16].ops);
+  EXPECT_EQ(uploads(run.steps[31].ops, run.ops.size()), 0)
+      << "the second evaluation: " << ops_between(run, run.steps[31].ops, run.ops.size());
   for (size_t i = 0; i < run.steps.size(); ++i) {
     const StepCount& now = run.steps[i];
     const size_t from = i == 0 ? 0 : run.steps[i - 1].ops;

@@ -38,7 +38,6 @@ int run_evaluate(const CLI::App& cmd, const EvaluateArgs& args, distributed::Com
     for (const std::string& note : notes) std::printf("%s\n", note.c_str());
   }
   const auto backend = make_backend(config, comm, threads);
-  BatchStager stager(*backend);
   const auto model =
       nn::build_model(config.model, config.layers, {test.channels, test.height, test.width},
                       test.num_classes, config.loss);
@@ -50,8 +49,9 @@ int run_evaluate(const CLI::App& cmd, const EvaluateArgs& args, distributed::Com
   items.emplace_back("dataset.test.size", std::to_string(test.size()));
   distributed::check_same_fingerprint(comm, items);
 
-  const EvalResult r = evaluate_model(*model, *backend, stager, test, train_normalization(config),
-                                      config.test_batch_size, comm, config.top_k);
+  EvalBatches batches(test, *backend, train_normalization(config), config.test_batch_size,
+                      model->output_size(), comm.rank(), comm.size(), config.resident_data_mb);
+  const EvalResult r = evaluate_model(*model, *backend, batches, comm, config.top_k);
   if (comm.rank() == 0) {
     std::printf("%s: test loss %.4f acc %.2f%% (%lld samples of %s), top-%lld acc %.2f%%\n",
                 args.checkpoint.c_str(), r.loss, 100.0 * r.accuracy,

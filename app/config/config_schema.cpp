@@ -231,7 +231,9 @@ std::vector<Key> make_schema() {
           .ranks_may_differ(),
       key("resident_data_mb", &C::resident_data_mb,
           "keep the training set in the backend's memory (uint8) when it takes at most this much, "
-          "and gather each step's batch there (0: never; each step then uploads its batch)")
+          "and gather each step's batch there, then the test set and the validation split in "
+          "what is left, each evaluation gathering there too (0: never; each batch is then "
+          "uploaded)")
           .range(between(0, kMaxMiB), "MiB")
           .ranks_may_differ()
           .launch_only(),

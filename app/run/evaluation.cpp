@@ -107,28 +107,62 @@ void Totals::reduce(distributed::Communicator& comm) {
   if (exact != 0) loss = exact_loss_.reduce(comm);
 }
 
-EvalResult evaluate_model(nn::Model& model, nn::Backend& backend, BatchStager& stager,
-                          const data::Dataset& test, const data::Normalization& normalization,
-                          int64_t batch_size, distributed::Communicator& comm, int64_t top_k,
-                          bool exact_loss) {
-  auto sampler = data::DistributedSampler::for_evaluation(test.size(), comm.rank(), comm.size());
-  data::BatchLoaderOptions lo;
-  lo.batch_size = batch_size;
-  lo.normalization = normalization;
-  data::BatchLoader loader(test, sampler.indices(), lo);
-  data::Batch batch;
+EvalBatches::EvalBatches(const data::Dataset& split, nn::Backend& backend,
+                         const data::Normalization& normalization, int64_t batch_size,
+                         int64_t classes, int rank, int ranks, double resident_limit_mb)
+    : split_(split), batch_size_(batch_size) {
+  TrainBatchOptions options;
+  options.batch_size = batch_size;
+  options.normalization = normalization;
+  options.classes = classes;
+  batches_ = make_train_batches(split, backend, options, resident_limit_mb);
+  indices_ = data::DistributedSampler::for_evaluation(split.size(), rank, ranks).indices();
+  samples_ = static_cast<int64_t>(indices_.size());
+}
+
+double EvalBatches::resident_mib() const {
+  return batches_->resident() ? app::resident_mib(split_) : 0.0;
+}
+
+void EvalBatches::start() {
+  if (!started_) {
+    batches_->start_epoch(indices_, 0);  // resident: the order's one upload
+    started_ = true;
+  } else {
+    batches_->rewind();
+  }
+  done_ = 0;
+}
+
+bool EvalBatches::next(StepBatch& batch) {
+  if (done_ >= samples_) return false;
+  batch = batches_->next();
+  done_ += batch.size;
+  return true;
+}
+
+EvalResult evaluate_model(nn::Model& model, nn::Backend& backend, EvalBatches& batches,
+                          distributed::Communicator& comm, int64_t top_k, bool exact_loss) {
+  const data::Dataset& test = batches.split();
   Totals totals;
   auto classes = std::make_shared<ClassMetrics>(model.output_size(), top_k);
-  PendingOutputs pending(backend, model.output_size(), sampler.num_samples(), batch_size, *classes,
-                         test.source);
+  PendingOutputs pending(backend, model.output_size(), batches.samples(), batches.batch_size(),
+                         *classes, test.source);
   // On the CPU the forward passes take at most kCpuEvalChunk samples of each
   // batch: the activations of a 1000-sample batch would double the memory
   // of a Fashion-MNIST run, and the sums are the same (per-sample losses).
   constexpr int64_t kCpuEvalChunk = 250;
-  while (loader.next(batch)) {
-    const nn::Tensor& images = stager.images(batch);
-    const int32_t* labels = stager.labels(batch);
-    const int64_t n = batch.size();
+  std::vector<int32_t> host_labels;  // for the class metrics: the data set's, on the host
+  StepBatch batch;
+  batches.start();
+  while (batches.next(batch)) {
+    const nn::Tensor& images = *batch.images;
+    const int32_t* labels = batch.labels;
+    const int64_t n = batch.size;
+    host_labels.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      host_labels[static_cast<size_t>(i)] = test.labels[static_cast<size_t>(batch.sample_ids[i])];
+    }
     const int64_t chunk = backend.device() == nn::Device::kCpu ? kCpuEvalChunk : n;
     nn::Shape shape = images.shape();
     const int64_t per_sample = n > 0 ? images.numel() / n : 0;
@@ -139,7 +173,7 @@ EvalResult evaluate_model(nn::Model& model, nn::Backend& backend, BatchStager& s
       const nn::Tensor& out = model.forward(backend, part, {});
       model.accumulate_loss(backend, labels + first, 0.0f, pending.totals());
       if (exact_loss) totals.add_exact(model.sample_losses(backend, labels + first));
-      pending.add(out, batch.labels.data() + first, shape[0]);
+      pending.add(out, host_labels.data() + first, shape[0]);
     }
   }
   const nn::LossTotals sums = pending.read();

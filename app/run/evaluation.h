@@ -9,6 +9,7 @@
 #include "app/checkpoint/checkpoint.h"
 #include "app/platform/device.h"
 #include "app/run/class_metrics.h"
+#include "app/run/train_batches.h"
 #include "data/dataset.h"
 #include "data/transform.h"
 #include "distributed/communicator.h"
@@ -45,12 +46,44 @@ struct Totals {
   distributed::ExactScalar exact_loss_;
 };
 
-// Evaluates model on this rank's shard of test (batches of batch_size,
-// normalised as given), reduced over all ranks of comm, with top-k accuracy
-// and per-class counts. Collective.
-EvalResult evaluate_model(nn::Model& model, nn::Backend& backend, BatchStager& stager,
-                          const data::Dataset& test, const data::Normalization& normalization,
-                          int64_t batch_size, distributed::Communicator& comm, int64_t top_k = 5,
+// The batches of this rank's shard of a test split (DistributedSampler::
+// for_evaluation: every sample once over all ranks), normalised as given,
+// not augmented. Resident in the backend's memory when the split fits
+// resident_limit_mb (train_batches.h): its pixels, labels and this rank's
+// order are uploaded once, here, and an evaluation uploads nothing. Else
+// made on the host and uploaded batch by batch. Resident throws InputError
+// naming the data set when a label is outside [0, classes). split and
+// backend must outlive it.
+class EvalBatches {
+ public:
+  EvalBatches(const data::Dataset& split, nn::Backend& backend,
+              const data::Normalization& normalization, int64_t batch_size, int64_t classes,
+              int rank, int ranks, double resident_limit_mb);
+  const data::Dataset& split() const { return split_; }
+  int64_t batch_size() const { return batch_size_; }
+  int64_t samples() const { return samples_; }  // this rank's
+  // The first batch of a pass over the shard, then the next ones; next()
+  // returns false after the last.
+  void start();
+  bool next(StepBatch& batch);
+  // The MiB the split holds in the backend's memory (0: host batches).
+  double resident_mib() const;
+  // One line for the start-up banner (TrainBatches::describe).
+  std::string describe() const { return batches_->describe(); }
+
+ private:
+  const data::Dataset& split_;
+  const int64_t batch_size_;
+  int64_t samples_ = 0, done_ = 0;
+  bool started_ = false;
+  std::unique_ptr<TrainBatches> batches_;
+  std::vector<int64_t> indices_;
+};
+
+// Evaluates model on this rank's shard (batches), reduced over all ranks of
+// comm, with top-k accuracy and per-class counts. Collective.
+EvalResult evaluate_model(nn::Model& model, nn::Backend& backend, EvalBatches& batches,
+                          distributed::Communicator& comm, int64_t top_k = 5,
                           bool exact_loss = false);
 
 // Copies the checkpoint's weights into model's parameters and buffers

@@ -12,9 +12,10 @@
 namespace lockstep::app {
 namespace {
 
+// "7.8 MiB"; three decimals under 1 MiB (small test sets).
 std::string mib_text(double mib) {
   std::ostringstream out;
-  out << std::fixed << std::setprecision(1) << mib << " MiB";
+  out << std::fixed << std::setprecision(mib < 1.0 ? 3 : 1) << mib << " MiB";
   return out.str();
 }
 
@@ -44,14 +45,20 @@ class HostBatches final : public TrainBatches {
       : train_(train), stager_(backend), options_(std::move(options)), why_(std::move(why)) {}
 
   void start_epoch(std::vector<int64_t> indices, int64_t epoch) override {
+    indices_ = std::move(indices);
+    epoch_ = epoch;
+    rewind();
+  }
+
+  void rewind() override {
     loader_.reset();
     data::BatchLoaderOptions lo;
     lo.batch_size = options_.batch_size;
     lo.normalization = options_.normalization;
     lo.augmentation = options_.augmentation;
     lo.seed = options_.seed;
-    lo.epoch = epoch;
-    loader_ = std::make_unique<data::BatchLoader>(train_, std::move(indices), lo);
+    lo.epoch = epoch_;
+    loader_ = std::make_unique<data::BatchLoader>(train_, indices_, lo);
   }
 
   StepBatch next() override {
@@ -69,12 +76,15 @@ class HostBatches final : public TrainBatches {
   std::string describe() const override {
     return "batches: made on the host and uploaded every step (" + why_ + ")";
   }
+  bool resident() const override { return false; }
 
  private:
   const data::Dataset& train_;
   BatchStager stager_;
   const TrainBatchOptions options_;
   const std::string why_;
+  std::vector<int64_t> indices_;  // the epoch's order
+  int64_t epoch_ = 0;
   std::unique_ptr<data::BatchLoader> loader_;
   data::Batch batch_;
 };
@@ -127,6 +137,8 @@ class ResidentBatches final : public TrainBatches {
     next_ = 0;
   }
 
+  void rewind() override { next_ = 0; }
+
   StepBatch next() override {
     const auto n = static_cast<int64_t>(ids_host_.size());
     const int64_t first = next_ * options_.batch_size;
@@ -157,9 +169,10 @@ class ResidentBatches final : public TrainBatches {
   }
 
   std::string describe() const override {
-    return "batches: gathered in the backend's memory from the resident training set (" +
+    return "batches: gathered in the backend's memory from the resident data set (" +
            mib_text(resident_mib(train_)) + ", uint8), one index upload per epoch";
   }
+  bool resident() const override { return true; }
 
  private:
   const data::Dataset& train_;
@@ -190,10 +203,10 @@ std::unique_ptr<TrainBatches> make_train_batches(const data::Dataset& train, nn:
   }
   const double mib = resident_mib(train);
   if (mib > resident_limit_mb) {
-    return std::make_unique<HostBatches>(
-        train, backend, options,
-        "the training set's " + mib_text(mib) +
-            " is over resident_data_mb = " + detail::concat(resident_limit_mb));
+    return std::make_unique<HostBatches>(train, backend, options,
+                                         train.name + ": " + mib_text(mib) + " is over the " +
+                                             mib_text(resident_limit_mb) +
+                                             " left of resident_data_mb");
   }
   return std::make_unique<ResidentBatches>(train, backend, options);
 }

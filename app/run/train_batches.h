@@ -14,8 +14,9 @@
 //
 // Both give the same batches bit for bit (the same sample order, crop/flip
 // draws and normalisation table). make_train_batches picks resident when the
-// training set fits in `resident_limit_mb` (config key resident_data_mb) and
-// says which in describe().
+// data set fits in `resident_limit_mb` (config key resident_data_mb) and
+// says which in describe(). Evaluation takes its batches the same way, with
+// no augmentation (app/run/evaluation.h's EvalBatches).
 #pragma once
 
 #include <cstdint>
@@ -60,8 +61,13 @@ class TrainBatches {
   virtual void start_epoch(std::vector<int64_t> indices, int64_t epoch) = 0;
   // The epoch's next batch; throws Error after the last one.
   virtual StepBatch next() = 0;
+  // Starts the current epoch's batches again from its first, in the same
+  // order, uploading nothing (an evaluation's, run again each epoch).
+  virtual void rewind() = 0;
   // One line for the start-up banner: where batches are made, and why.
   virtual std::string describe() const = 0;
+  // Whether the data set lives in the backend's memory (ResidentBatches).
+  virtual bool resident() const = 0;
 };
 
 // The bytes the resident copy of `dataset` takes in backend memory (pixels,

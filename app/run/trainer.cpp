@@ -63,7 +63,6 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm, TrainerHoo
   loss_totals_ = nn::Tensor({nn::kLossTotalsFloats}, backend_->device());
   const std::string kernels = kernels_label(backend_->device(), config_.precision);
   report_->set_run_labels(nn::to_string(config_.precision), kernels);
-  stager_ = std::make_unique<BatchStager>(*backend_);
   model_ =
       nn::build_model(config_.model, config_.layers, {train_.channels, train_.height, train_.width},
                       train_.num_classes, config_.loss);
@@ -76,6 +75,15 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm, TrainerHoo
   batch_options.seed = config_.seed;
   batch_options.classes = model_->output_size();
   batches_ = make_train_batches(train_, *backend_, batch_options, config_.resident_data_mb);
+  // The evaluation sets take what the training set left of resident_data_mb.
+  double left = config_.resident_data_mb - (batches_->resident() ? resident_mib(train_) : 0.0);
+  for (auto [set, batches] : {std::pair{&test_, &test_batches_}, std::pair{&val_, &val_batches_}}) {
+    if (set->size() == 0 && set == &val_) continue;
+    *batches =
+        std::make_unique<EvalBatches>(*set, *backend_, normalization_, config_.test_batch_size,
+                                      model_->output_size(), comm_.rank(), comm_.size(), left);
+    left -= (*batches)->resident_mib();
+  }
   // Rank 0's weights reach every rank with the broadcast below.
   if (!config_.init_from.empty() && comm_.rank() == 0)
     init_weights_from(*model_, config_.init_from, config_.init_skip);

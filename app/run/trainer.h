@@ -134,8 +134,9 @@ class Trainer {
   data::Normalization normalization_;
   data::Augmentation augmentation_;
   std::unique_ptr<nn::Backend> backend_;
-  nn::Tensor loss_totals_;               // nn::LossTotals in the backend's memory (train_epoch)
-  std::unique_ptr<BatchStager> stager_;  // evaluation batches
+  nn::Tensor loss_totals_;  // nn::LossTotals in the backend's memory (train_epoch)
+  // The test set's and the validation split's batches (null: no split).
+  std::unique_ptr<EvalBatches> test_batches_, val_batches_;
   std::unique_ptr<TrainBatches> batches_;
   std::unique_ptr<nn::Model> model_;
   std::unique_ptr<nn::Optimizer> optimizer_;

@@ -52,6 +52,7 @@ void Trainer::banner() {
   if (val_.size() > 0) out << ", validation " << val_.size() << " samples held out of training";
   out << " from " << train_.source << "\n"
       << batches_->describe() << "\n"
+      << "test " << test_batches_->describe() << "\n"
       << model_->summary() << "\n"
       << "optimizer: " << optimizer_->describe() << ", lr " << config_.lr << " x "
       << schedule_->scale_factor() << " (" << nn::to_string(config_.lr_scaling) << " scaling for "

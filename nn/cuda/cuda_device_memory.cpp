@@ -2,6 +2,8 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
+
 #include "common/error.h"
 
 namespace lockstep::nn {
@@ -13,6 +15,17 @@ void check(cudaError_t status, const char* what, size_t bytes) {
   throw LibraryError(
       detail::concat(what, " of ", bytes, " bytes failed: ", cudaGetErrorString(status)));
 }
+
+bool on_device(const void* p) {
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError();  // a plain host pointer on old runtimes
+    return false;
+  }
+  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
+std::atomic<int64_t> copy_waits{0}, copy_reads{0}, copy_writes{0};
 
 class CudaDeviceMemory final : public DeviceMemory {
  public:
@@ -27,7 +40,14 @@ class CudaDeviceMemory final : public DeviceMemory {
   }
   void release(float* p) noexcept override { cudaFree(p); }
   void copy(void* dst, const void* src, size_t bytes) override {
+    const bool from_device = on_device(src), to_device = on_device(dst);
     check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy", bytes);
+    if (from_device != to_device) {
+      copy_waits.fetch_add(1, std::memory_order_relaxed);
+      (from_device ? copy_reads : copy_writes).fetch_add(1, std::memory_order_relaxed);
+    } else if (from_device) {
+      copy_waits.fetch_add(1, std::memory_order_relaxed);  // device to device, still synchronous
+    }
   }
   void zero(void* p, size_t bytes) override { check(cudaMemset(p, 0, bytes), "cudaMemset", bytes); }
 };
@@ -44,6 +64,12 @@ const bool registered = [] {
 DeviceMemory& cuda_device_memory() {
   static CudaDeviceMemory memory;
   return memory;
+}
+
+HostTraffic cuda_tensor_copy_traffic() {
+  return {.waits = copy_waits.load(std::memory_order_relaxed),
+          .reads = copy_reads.load(std::memory_order_relaxed),
+          .writes = copy_writes.load(std::memory_order_relaxed)};
 }
 
 }  // namespace lockstep::nn

@@ -3,10 +3,18 @@
 // loaded (the plugin, or a test linking it).
 #pragma once
 
+#include "nn/backend.h"
 #include "nn/device_memory.h"
 
 namespace lockstep::nn {
 
 DeviceMemory& cuda_device_memory();
+
+// The host traffic of tensor copies (Tensor::copy_from, clone) through
+// cuda_device_memory() since the process started, all threads: each copy
+// with a side in device memory is one wait (cudaMemcpy is synchronous) and
+// one read (device to host) or write (host to device). CudaBackend's
+// host_traffic() includes the part made while it lived.
+HostTraffic cuda_tensor_copy_traffic();
 
 }  // namespace lockstep::nn
