@@ -139,6 +139,67 @@ INSTANTIATE_TEST_SUITE_P(
         ::testing::Values(1, 2)),
     case_name<ConvCase>);
 
+// --- im2col and col2im of strided convolutions, bit for bit --------------------
+// Small integers in x, w and dy make every sum exact whatever its order, so
+// the forward (im2col), the data gradient (col2im) and the weight gradient
+// (im2col) must equal the naive loops exactly: a float read from or added
+// to the wrong place, or added twice, shows. Strides 2 (the vector path)
+// and 3 (the scalar one), output widths below, at and above the vector
+// widths, with and without padding; CTest runs it on every instruction set.
+
+std::vector<ConvCase> strided_geometries() {
+  std::vector<ConvCase> cases;
+  for (int64_t stride : {2, 3}) {
+    for (int64_t q : {5, 8, 16, 17}) {
+      for (int64_t pad : {0, 1}) {
+        const int64_t w = (q - 1) * stride + 3 - 2 * pad, h = 2 * stride + 3 - 2 * pad;
+        cases.push_back(geometry(3, 2, h, w, 3, 3, 3, stride, pad));  // P = 3
+      }
+    }
+  }
+  return cases;
+}
+
+class CpuIm2col : public ::testing::TestWithParam<ConvCase> {};
+
+TEST_P(CpuIm2col, StridedConvolutionsExact) {
+  ConvSetup s(GetParam().g);
+  for (Tensor* t : {&s.x, &s.w, &s.dy}) {
+    for (float& v : t->span()) v = std::round(4.0f * v);
+  }
+  const Conv2dGeometry& g = s.g;
+  const Tensor &x = s.x, &w = s.w, &dy = s.dy;
+  std::vector<double> y(dy.numel()), dx(x.numel()), dw(w.numel());
+  s.for_each_term([&](int64_t xi, int64_t yi, int64_t wi, int64_t) {
+    y[yi] += double{x.data()[xi]} * w.data()[wi];
+    dx[xi] += double{dy.data()[yi]} * w.data()[wi];
+    dw[wi] += double{dy.data()[yi]} * x.data()[xi];
+  });
+  Tensor y_got(dy.shape()), dx_got(x.shape()), dw_got(w.shape());
+  auto backend = testing::test_cpu_backend(1);
+  backend->conv2d_forward(g, x.data(), w.data(), nullptr, y_got.data());
+  backend->conv2d_backward_data(g, w.data(), dy.data(), dx_got.data());
+  backend->conv2d_backward_filter(g, x.data(), dy.data(), dw_got.data(), nullptr);
+  const auto expect_exact = [](const std::vector<double>& want, const Tensor& got,
+                               const char* what) {
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < got.numel(); ++i) {
+      if (static_cast<float>(want[i]) != got.data()[i] && wrong++ < 5) {
+        ADD_FAILURE() << what << "[" << i << "] = " << got.data()[i] << ", want " << want[i];
+      }
+    }
+    EXPECT_EQ(wrong, 0) << what;
+  };
+  expect_exact(y, y_got, "y");
+  expect_exact(dx, dx_got, "dx");
+  expect_exact(dw, dw_got, "dw");
+}
+
+INSTANTIATE_TEST_SUITE_P(Strides, CpuIm2col, ::testing::ValuesIn(strided_geometries()),
+                         [](const auto& case_info) {
+                           return testing::geometry_name(case_info.param.g);
+                         });
+
 // --- the layer ------------------------------------------------------------------
 
 struct LayerConvCase {
