@@ -20,6 +20,7 @@
 #include "app/run/train_batches.h"
 #include "data/transform.h"
 #include "nn/backend.h"
+#include "nn/cuda/cuda_device_memory.h"
 #include "nn/loss_totals.h"
 #include "nn/model_zoo.h"
 #include "nn/optimizer.h"
@@ -127,7 +128,7 @@ void expect_resident_steps_copy_nothing(Backend& gpu, const std::string& name) {
   std::vector<int64_t> order(64);
   for (int64_t i = 0; i < 64; ++i) order[static_cast<size_t>(i)] = (i * 37) % ds.size();
   batches->start_epoch(order, 0);
-  HostTraffic last = gpu.host_traffic();
+  HostTraffic last = gpu.host_traffic(), last_copies = cuda_tensor_copy_traffic();
   for (int step = 0; step < 4; ++step) {
     const app::StepBatch b = batches->next();
     ForwardContext ctx;
@@ -139,11 +140,13 @@ void expect_resident_steps_copy_nothing(Backend& gpu, const std::string& name) {
     model->backward(gpu);
     optimizer->step(gpu, 0.05f);
     const HostTraffic now = gpu.host_traffic(), d = now - last;
-    last = now;
+    const HostTraffic copies = cuda_tensor_copy_traffic(), dc = copies - last_copies;
+    last = now, last_copies = copies;
     if (step == 0) continue;  // the first step chooses algorithms and grows buffers
     EXPECT_EQ(d.waits, 0) << name << " step " << step + 1;
     EXPECT_EQ(d.reads, 0) << name << " step " << step + 1;
     EXPECT_EQ(d.writes, 0) << name << " step " << step + 1;
+    EXPECT_EQ(dc, HostTraffic{}) << name << " step " << step + 1 << ": a tensor copy";
   }
   LossTotals got;
   gpu.download(totals.data(), &got, sizeof(got));

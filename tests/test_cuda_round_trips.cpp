@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "nn/backend.h"
+#include "nn/cuda/cuda_device_memory.h"
 #include "nn/layers/batch_norm2d.h"
 #include "nn/loss_totals.h"
 #include "nn/model_zoo.h"
@@ -273,24 +274,27 @@ TEST_F(CudaBackendTest, EachMarkedOpMakesTheTrafficItsMarkSays) {
   EXPECT_EQ(gpu().host_traffic() - before, HostTraffic{});
 }
 
-// Tensor copies between host and device memory count in host_traffic()
-// (each a wait and a read or a write); a BatchNorm evaluation batch makes
-// none (its coefficients are computed on the device).
+// Tensor copies between host and device memory count in
+// cuda_tensor_copy_traffic() (each a wait and a read or a write); a
+// BatchNorm evaluation batch makes none, and no backend traffic either (its
+// coefficients are computed on the device).
 TEST_F(CudaBackendTest, TensorCopiesCountAndBatchNormEvaluationMakesNone) {
   Tensor host({8}), device({8}, Device::kCuda);
-  HostTraffic before = gpu().host_traffic();
+  HostTraffic before = cuda_tensor_copy_traffic();
   device.copy_from(host);
-  EXPECT_EQ(gpu().host_traffic() - before, (HostTraffic{.waits = 1, .writes = 1}));
-  before = gpu().host_traffic();
+  EXPECT_EQ(cuda_tensor_copy_traffic() - before, (HostTraffic{.waits = 1, .writes = 1}));
+  before = cuda_tensor_copy_traffic();
   host.copy_from(device);
-  EXPECT_EQ(gpu().host_traffic() - before, (HostTraffic{.waits = 1, .reads = 1}));
+  EXPECT_EQ(cuda_tensor_copy_traffic() - before, (HostTraffic{.waits = 1, .reads = 1}));
   BatchNorm2d bn(3, /*relu=*/true);
   bn.set_name("bn");
   bn.reset_parameters(1, Device::kCuda);
   Tensor x({2, 3, 4, 4}, Device::kCuda), y({2, 3, 4, 4}, Device::kCuda);
-  before = gpu().host_traffic();
+  before = cuda_tensor_copy_traffic();
+  const HostTraffic backend_before = gpu().host_traffic();
   for (int batch = 0; batch < 3; ++batch) bn.forward(gpu(), x, y, {.training = false});
-  EXPECT_EQ(gpu().host_traffic() - before, HostTraffic{});
+  EXPECT_EQ(cuda_tensor_copy_traffic() - before, HostTraffic{});
+  EXPECT_EQ(gpu().host_traffic() - backend_before, HostTraffic{});
 }
 
 }  // namespace

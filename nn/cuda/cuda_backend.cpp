@@ -7,7 +7,6 @@
 #include <sstream>
 
 #include "common/error.h"
-#include "nn/cuda/cuda_device_memory.h"
 #include "nn/cuda/device_context.h"
 #include "nn/cuda/kernels.h"
 
@@ -17,7 +16,7 @@ namespace {
 class CudaBackend final : public Backend {
  public:
   CudaBackend(int device, bool deterministic, Precision precision)
-      : ctx_(device, deterministic, precision), copies_at_start_(cuda_tensor_copy_traffic()) {}
+      : ctx_(device, deterministic, precision) {}
 
   Device device() const override { return Device::kCuda; }
   std::string name() const override {
@@ -205,12 +204,7 @@ class CudaBackend final : public Backend {
     active().copy_to_host(host, src, bytes);
   }
   void synchronize() override { active().synchronize(); }
-  // The context's copies and waits, and the tensor copies (Tensor::copy_from)
-  // made while this backend lived.
-  HostTraffic host_traffic() const override {
-    const HostTraffic t = ctx_.traffic(), c = cuda_tensor_copy_traffic() - copies_at_start_;
-    return {t.waits + c.waits, t.reads + c.reads, t.writes + c.writes, t.throttles};
-  }
+  HostTraffic host_traffic() const override { return ctx_.traffic(); }
   void* native_stream() override { return ctx_.stream(); }
   void bind_thread() override { ctx_.activate(); }
 
@@ -222,7 +216,6 @@ class CudaBackend final : public Backend {
   }
 
   cuda::DeviceContext ctx_;
-  const HostTraffic copies_at_start_;  // cuda_tensor_copy_traffic() when built
 };
 
 // "13.0" from CUDA's 13000-style version numbers.
