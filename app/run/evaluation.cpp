@@ -117,7 +117,6 @@ EvalBatches::EvalBatches(const data::Dataset& split, nn::Backend& backend,
   options.classes = classes;
   batches_ = make_train_batches(split, backend, options, resident_limit_mb);
   indices_ = data::DistributedSampler::for_evaluation(split.size(), rank, ranks).indices();
-  samples_ = static_cast<int64_t>(indices_.size());
 }
 
 double EvalBatches::resident_mib() const {
@@ -135,7 +134,7 @@ void EvalBatches::start() {
 }
 
 bool EvalBatches::next(StepBatch& batch) {
-  if (done_ >= samples_) return false;
+  if (done_ >= samples()) return false;
   batch = batches_->next();
   done_ += batch.size;
   return true;

@@ -61,7 +61,7 @@ class EvalBatches {
               int rank, int ranks, double resident_limit_mb);
   const data::Dataset& split() const { return split_; }
   int64_t batch_size() const { return batch_size_; }
-  int64_t samples() const { return samples_; }  // this rank's
+  int64_t samples() const { return static_cast<int64_t>(indices_.size()); }  // this rank's
   // The first batch of a pass over the shard, then the next ones; next()
   // returns false after the last.
   void start();
@@ -74,7 +74,7 @@ class EvalBatches {
  private:
   const data::Dataset& split_;
   const int64_t batch_size_;
-  int64_t samples_ = 0, done_ = 0;
+  int64_t done_ = 0;  // samples of the pass so far
   bool started_ = false;
   std::unique_ptr<TrainBatches> batches_;
   std::vector<int64_t> indices_;

@@ -294,4 +294,15 @@ void batchnorm_train_backward(ThreadPool& pool, const BatchNormGeometry& g,
   });
 }
 
+// running statistics -> s.stats (mean, invstd), s.coef (scale, shift)
+void batchnorm_eval_coef(int64_t channels, const BatchNormTrainState& s) {
+  for (int64_t c = 0; c < channels; ++c) {
+    const BatchNormChannel ch =
+        batchnorm_channel_eval(s.running_mean[c], s.running_var[c], s.eps, s.weight[c], s.bias[c],
+                               s.coef[c], s.coef[channels + c]);
+    s.stats[c] = ch.mean;
+    s.stats[channels + c] = ch.invstd;
+  }
+}
+
 }  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA

@@ -9,7 +9,6 @@
 
 #include "common/error.h"
 #include "nn/backend.h"
-#include "nn/batchnorm_math.h"
 #include "nn/cpu/kernels.h"
 #include "nn/cpu/thread_pool.h"
 
@@ -119,13 +118,7 @@ class CpuBackend final : public Backend {
     cpu::batchnorm_train_backward(pool_, g, s, x, y, dy, dweight, dbias, dx);
   }
   void batchnorm_eval_coef(int64_t channels, const BatchNormTrainState& s) override {
-    for (int64_t c = 0; c < channels; ++c) {
-      const BatchNormChannel ch =
-          batchnorm_channel_eval(s.running_mean[c], s.running_var[c], s.eps, s.weight[c], s.bias[c],
-                                 s.coef[c], s.coef[channels + c]);
-      s.stats[c] = ch.mean;
-      s.stats[channels + c] = ch.invstd;
-    }
+    cpu::batchnorm_eval_coef(channels, s);
   }
   void relu_forward(int64_t n, const float* x, float* y) override {
     cpu::relu_forward(pool_, n, x, y);

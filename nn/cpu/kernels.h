@@ -68,6 +68,7 @@ void batchnorm_backward_apply(ThreadPool& pool, const BatchNormGeometry& g, cons
 void batchnorm_train_backward(ThreadPool& pool, const BatchNormGeometry& g,
                               const BatchNormTrainState& s, const float* x, const float* y,
                               const float* dy, float* dweight, float* dbias, float* dx);
+void batchnorm_eval_coef(int64_t channels, const BatchNormTrainState& s);
 
 // elementwise.cpp
 void relu_forward(ThreadPool& pool, int64_t n, const float* x, float* y);

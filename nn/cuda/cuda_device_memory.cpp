@@ -42,11 +42,10 @@ class CudaDeviceMemory final : public DeviceMemory {
   void copy(void* dst, const void* src, size_t bytes) override {
     const bool from_device = on_device(src), to_device = on_device(dst);
     check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy", bytes);
+    if (!from_device && !to_device) return;
+    copy_waits.fetch_add(1, std::memory_order_relaxed);  // cudaMemcpy is synchronous
     if (from_device != to_device) {
-      copy_waits.fetch_add(1, std::memory_order_relaxed);
       (from_device ? copy_reads : copy_writes).fetch_add(1, std::memory_order_relaxed);
-    } else if (from_device) {
-      copy_waits.fetch_add(1, std::memory_order_relaxed);  // device to device, still synchronous
     }
   }
   void zero(void* p, size_t bytes) override { check(cudaMemset(p, 0, bytes), "cudaMemset", bytes); }
