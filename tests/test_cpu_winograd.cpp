@@ -103,11 +103,14 @@ ConvRun forward(Backend& be, const Conv2dGeometry& g, bool bias, uint64_t seed =
 
 // Shapes: resnet20's three stages, partial 4 x 4 tiles (7 x 7, 10 x 10),
 // channel counts that are not whole vectors (12, 20), no padding and
-// padding 2 (outputs larger than the input).
+// padding 2 (outputs larger than the input); rows whose last columns are
+// read lane by lane rather than transposed (18 wide: two past 16; 4 wide,
+// AlexNet-CIFAR's last layers).
 const Conv2dGeometry kShapes[] = {
     geometry(2, 16, 32, 16, 1), geometry(3, 32, 16, 32, 1), geometry(4, 64, 8, 64, 1),
     geometry(2, 12, 7, 20, 1),  geometry(3, 20, 10, 8, 1),  geometry(2, 8, 9, 24, 0),
-    geometry(2, 16, 6, 16, 2),  geometry(1, 24, 13, 40, 1),
+    geometry(2, 16, 6, 16, 2),  geometry(1, 24, 13, 40, 1), geometry(2, 16, 18, 12, 1),
+    geometry(3, 20, 4, 16, 1),
 };
 
 TEST(CpuWinograd, ForwardMatchesTheReference) {

@@ -56,6 +56,10 @@ constexpr int64_t kRowGroup = 12;             // GEMM rows are padded to a multi
 constexpr int64_t kBlockBytes = 384 << 10;    // V and M of a block, at most (L2)
 constexpr int64_t kElementBytes = 512 << 10;  // V(e), M(e) and U(e) of a block (L2)
 constexpr int64_t kFilterGrain = 8;           // channels a thread transforms, at least
+// Input rows fetched ahead of the strip being filled: a block reads its
+// rows from 16 channel planes at once, each a page or less, where the
+// hardware prefetchers stop (resnet20 fp32 1.06-1.08x faster with them).
+constexpr int64_t kPrefetchRows = 4;
 
 int64_t round_up(int64_t n, int64_t m) {
   return (n + m - 1) / m * m;
@@ -68,9 +72,9 @@ int64_t padded_channels(int64_t c) {
 }
 
 // Planes (channels, h, w) read into strips of `columns` columns, column s
-// holding plane column s - pad.
+// holding plane column s - pad; the tiles read the first `used` of them.
 struct Planes {
-  int64_t channels, h, w, pad, columns;
+  int64_t channels, h, w, pad, columns, used;
 };
 
 struct Wino {
@@ -116,8 +120,8 @@ struct Wino {
   int64_t m_size() const { return kE * tiles_cap * KL; }
   // input strip (4 th + 2, strip_w, L) + output strip (4 th, out_w, L)
   int64_t strip_size() const { return (4 * th + 2) * strip_w * L + 4 * th * out_w * L; }
-  Planes input() const { return {C, H, W, pad, strip_w}; }
-  Planes output() const { return {K, P, Q, 0, out_w}; }
+  Planes input() const { return {C, H, W, pad, strip_w, 4 * tw + 2}; }
+  Planes output() const { return {K, P, Q, 0, out_w, 4 * tw}; }
 };
 
 // --- transforms ---------------------------------------------------------------
@@ -205,28 +209,61 @@ void output_tile(const float* m, int64_t m_stride, const vn* bias, float* out, i
 #endif
 }
 
+// Plane columns filled lane by lane rather than transposed, when a row
+// ends with this many or fewer (the one or two columns the tiles still
+// read past the last whole vector of a 16-wide row, say).
+constexpr int64_t kFewColumns = 4;
+
 // strip (count, columns, L) <- rows h0 .. h0 + count - 1 of channels
 // [cb L, cb L + L) of x (channels, h, w); zeros outside the planes and past
-// their channels.
+// their channels. Columns from z.used on are not written. The transposed
+// groups start at plane column 0, so that rows of whole vectors are read
+// with plain loads, the padding columns written as zeros apart.
 void fill_strip(const Planes& z, const float* x, int64_t cb, int64_t h0, int64_t count,
                 float* strip) {
   const int64_t lanes = std::min(L, z.channels - cb * L);  // channels present
+  const int64_t plane = z.h * z.w;
+  const int64_t left = std::min(z.pad, z.used);        // zero columns on the left
+  const int64_t last = std::min(z.w, z.used - z.pad);  // plane columns read
   for (int64_t i = 0; i < count; ++i) {
     const int64_t h = h0 + i;
     float* out = strip + i * z.columns * L;
     if (h < 0 || h >= z.h) {
-      std::fill(out, out + z.columns * L, 0.0f);
+      std::fill(out, out + z.used * L, 0.0f);
       continue;
     }
+    std::fill(out, out + left * L, 0.0f);
+    float* dst = out + z.pad * L;                     // plane column 0
     const float* row = x + (cb * L * z.h + h) * z.w;  // channel cb L
-    for (int64_t q = 0; q < z.columns; q += L) {
+    if (h + kPrefetchRows < std::min(z.h, h0 + count)) {
+      for (int64_t l = 0; l < lanes; ++l) {
+        const float* ahead = row + l * plane + kPrefetchRows * z.w;
+        for (int64_t j = 0; j < z.w; j += 16) __builtin_prefetch(ahead + j, 0, 3);
+      }
+    }
+    for (int64_t p = 0; p < last; p += L) {
+      const int64_t columns = std::min(L, last - p);
+      if (columns <= kFewColumns) {
+        for (int64_t j = 0; j < columns; ++j) {
+          alignas(64) float v[L] = {};
+          for (int64_t l = 0; l < lanes; ++l) v[l] = row[l * plane + p + j];
+          storen(dst + (p + j) * L, loadn(v));
+        }
+        continue;
+      }
       vn r[L];
-      for (int64_t l = 0; l < L; ++l) {
-        r[l] = l < lanes ? load_window(row + l * z.h * z.w, q - z.pad, z.w) : vn{};
+      if (lanes == L && p + L <= z.w) {
+#pragma GCC unroll 16
+        for (int64_t l = 0; l < L; ++l) r[l] = loadn(row + l * plane + p);
+      } else {
+        for (int64_t l = 0; l < L; ++l) {
+          r[l] = l < lanes ? load_window(row + l * plane, p, z.w) : vn{};
+        }
       }
       transpose_square(r);
-      for (int64_t j = 0; j < L; ++j) storen(out + (q + j) * L, r[j]);
+      for (int64_t j = 0; j < columns; ++j) storen(dst + (p + j) * L, r[j]);
     }
+    if (z.pad + last < z.used) std::fill(dst + last * L, out + z.used * L, 0.0f);
   }
 }
 
@@ -245,9 +282,7 @@ void store_strip(const Wino& z, const float* strip, int64_t kb, int64_t ty, floa
         if (n == L) {
           storen(dst, r[l]);
         } else {
-          float lanes[L];
-          storen(lanes, r[l]);
-          std::memcpy(dst, lanes, static_cast<size_t>(n) * sizeof(float));
+          storen_head(dst, r[l], n);
         }
       }
     }

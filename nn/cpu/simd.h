@@ -82,6 +82,18 @@ inline vn loadn_head(const float* p, int64_t n) {
 #endif
 }
 
+// The first n lanes of v to p[0..n) (0 <= n < kNativeLanes); writes nothing
+// past p + n.
+inline void storen_head(float* p, vn v, int64_t n) {
+#if defined(__AVX512F__)
+  _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1u), reinterpret_cast<__m512>(v));
+#else
+  static constexpr int32_t kOnes[16] = {-1, -1, -1, -1, -1, -1, -1, -1};
+  const __m256i mask = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kOnes + 8 - n));
+  _mm256_maskstore_ps(p, mask, reinterpret_cast<__m256>(v));
+#endif
+}
+
 inline v8 load8(const float* p) {
   v8 v;
   std::memcpy(&v, p, sizeof v);
