@@ -4,7 +4,9 @@
 // reproducible mode), the CPU backend's and CUDA's training ops
 // (Backend::batchnorm_train_forward / _backward) on device values. All in
 // double, rounded to float where a float is stored, so every path gives the
-// same bits.
+// same bits. Each a - b c is written as the fused multiply-add it is
+// compiled to, so that neither compiler (GCC contracts, nvcc fuses with
+// --fmad) chooses which products fuse.
 #pragma once
 
 #include <cmath>
@@ -25,7 +27,7 @@ LOCKSTEP_HOST_DEVICE inline void batchnorm_channel_coef(const BatchNormChannel& 
                                                         float bias, float& scale, float& shift) {
   const double s = weight * ch.invstd;
   scale = static_cast<float>(s);
-  shift = static_cast<float>(bias - ch.mean * s);
+  shift = static_cast<float>(fma(-ch.mean, s, static_cast<double>(bias)));
 }
 
 // Evaluation: the channel of the running statistics (mean = running_mean,
@@ -49,13 +51,13 @@ LOCKSTEP_HOST_DEVICE inline BatchNormChannel batchnorm_channel_forward(
     float& running_mean, float& running_var, float& scale, float& shift) {
   BatchNormChannel ch;
   ch.mean = sum / count;
-  const double v = sumsq / count - ch.mean * ch.mean;
+  const double v = fma(-ch.mean, ch.mean, sumsq / count);
   const double var = v > 0.0 ? v : 0.0;  // NaN too, as std::max(0.0, v)
   ch.invstd = 1.0 / sqrt(var + eps);
   const double unbiased = count > 1 ? var * count / (count - 1) : var;
   const double m = momentum;
-  running_mean = static_cast<float>((1 - m) * running_mean + m * ch.mean);
-  running_var = static_cast<float>((1 - m) * running_var + m * unbiased);
+  running_mean = static_cast<float>(fma(m, ch.mean, (1 - m) * running_mean));
+  running_var = static_cast<float>(fma(m, unbiased, (1 - m) * running_var));
   batchnorm_channel_coef(ch, weight, bias, scale, shift);
   return ch;
 }

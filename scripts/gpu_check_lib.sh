@@ -6,24 +6,29 @@
 # after every step so that a run cut short still reports).
 #
 # Globals the caller sets: results (folder), deadline (epoch seconds).
-# A step's status is one of: pass, fail, timeout, "no GPU", refused.
+# A step's status is one of: pass, fail, timeout, refused (failures); "no
+# GPU" (a dry run); "no time" (not started: less than half its limit was
+# left of the budget), "no torch", unsupported (the tool refused the device):
+# not run here, so the check is incomplete.
 
 step_names=() step_status=() step_seconds=() step_detail=()
 declare -A metric=()
 
 # run_logged NAME SECONDS CMD...: runs CMD with its output in
 # $results/NAME.log under a timeout cut to the deadline; sets run_rc (124 on
-# timeout) and run_seconds. Never fails itself.
+# timeout, 125 when not started: less than half of SECONDS left) and
+# run_seconds. Never fails itself.
 run_logged() {
   local name=$1 limit=$2 left start
   shift 2
   left=$((deadline - $(date +%s)))
-  ((left < limit)) && limit=$left
   start=$(date +%s.%N)
-  if ((limit <= 0)); then
-    echo "gpu_check: no time left for $name" >"$results/$name.log"
-    run_rc=124
+  if ((left < (limit + 1) / 2)); then
+    echo "gpu_check: $left s left of the budget, $name needs up to $limit s: not started" \
+      >"$results/$name.log"
+    run_rc=125
   else
+    ((left < limit)) && limit=$left
     run_rc=0
     timeout --kill-after=10 "$limit" "$@" >"$results/$name.log" 2>&1 || run_rc=$?
   fi
@@ -37,11 +42,12 @@ record() {
   write_summary
 }
 
-# status_of RC: pass, timeout (124, 137) or fail.
+# status_of RC: pass, timeout (124, 137), no time (125) or fail.
 status_of() {
   case $1 in
     0) echo pass ;;
     124 | 137) echo timeout ;;
+    125) echo "no time" ;;
     *) echo fail ;;
   esac
 }
@@ -66,12 +72,18 @@ json_string() {
   printf '"%s"' "$s"
 }
 
+# fail when a step failed; else incomplete when a step could not run here;
+# else pass.
 overall_status() {
-  local s
+  local s overall=pass
   for s in "${step_status[@]}"; do
-    [[ $s == pass || $s == "no GPU" ]] || { echo fail; return; }
+    case $s in
+      pass | "no GPU") ;;
+      "no time" | "no torch" | unsupported) overall=incomplete ;;
+      *) echo fail && return ;;
+    esac
   done
-  echo pass
+  echo "$overall"
 }
 
 write_summary() {

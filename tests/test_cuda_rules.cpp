@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <utility>
 #include <vector>
 
 #include "nn/cuda/algorithm_choice.h"
@@ -41,6 +42,31 @@ TEST(CudnnAlgorithmChoice, DefaultMathIsChosenOnlyForADefaultDescriptor) {
   const std::vector<AlgorithmCandidate> found{entry(2, ConvMath::kDefault, 0.1f, 0)};
   EXPECT_FALSE(choose_algorithm(found, {ConvMath::kFma, false, kMiB}).has_value());
   EXPECT_EQ(choose_algorithm(found, {ConvMath::kDefault, false, kMiB}), 0u);
+}
+
+// At 16 bits cuDNN reports the algorithms without a tensor-core version as
+// DEFAULT under a TENSOR_OP descriptor: usable then, in cuDNN's order; never
+// at fp32 (TF32).
+TEST(CudnnAlgorithmChoice, DefaultMathEntriesServeSixteenBitConvolutions) {
+  const std::vector<AlgorithmCandidate> only_default{entry(2, ConvMath::kDefault, 0.1f, 0),
+                                                     entry(0, ConvMath::kDefault, 0.2f, 0)};
+  const AlgorithmRequirements bf16{ConvMath::kTensorOp, false, kMiB,
+                                   default_math_usable(Precision::kBf16)};
+  EXPECT_EQ(choose_algorithm(only_default, bf16), 0u);
+  EXPECT_FALSE(choose_algorithm(only_default, {ConvMath::kTensorOp, false, kMiB}).has_value());
+  const std::vector<AlgorithmCandidate> mixed{entry(7, ConvMath::kTensorOp, 0.1f, 0),
+                                              entry(2, ConvMath::kDefault, 0.2f, 0),
+                                              entry(1, ConvMath::kFma, 0.3f, 0)};
+  EXPECT_EQ(choose_algorithm(mixed, bf16), 0u);
+  std::vector<AlgorithmCandidate> slow_tensor_op = mixed;
+  std::swap(slow_tensor_op[0], slow_tensor_op[1]);  // cuDNN timed DEFAULT faster
+  EXPECT_EQ(choose_algorithm(slow_tensor_op, bf16), 0u);
+  EXPECT_EQ(slow_tensor_op[0].math, ConvMath::kDefault);
+  const AlgorithmRequirements fp32{conv_math(Precision::kFp32), false, kMiB,
+                                   default_math_usable(Precision::kFp32)};
+  EXPECT_EQ(choose_algorithm(slow_tensor_op, fp32), 2u);  // FMA only: no TF32
+  EXPECT_TRUE(default_math_usable(Precision::kFp16));
+  EXPECT_FALSE(default_math_usable(Precision::kFp32));
 }
 
 TEST(CudnnAlgorithmChoice, HonoursStatusDeterminismAndWorkspaceLimit) {

@@ -3,13 +3,15 @@
 // rule is tested without a GPU (tests/test_cuda_rules.cpp).
 //
 // cuDNN returns entries for the convolution descriptor's math type and for
-// other math types (CUDNN_DEFAULT_MATH, which is TF32 on A100/H100). An entry
-// is usable only when its math type is the descriptor's: the descriptor is
-// not changed to follow the entry, so an entry timed with another math type
-// would run with different numerics (or fail), and its memory is not the
-// workspace this descriptor needs. The workspace of the chosen algorithm is
-// asked of cuDNN afterwards for (descriptor, algorithm), not taken from the
-// entry.
+// other math types (CUDNN_DEFAULT_MATH, which is TF32 on A100/H100 for
+// float32 data). An entry is usable when its math type is the descriptor's;
+// at 16 bits also a CUDNN_DEFAULT_MATH entry (an algorithm without a tensor
+// core version, as cuDNN reports under CUDNN_TENSOR_OP_MATH: the same
+// float32 accumulation, so the same numerics; for small channel counts it
+// may be all cuDNN has). The caller sets the descriptor to the chosen
+// entry's math type before asking for its workspace and before each call
+// (as PyTorch does). The workspace is asked of cuDNN for (descriptor,
+// algorithm), not taken from the entry.
 //
 // CUDA-free: the caller converts cudnnConvolution*AlgoPerf_t into
 // AlgorithmCandidate and back.
@@ -39,17 +41,21 @@ struct AlgorithmCandidate {
 struct AlgorithmRequirements {
   ConvMath math = ConvMath::kFma;  // the convolution descriptor's math type
   bool deterministic = false;
-  size_t workspace_limit = 0;  // bytes
+  size_t workspace_limit = 0;     // bytes
+  bool default_math_too = false;  // CUDNN_DEFAULT_MATH entries usable too (16-bit data)
 };
 
 // The first candidate in cuDNN's order that succeeded, has the descriptor's
-// math type, is deterministic when required, and reported memory within the
-// limit; nothing when none qualifies. Index into `candidates`.
+// math type (or the default one, when allowed), is deterministic when
+// required, and reported memory within the limit; nothing when none
+// qualifies. Index into `candidates`.
 inline std::optional<size_t> choose_algorithm(std::span<const AlgorithmCandidate> candidates,
                                               const AlgorithmRequirements& need) {
   for (size_t i = 0; i < candidates.size(); ++i) {
     const AlgorithmCandidate& c = candidates[i];
-    if (!c.succeeded || c.math != need.math) continue;
+    const bool math =
+        c.math == need.math || (need.default_math_too && c.math == ConvMath::kDefault);
+    if (!c.succeeded || !math) continue;
     if (need.deterministic && !c.deterministic) continue;
     if (c.memory > need.workspace_limit) continue;
     return i;

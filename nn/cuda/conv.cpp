@@ -62,6 +62,8 @@ void run(DeviceContext& ctx, const char* what,
   const void* bl = operand(ctx, Scratch::kLowB, b.n, b.data);
   void* outl = result(ctx, out.n, out.data);
   void* ws = ctx.workspace(algo.workspace_bytes);
+  // The descriptor is shared by the three directions: the chosen entry's math type.
+  CUDNN_CHECK(cudnnSetConvolutionMathType(p.conv.get(), algo.math));
   LOCKSTEP_LIBRARY_CHECK(op(ctx.cudnn(), &kOne, a.desc, al, b.desc, bl, p.conv.get(), algo.algo, ws,
                             algo.workspace_bytes, &kZero, out.desc, outl),
                          what, CUDNN_STATUS_SUCCESS, throw_cudnn_error);

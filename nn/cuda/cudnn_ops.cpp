@@ -1,9 +1,9 @@
-// Max-pool forward, ReLU and log-softmax on CUDA through cuDNN. Descriptors
-// are cheap host objects, made per call. NaN propagates as on the CPU.
+// Max-pool forward and log-softmax on CUDA through cuDNN. Descriptors are
+// cheap host objects, made per call. NaN propagates as on the CPU.
 // (Max-pool *backward* is our own kernel, pool.cu: cuDNN does not document
-// which of tied maxima receives the gradient, and ours must be the first.)
-#include <algorithm>
-
+// which of tied maxima receives the gradient, and ours must be the first.
+// ReLU is ours too, elementwise.cu: cuDNN does not document its backward
+// where y is NaN, nor whether its forward keeps -0.0.)
 #include "nn/cuda/kernels.h"
 
 namespace lockstep::nn::cuda {
@@ -11,15 +11,6 @@ namespace {
 
 constexpr float kOne = 1.0f;
 constexpr float kZero = 0.0f;
-// Elements per cuDNN call for the flat element-wise ops (int dimensions).
-constexpr int64_t kFlatChunk = int64_t{1} << 30;
-
-ActivationDescriptor relu_descriptor() {
-  ActivationDescriptor d;
-  CUDNN_CHECK(
-      cudnnSetActivationDescriptor(d.get(), CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0));
-  return d;
-}
 
 }  // namespace
 
@@ -38,31 +29,6 @@ void maxpool2d_forward(DeviceContext& ctx, const Pool2dGeometry& g, const float*
   LOCKSTEP_CHECK(p == g.out_h() && q == g.out_w(), "cuDNN pooling output ", p, "x", q,
                  " differs from ", g.out_h(), "x", g.out_w());
   CUDNN_CHECK(cudnnPoolingForward(ctx.cudnn(), pd.get(), &kOne, xd.get(), x, &kZero, yd.get(), y));
-}
-
-// x, y: (n); y = max(x, 0); x and y may alias (cuDNN allows in place)
-void relu_forward(DeviceContext& ctx, int64_t n, const float* x, float* y) {
-  const ActivationDescriptor act = relu_descriptor();
-  TensorDescriptor d;
-  for (int64_t i = 0; i < n; i += kFlatChunk) {
-    const int64_t len = std::min(kFlatChunk, n - i);
-    set_nchw(d, 1, 1, 1, len);
-    CUDNN_CHECK(cudnnActivationForward(ctx.cudnn(), act.get(), &kOne, d.get(), x + i, &kZero,
-                                       d.get(), y + i));
-  }
-}
-
-// y, dy, dx: (n); dx = dy where y > 0, else 0. cuDNN wants the input x as
-// well; y stands in for it (y > 0 exactly where x > 0).
-void relu_backward(DeviceContext& ctx, int64_t n, const float* y, const float* dy, float* dx) {
-  const ActivationDescriptor act = relu_descriptor();
-  TensorDescriptor d;
-  for (int64_t i = 0; i < n; i += kFlatChunk) {
-    const int64_t len = std::min(kFlatChunk, n - i);
-    set_nchw(d, 1, 1, 1, len);
-    CUDNN_CHECK(cudnnActivationBackward(ctx.cudnn(), act.get(), &kOne, d.get(), y + i, d.get(),
-                                        dy + i, d.get(), y + i, &kZero, d.get(), dx + i));
-  }
 }
 
 // x, y: (rows, cols); y = x - logsumexp(x) per row

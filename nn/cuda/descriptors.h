@@ -61,11 +61,21 @@ inline void set_nchw(const TensorDescriptor& d, int64_t n, int64_t c, int64_t h,
                                          to_int(c, "C"), to_int(h, "H"), to_int(w, "W")));
 }
 
+// Whether the current device allocates in stream order (cudaMallocAsync);
+// some virtualised GPUs do not.
+inline bool stream_ordered_allocation() {
+  int device = 0, supported = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&supported, cudaDevAttrMemoryPoolsSupported, device));
+  return supported != 0;
+}
+
 // Device memory that grows on demand and never shrinks (scratch space,
 // cuDNN workspaces), used only by work queued on one stream. Growing frees
 // the old allocation and allocates the new one in that stream's order
 // (cudaFreeAsync, cudaMallocAsync): work queued before still sees the old
-// memory, and the host never waits.
+// memory, and the host never waits. On a device without stream-ordered
+// allocation, growing waits for the stream, then cudaFree and cudaMalloc.
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
@@ -79,12 +89,22 @@ class DeviceBuffer {
   // growing).
   void* reserve(size_t bytes, cudaStream_t stream) {
     if (bytes <= bytes_) return data_;
+    const bool ordered = stream_ordered_allocation();
     if (data_ != nullptr) {
-      CUDA_CHECK(cudaFreeAsync(data_, stream));
+      if (ordered) {
+        CUDA_CHECK(cudaFreeAsync(data_, stream));
+      } else {
+        CUDA_CHECK(cudaStreamSynchronize(stream));  // work queued before may still use it
+        CUDA_CHECK(cudaFree(data_));
+      }
       data_ = nullptr;
       bytes_ = 0;
     }
-    CUDA_CHECK(cudaMallocAsync(&data_, bytes, stream));
+    if (ordered) {
+      CUDA_CHECK(cudaMallocAsync(&data_, bytes, stream));
+    } else {
+      CUDA_CHECK(cudaMalloc(&data_, bytes));
+    }
     bytes_ = bytes;
     return data_;
   }

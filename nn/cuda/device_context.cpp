@@ -45,6 +45,9 @@ ConvAlgorithm<Algo> choose(
                                     size_t*)) {
   std::array<Perf, 16> results{};
   int count = 0;
+  // The descriptor's own math type (a direction chosen before may have set
+  // it to its entry's).
+  CUDNN_CHECK(cudnnSetConvolutionMathType(conv, to_cudnn_math(need.math)));
   CUDNN_CHECK(
       search(cudnn, a, b, conv, c, static_cast<int>(results.size()), &count, results.data()));
   CUDA_CLEAR_PROBE_ERRORS();  // the search's failed trials are not ours to report later
@@ -64,7 +67,8 @@ ConvAlgorithm<Algo> choose(
         need.workspace_limit, " bytes; ", count, " candidates) ---> HINT: lower batch_size",
         need.deterministic ? " or turn off deterministic" : ""));
   }
-  ConvAlgorithm<Algo> chosen{results[*best].algo, 0};
+  ConvAlgorithm<Algo> chosen{results[*best].algo, 0, results[*best].mathType};
+  CUDNN_CHECK(cudnnSetConvolutionMathType(conv, chosen.math));
   CUDNN_CHECK(workspace_size(cudnn, a, b, conv, c, chosen.algo, &chosen.workspace_bytes));
   return chosen;
 }
@@ -157,7 +161,8 @@ ConvPlan& DeviceContext::conv_plan(const Conv2dGeometry& g) {
 }
 
 void DeviceContext::choose_algorithms(const Conv2dGeometry& g, ConvPlan& p) {
-  const AlgorithmRequirements need{conv_math(precision_), deterministic_, workspace_limit()};
+  const AlgorithmRequirements need{conv_math(precision_), deterministic_, workspace_limit(),
+                                   default_math_usable(precision_)};
   const bool heuristic = deterministic_;
   p.forward = choose(
       "forward", g, need, cudnn(), p.x.get(), p.w.get(), p.conv.get(), p.y.get(),

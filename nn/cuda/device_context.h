@@ -47,6 +47,7 @@ template <typename Algo>
 struct ConvAlgorithm {
   Algo algo{};
   size_t workspace_bytes = 0;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;  // set on the descriptor before each call
 };
 
 // The cuDNN view of one convolution shape, with the algorithm of each

@@ -47,6 +47,21 @@ __global__ void axpy_kernel(int64_t n, float alpha, const float* x, float* y) {
   }
 }
 
+// The CPU's expressions (nn/cpu/elementwise.cpp): x < 0 ? 0 : x keeps NaN
+// and -0.0; dx = dy where y > 0, so 0 where y is NaN.
+__global__ void relu_forward_kernel(int64_t n, const float* x, float* y) {
+  CUDA_KERNEL_LOOP(i, n) {
+    const float v = x[i];
+    y[i] = v < 0.0f ? 0.0f : v;
+  }
+}
+
+__global__ void relu_backward_kernel(int64_t n, const float* y, const float* dy, float* dx) {
+  CUDA_KERNEL_LOOP(i, n) {
+    dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+  }
+}
+
 __global__ void relu_backward_accumulate_kernel(int64_t n, const float* y, const float* dy,
                                                 float* dx) {
   CUDA_KERNEL_LOOP(i, n) {
@@ -104,6 +119,16 @@ void scale(DeviceContext& ctx, int64_t n, float alpha, float* x) {
 // y += alpha * x
 void axpy(DeviceContext& ctx, int64_t n, float alpha, const float* x, float* y) {
   launch(axpy_kernel, n, ctx.stream(), n, alpha, x, y);
+}
+
+// x, y: (n); y = max(x, 0) as the CPU has it; x and y may alias
+void relu_forward(DeviceContext& ctx, int64_t n, const float* x, float* y) {
+  launch(relu_forward_kernel, n, ctx.stream(), n, x, y);
+}
+
+// y, dy, dx: (n); dx = dy where y > 0, else 0; dy and dx may alias
+void relu_backward(DeviceContext& ctx, int64_t n, const float* y, const float* dy, float* dx) {
+  launch(relu_backward_kernel, n, ctx.stream(), n, y, dy, dx);
 }
 
 void relu_backward_accumulate(DeviceContext& ctx, int64_t n, const float* y, const float* dy,

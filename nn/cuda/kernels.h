@@ -5,14 +5,14 @@
 // those that return values to the host (the losses) wait for them.
 //
 //   cuDNN:        conv.cpp (convolutions), cudnn_ops.cpp (max-pool forward,
-//                 ReLU, log-softmax)
+//                 log-softmax)
 //   cuBLAS:       dense.cu (gemm)
 //   16-bit:       low_precision.cu (conversions for bf16/fp16 precision)
 //   own kernels:  pool.cu (max-pool backward), avg_pool.cu (average pooling,
 //                 row means, padding shortcut, residual add), batchnorm.cu,
-//                 elementwise.cu, gather.cu (batches of a resident data
-//                 set), dense.cu (row
-//                 bias, column sums), softmax_loss.cu, optimizers.cu
+//                 elementwise.cu (ReLU among them), gather.cu (batches of a
+//                 resident data set), dense.cu (row bias, column sums),
+//                 softmax_loss.cu, optimizers.cu
 #pragma once
 
 #include <cstdint>
@@ -32,8 +32,6 @@ void conv2d_backward_filter(DeviceContext& ctx, const Conv2dGeometry& g, const f
 
 // cudnn_ops.cpp
 void maxpool2d_forward(DeviceContext& ctx, const Pool2dGeometry& g, const float* x, float* y);
-void relu_forward(DeviceContext& ctx, int64_t n, const float* x, float* y);
-void relu_backward(DeviceContext& ctx, int64_t n, const float* y, const float* dy, float* dx);
 void log_softmax_forward(DeviceContext& ctx, int64_t rows, int64_t cols, const float* x, float* y);
 void log_softmax_backward(DeviceContext& ctx, int64_t rows, int64_t cols, const float* y,
                           const float* dy, float* dx);
@@ -75,6 +73,8 @@ void batchnorm_train_backward(DeviceContext& ctx, const BatchNormGeometry& g,
 void batchnorm_eval_coef(DeviceContext& ctx, int64_t channels, const BatchNormTrainState& s);
 
 // elementwise.cu
+void relu_forward(DeviceContext& ctx, int64_t n, const float* x, float* y);
+void relu_backward(DeviceContext& ctx, int64_t n, const float* y, const float* dy, float* dx);
 void dropout_forward(DeviceContext& ctx, const DropoutGeometry& g, const int64_t* sample_ids,
                      const float* x, float* y, float* mask);
 // The same with sample_ids in device memory (nothing copied).

@@ -22,6 +22,14 @@ inline ConvMath conv_math(Precision p) {
   return p == Precision::kFp32 ? ConvMath::kFma : ConvMath::kTensorOp;
 }
 
+// Whether cuDNN's CUDNN_DEFAULT_MATH results are usable beside the
+// descriptor's (nn/cuda/algorithm_choice.h): at 16 bits they are algorithms
+// without tensor cores, accumulating in float32 all the same; at fp32 they
+// would be TF32.
+inline bool default_math_usable(Precision p) {
+  return p != Precision::kFp32;
+}
+
 // Bytes per element of convolution and GEMM inputs.
 inline int element_bytes(Precision p) {
   return p == Precision::kFp32 ? 4 : 2;

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The rules of gpu_check_lib.sh that decide the GPU check's verdict, without
+# a GPU (ctest gpu_check_lib):
+#   - a step is not started when less than half its limit is left of the
+#     budget ("no time"), runs under a limit cut to the deadline otherwise,
+#     and a command over its limit is a timeout;
+#   - the verdict is fail when any step failed, incomplete when a step could
+#     not run here ("no time", "no torch", unsupported), else pass, and the
+#     summaries say so.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+results=$(mktemp -d)
+trap 'rm -rf "$results"' EXIT
+mode=gpu bundle_version=test
+# shellcheck source=scripts/gpu_check_lib.sh
+source "$here/gpu_check_lib.sh"
+
+fail() {
+  echo "gpu_check_lib_test: $*" >&2
+  exit 1
+}
+expect() {  # expect WHAT WANT GOT
+  [[ $2 == "$3" ]] || fail "$1: expected '$2', got '$3'"
+}
+
+# Plenty of time: the command runs and its output is logged.
+deadline=$(($(date +%s) + 100))
+run_logged quick 10 echo hello
+expect "quick rc" 0 "$run_rc"
+expect "quick log" hello "$(cat "$results/quick.log")"
+expect "quick status" pass "$(status_of "$run_rc")"
+# A failing command keeps its status.
+run_logged failing 10 false
+expect "failing status" fail "$(status_of "$run_rc")"
+# Over its limit: a timeout.
+run_logged slow 1 sleep 30
+expect "slow status" timeout "$(status_of "$run_rc")"
+# Less than half of its limit left: not started, and the log says why.
+deadline=$(($(date +%s) + 20))
+run_logged late 60 touch "$results/late_ran"
+expect "late status" "no time" "$(status_of "$run_rc")"
+[[ ! -e $results/late_ran ]] || fail "a step without time was started"
+grep -q "needs up to 60 s: not started" "$results/late.log" || fail "late.log: $(cat "$results/late.log")"
+# More than half left: started, under the time that is left.
+run_logged cut 30 touch "$results/cut_ran"
+expect "cut status" pass "$(status_of "$run_rc")"
+[[ -e $results/cut_ran ]] || fail "a step with more than half its limit left did not run"
+
+# The verdict.
+verdict() {  # verdict STATUS...: overall_status of steps with these statuses
+  step_names=() step_status=()
+  local s
+  for s in "$@"; do step_names+=(step) step_status+=("$s"); done
+  overall_status
+}
+expect "all pass" pass "$(verdict pass pass)"
+expect "dry run" pass "$(verdict pass "no GPU" "no GPU")"
+expect "cut short" incomplete "$(verdict pass "no time")"
+expect "no torch" incomplete "$(verdict pass "no torch" pass)"
+expect "sanitizer refused" incomplete "$(verdict unsupported pass)"
+expect "failure wins" fail "$(verdict "no time" fail pass)"
+expect "timeout" fail "$(verdict pass timeout)"
+expect "refused driver" fail "$(verdict refused)"
+
+# The summaries carry the verdict and each step.
+step_names=() step_status=() step_seconds=() step_detail=()
+record gpu_tests pass 12.5 "10 tests" 2>/dev/null
+record memcheck "no time" 0 "not started" 2>/dev/null
+grep -q '^# lockstep GPU check: incomplete$' "$results/summary.md" || fail "summary.md verdict"
+grep -q '| memcheck | no time | 0 | not started |' "$results/summary.md" || fail "summary.md row"
+grep -q '"status": "incomplete"' "$results/summary.json" || fail "summary.json verdict"
+if command -v python3 >/dev/null; then
+  python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["steps"][1]["status"] == "no time"' \
+    "$results/summary.json" || fail "summary.json is not the JSON expected"
+fi
+echo "gpu_check_lib_test: passed"
