@@ -11,7 +11,10 @@
 #   2 gpu_tests    Cuda*, Cudnn*, the device checkpoint test; nccl_tests: the
 #                  NCCL suite on one rank; from the XML: no test skipped
 #   3 train_fp32   lockstep train, Fashion-MNIST, 32 epochs, --device cuda;
-#     train_bf16   fp32 must land within 0.3 points of the CPU's 88.0%
+#     train_bf16   fp32 must land within 0.3 points of the CPU: the mean test
+#                  accuracy of the last five epochs against the CPU's 87.91%
+#                  (its last epoch 88.03%; one epoch to the next moves by up
+#                  to 0.3 points, so a single epoch would fail by chance)
 #   4 torch        the same 32 epochs in PyTorch on the same GPU
 #   5 memcheck, racecheck, synccheck: compute-sanitizer on a test subset
 # RESULTS_DIR gets every log, the gtest XML, the runs' metrics.csv and
@@ -154,10 +157,16 @@ train_step() {
   [[ $status == pass ]] || detail+="; $(tail -n1 "$results/$name.log")"
   metric[$name]=$detail
 }
+# The CPU's run of the same command (--device cpu, seed 42; 2026-11-28, AMD
+# EPYC Zen 4): test accuracy 88.03% after epoch 32, 87.91% the mean of epochs
+# 28-32 (88.09, 87.91, 87.82, 87.72, 88.03).
+cpu_last5=87.91
 if gpu_step; then
   train_step train_fp32 150 --epochs 32 --device cuda
-  if [[ $status == pass ]] && ! awk -v a="$csv_accuracy" 'BEGIN { exit !(a >= 87.7 && a <= 88.3) }'; then
-    status=fail detail+="; fp32 accuracy $csv_accuracy% is not within 0.3 of the CPU's 88.0%"
+  if [[ $status == pass ]] &&
+    ! awk -v a="${csv_accuracy_last5:-0}" -v c="$cpu_last5" 'BEGIN { d = a - c; exit !(d <= 0.3 && d >= -0.3) }'; then
+    status=fail
+    detail+="; fp32 accuracy ${csv_accuracy_last5:-?}% (last 5 epochs) is not within 0.3 of the CPU's $cpu_last5%"
   fi
   record train_fp32 "$status" "$run_seconds" "$detail"
   train_step train_bf16 150 --epochs 32 --device cuda --precision bf16

@@ -127,13 +127,19 @@ write_summary() {
   } >"$results/summary.json"
 }
 
-# metrics_summary CSV: sets csv_summary ("acc ACC% img/s IPS epochs N train_s
-# SECONDS": the last epoch's test accuracy, mean images/s, summed epoch
-# seconds) and csv_accuracy (percent; empty without a metrics row).
+# metrics_summary CSV: sets csv_summary ("acc ACC% last5 ACC5% img/s IPS
+# epochs N train_s SECONDS": the last epoch's test accuracy, the mean of the
+# last five epochs' (fewer when fewer ran), mean images/s, summed epoch
+# seconds), csv_accuracy and csv_accuracy_last5 (percent; empty without a
+# metrics row).
 metrics_summary() {
-  csv_accuracy="" csv_summary="no metrics.csv"
+  csv_accuracy="" csv_accuracy_last5="" csv_summary="no metrics.csv"
   [[ -f $1 ]] || return 0
   csv_accuracy=$(awk -F, 'NR > 1 { a = $7 } END { if (NR > 1) printf "%.2f", 100 * a }' "$1")
-  csv_summary=$(awk -F, 'NR > 1 { s += $9; i += $10; n++; a = $7 }
-    END { if (n) printf "acc %.2f%% img/s %.0f epochs %d train_s %.1f", 100 * a, i / n, n, s }' "$1")
+  csv_accuracy_last5=$(awk -F, 'NR > 1 { a[NR] = $7 }
+    END { for (r = NR; r > 1 && r > NR - 5; r--) { s += a[r]; n++ }
+          if (n) printf "%.2f", 100 * s / n }' "$1")
+  csv_summary=$(awk -F, -v l5="$csv_accuracy_last5" 'NR > 1 { s += $9; i += $10; n++; a = $7 }
+    END { if (n) printf "acc %.2f%% last5 %s%% img/s %.0f epochs %d train_s %.1f",
+          100 * a, l5, i / n, n, s }' "$1")
 }

@@ -6,8 +6,11 @@
 #     and a command over its limit is a timeout;
 #   - the verdict is fail when any step failed, incomplete when a step could
 #     not run here ("no time", "no torch", unsupported), else pass, and the
-#     summaries say so.
+#     summaries say so;
+#   - a run's accuracy: its last epoch's and the mean of its last five.
 set -euo pipefail
+# Globals gpu_check_lib.sh reads and sets:
+# shellcheck disable=SC2034,SC2154
 here=$(cd "$(dirname "$0")" && pwd)
 results=$(mktemp -d)
 trap 'rm -rf "$results"' EXIT
@@ -61,6 +64,20 @@ expect "sanitizer refused" incomplete "$(verdict unsupported pass)"
 expect "failure wins" fail "$(verdict "no time" fail pass)"
 expect "timeout" fail "$(verdict pass timeout)"
 expect "refused driver" fail "$(verdict refused)"
+
+# metrics.csv: the last epoch's test accuracy and the mean of the last five
+# (of fewer when fewer ran); column 7 is test_accuracy.
+csv=$results/metrics.csv
+echo "epoch,lr,train_loss,train_accuracy,train_samples,test_loss,test_accuracy,test_samples,seconds,images_per_second" >"$csv"
+for e in 1 2 3; do echo "$e,0.01,1,0.5,100,1,0.$((80 + e)),100,2,50" >>"$csv"; done
+metrics_summary "$csv"
+expect "accuracy of 3 epochs" 83.00 "$csv_accuracy"
+expect "mean of 3 epochs" 82.00 "$csv_accuracy_last5"
+for e in 4 5 6 7; do echo "$e,0.01,1,0.5,100,1,0.$((80 + e)),100,2,50" >>"$csv"; done
+metrics_summary "$csv"
+expect "accuracy of 7 epochs" 87.00 "$csv_accuracy"
+expect "mean of the last 5" 85.00 "$csv_accuracy_last5"
+expect "summary line" "acc 87.00% last5 85.00% img/s 50 epochs 7 train_s 14.0" "$csv_summary"
 
 # The summaries carry the verdict and each step.
 step_names=() step_status=() step_seconds=() step_detail=()
