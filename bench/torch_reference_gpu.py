@@ -2,9 +2,11 @@
 """lockstep's default run in PyTorch on a GPU, for the side-by-side line of
 scripts/gpu_check.sh: mnist_net on Fashion-MNIST, batch 64, SGD lr 0.01
 momentum 0.5, test accuracy after every epoch. The data set sits on the
-device (as lockstep keeps it); the loop is PyTorch's ordinary eager one.
+device (as lockstep keeps it); the loop is PyTorch's ordinary eager one, in
+IEEE float32 (TF32 off, as lockstep's fp32). Needs torch alone (no numpy:
+torch's wheels do not bring it).
 
-  torch_reference.py --epochs 32 --data-dir data [--device cuda]
+  torch_reference.py --epochs 32 --data-dir data [--device cuda] [--train-samples N]
 
 Prints one JSON line: seconds, images_per_second, test_accuracy, device.
 """
@@ -16,7 +18,6 @@ import struct
 import sys
 import time
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -37,8 +38,9 @@ def read_idx(path):
     magic, n = struct.unpack(">II", data[:8])
     if magic == 0x803:
         rows, cols = struct.unpack(">II", data[8:16])
-        return np.frombuffer(data, np.uint8, offset=16).reshape(n, 1, rows, cols)
-    return np.frombuffer(data, np.uint8, offset=8).astype(np.int64)
+        images = torch.frombuffer(bytearray(data), dtype=torch.uint8, offset=16)
+        return images.reshape(n, 1, rows, cols)
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8, offset=8).long()
 
 
 def main():
@@ -46,18 +48,23 @@ def main():
     p.add_argument("--epochs", type=int, default=32)
     p.add_argument("--data-dir", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--device", default="cuda")
+    p.add_argument("--train-samples", type=int, default=0, help="the first N (0: all)")
     args = p.parse_args()
     dev = torch.device(args.device)
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
     torch.manual_seed(42)
     d = args.data_dir
 
     def load(name):
-        return torch.from_numpy(read_idx(f"{d}/{name}-ubyte").copy()).to(dev)
+        return read_idx(f"{d}/{name}-ubyte").to(dev)
 
     def normalize(x):
         return (x.float() / 255.0 - 0.1307) / 0.3081
 
     xtr, ytr = load("train-images-idx3"), load("train-labels-idx1")
+    if args.train_samples > 0:
+        xtr, ytr = xtr[:args.train_samples], ytr[:args.train_samples]
     xte, yte = normalize(load("t10k-images-idx3")), load("t10k-labels-idx1")
     model = pytorch_models.MnistNet().to(dev)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.5)

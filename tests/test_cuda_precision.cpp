@@ -31,6 +31,7 @@
 #include "nn/cuda/math_types.h"
 #include "nn/model_zoo.h"
 #include "nn/optimizer.h"
+#include "support/band_batch.h"
 #include "support/cuda_test_util.h"
 
 namespace lockstep::nn {
@@ -51,7 +52,7 @@ class CudaPrecisionTest : public ::testing::Test {
       LOCKSTEP_SKIP_NO_DEVICE(cuda_devices_description() << ": the " << nn::to_string(kPrecision)
                                                          << " CUDA path is not tested");
     }
-    cpu_ = make_cpu_backend(2);
+    cpu_ = make_cpu_backend({.threads = 2, .winograd = false});  // as cuda_test_util.h
     gpu_ = make_cuda_backend(0, true, kPrecision);
   }
   static Tolerance tolerance() {
@@ -107,27 +108,42 @@ TYPED_TEST(CudaPrecisionTest, ConvolutionsMatchTheFloat32Cpu) {
   }
 }
 
-// Every plan keeps the descriptor's math type (FMA at fp32: never TF32;
-// tensor-op at 16 bits) and the workspace cuDNN asks for its chosen
-// algorithms, measured (cudnnFind) or by heuristics.
+// Every direction of a plan keeps a math type the precision allows (FMA at
+// fp32: never TF32; tensor-op at 16 bits, or the default math of an
+// algorithm without a tensor-core version) and the workspace cuDNN asks for
+// its chosen algorithm under that math type, measured (cudnnFind) or by
+// heuristics.
 TYPED_TEST(CudaPrecisionTest, PlansKeepTheMathTypeAndTheirAlgorithmsWorkspace) {
+  const cudnnMathType_t own =
+      this->kPrecision == Precision::kFp32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+  const auto allowed = [&](cudnnMathType_t m) {
+    return m == own || (cuda::default_math_usable(this->kPrecision) && m == CUDNN_DEFAULT_MATH);
+  };
   for (const bool deterministic : {true, false}) {
     cuda::DeviceContext ctx(0, deterministic, this->kPrecision);
     const Conv2dGeometry g = conv(8, 64, 16, 128, 3, 1, 1);
     cuda::ConvPlan& plan = ctx.conv_plan(g);
     EXPECT_EQ(&plan, &ctx.conv_plan(g));  // cached per shape
-    cudnnMathType_t math{};
-    ASSERT_EQ(cudnnGetConvolutionMathType(plan.conv.get(), &math), CUDNN_STATUS_SUCCESS);
-    EXPECT_EQ(math, this->kPrecision == Precision::kFp32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH);
+    cudnnConvolutionDescriptor_t desc = plan.conv.get();
     size_t bytes = 0;
-    ASSERT_EQ(cudnnGetConvolutionForwardWorkspaceSize(ctx.cudnn(), plan.x.get(), plan.w.get(),
-                                                      plan.conv.get(), plan.y.get(),
-                                                      plan.forward.algo, &bytes),
+    EXPECT_TRUE(allowed(plan.forward.math)) << plan.forward.math;
+    ASSERT_EQ(cudnnSetConvolutionMathType(desc, plan.forward.math), CUDNN_STATUS_SUCCESS);
+    ASSERT_EQ(cudnnGetConvolutionForwardWorkspaceSize(ctx.cudnn(), plan.x.get(), plan.w.get(), desc,
+                                                      plan.y.get(), plan.forward.algo, &bytes),
               CUDNN_STATUS_SUCCESS);
     EXPECT_EQ(plan.forward.workspace_bytes, bytes);
-    ASSERT_EQ(cudnnGetConvolutionBackwardFilterWorkspaceSize(
-                  ctx.cudnn(), plan.x.get(), plan.y.get(), plan.conv.get(), plan.w.get(),
-                  plan.backward_filter.algo, &bytes),
+    EXPECT_TRUE(allowed(plan.backward_data.math)) << plan.backward_data.math;
+    ASSERT_EQ(cudnnSetConvolutionMathType(desc, plan.backward_data.math), CUDNN_STATUS_SUCCESS);
+    ASSERT_EQ(
+        cudnnGetConvolutionBackwardDataWorkspaceSize(ctx.cudnn(), plan.w.get(), plan.y.get(), desc,
+                                                     plan.x.get(), plan.backward_data.algo, &bytes),
+        CUDNN_STATUS_SUCCESS);
+    EXPECT_EQ(plan.backward_data.workspace_bytes, bytes);
+    EXPECT_TRUE(allowed(plan.backward_filter.math)) << plan.backward_filter.math;
+    ASSERT_EQ(cudnnSetConvolutionMathType(desc, plan.backward_filter.math), CUDNN_STATUS_SUCCESS);
+    ASSERT_EQ(cudnnGetConvolutionBackwardFilterWorkspaceSize(ctx.cudnn(), plan.x.get(),
+                                                             plan.y.get(), desc, plan.w.get(),
+                                                             plan.backward_filter.algo, &bytes),
               CUDNN_STATUS_SUCCESS);
     EXPECT_EQ(plan.backward_filter.workspace_bytes, bytes);
     EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess) << "the search left an error behind";
@@ -177,36 +193,13 @@ TYPED_TEST(CudaPrecisionTest, LossRejectsALabelOutOfRangeAfterItsOneWait) {
   EXPECT_EQ(stats.count, rows);  // the backend is still usable afterwards
 }
 
-// Mean losses of 30 SGD steps of mnist_net (dropout on) on one fixed batch
-// of noise with a bright band whose row depends on the label.
+// Mean losses of 30 SGD steps of mnist_net (dropout on) on the band batch
+// (support/band_batch.h; on the CPU it learns it: tests/test_band_batch.cpp).
 std::vector<double> train_losses(Backend& backend) {
-  const int64_t batch = 32;
-  auto model = build_model("mnist_net", {}, {1, 28, 28}, 10);
-  model->reset_parameters(7, Device::kCuda);
-  OptimizerConfig config;
-  config.momentum = 0.9f;
-  auto optimizer = make_optimizer(config, model->parameters(), Device::kCuda);
-  Tensor x_host = random_tensor({batch, 1, 28, 28}, 30);
-  std::vector<int32_t> labels(batch);
-  std::vector<int64_t> ids(batch);
-  for (int64_t i = 0; i < batch; ++i) {
-    labels[i] = static_cast<int32_t>(i % 10), ids[i] = i;
-    float* band = x_host.data() + i * 784 + (2 * labels[i] + 4) * 28;
-    for (int64_t c = 0; c < 56; ++c) band[c] += 2.0f;  // rows 2l+4 and 2l+5
-  }
-  const Tensor x = to_device(x_host);
-  const cuda_test::DeviceLabels labels_d(labels);
-  std::vector<double> losses;
-  for (int step = 0; step < 30; ++step) {
-    ForwardContext ctx;
-    ctx.training = true, ctx.seed = 99, ctx.epoch = static_cast<uint64_t>(step);
-    ctx.sample_ids = ids.data();
-    model->forward(backend, x, ctx);
-    losses.push_back(model->loss(backend, labels_d.data(), 1.0f / batch, true).loss_sum / batch);
-    model->backward(backend);
-    optimizer->step(backend, 0.02f);
-  }
-  return losses;
+  const testing::BandBatch b = testing::band_batch();
+  const Tensor x = to_device(b.x);
+  const cuda_test::DeviceLabels labels(b.labels);
+  return testing::band_batch_losses(backend, Device::kCuda, x, labels.data(), b.ids);
 }
 
 // The trajectory, step by step, within 5% (bf16) or 1% (fp16) of fp32's

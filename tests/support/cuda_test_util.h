@@ -121,15 +121,16 @@ class DeviceLabels {
   void* data_ = nullptr;
 };
 
-// A CPU backend (2 threads) and the CUDA backend on device 0 (deterministic);
-// skips when no device is visible.
+// A CPU backend (2 threads; direct convolutions, whose rounding the
+// tolerances against cuDNN were set for: Winograd's is looser) and the CUDA
+// backend on device 0 (deterministic); skips when no device is visible.
 class CudaBackendTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (cuda_device_count() == 0) {
       LOCKSTEP_SKIP_NO_DEVICE(cuda_devices_description());
     }
-    cpu_ = make_cpu_backend(2);
+    cpu_ = make_cpu_backend({.threads = 2, .winograd = false});
     gpu_ = make_cuda_backend(0, true);
   }
   Backend& cpu() { return *cpu_; }
