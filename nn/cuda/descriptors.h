@@ -42,9 +42,6 @@ using ConvolutionDescriptor =
                cudnnDestroyConvolutionDescriptor>;
 using PoolingDescriptor = Descriptor<cudnnPoolingDescriptor_t, cudnnCreatePoolingDescriptor,
                                      cudnnDestroyPoolingDescriptor>;
-using ActivationDescriptor =
-    Descriptor<cudnnActivationDescriptor_t, cudnnCreateActivationDescriptor,
-               cudnnDestroyActivationDescriptor>;
 
 // cuDNN takes dimensions as int: a larger one is a lockstep bug or a tensor
 // no layer here can produce.
