@@ -21,7 +21,9 @@ class DeviceMemory {
   // Frees what allocate returned; errors at teardown are ignored.
   virtual void release(float* p) noexcept = 0;
   // Copies between host and device memory in either direction (or device to
-  // device); returns once the copy is complete. Throws LibraryError.
+  // device); a copy with a host side has completed when it returns, a device
+  // to device copy is queued in the device's order (work queued after it
+  // sees its result). Throws LibraryError.
   virtual void copy(void* dst, const void* src, size_t bytes) = 0;
   // Sets `bytes` of device memory to zero. Throws LibraryError.
   virtual void zero(void* p, size_t bytes) = 0;
