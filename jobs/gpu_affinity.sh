@@ -2,18 +2,28 @@
 # Runs "$@" seeing one GPU, chosen by the rank's node-local index: the wrapper
 # ALCF uses on Polaris (set_affinity_gpu_polaris.sh). GPU_ORDER=reverse (the
 # default, for Polaris's CPU/NUMA-to-GPU layout) gives local rank 0 the last
-# GPU; GPU_ORDER=forward gives it GPU 0. GPUS_PER_NODE default: nvidia-smi -L.
+# GPU; GPU_ORDER=forward gives it GPU 0. The GPUs to choose from: those in
+# CUDA_VISIBLE_DEVICES when the scheduler has set it (a share of the node),
+# else GPUS_PER_NODE, else the node's GPUs (nvidia-smi, one line each, MIG
+# instances not counted).
 set -euo pipefail
 local_rank=${PMI_LOCAL_RANK:-${PALS_LOCAL_RANKID:-${OMPI_COMM_WORLD_LOCAL_RANK:-${MPI_LOCALRANKID:-${SLURM_LOCALID:-0}}}}}
-num_gpus=${GPUS_PER_NODE:-$(nvidia-smi -L 2>/dev/null | wc -l)}
+if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
+  IFS=, read -r -a gpus <<<"$CUDA_VISIBLE_DEVICES"
+else
+  num=${GPUS_PER_NODE:-$({ nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null || true; } | wc -l)}
+  gpus=()
+  for ((i = 0; i < num; i++)); do gpus+=("$i"); done
+fi
+num_gpus=${#gpus[@]}
 if [ "$num_gpus" -lt 1 ]; then
-  echo "gpu_affinity.sh: no GPU found on $(hostname) (nvidia-smi -L lists none)" >&2
+  echo "gpu_affinity.sh: no GPU found on $(hostname) (CUDA_VISIBLE_DEVICES unset, nvidia-smi lists none)" >&2
   exit 1
 fi
 if [ "${GPU_ORDER:-reverse}" = reverse ]; then
-  gpu=$((num_gpus - 1 - local_rank % num_gpus))
+  index=$((num_gpus - 1 - local_rank % num_gpus))
 else
-  gpu=$((local_rank % num_gpus))
+  index=$((local_rank % num_gpus))
 fi
-export CUDA_VISIBLE_DEVICES=$gpu
+export CUDA_VISIBLE_DEVICES=${gpus[index]}
 exec "$@"

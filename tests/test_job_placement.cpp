@@ -56,7 +56,7 @@ struct JobFixture {
     std::ofstream(dir.file("nodes")) << "node0\n";
     env = "cd " + kSource + " && export PATH=" + kSource +
           "/tests/launchers:$PATH REAL_MPIEXEC=" + LOCKSTEP_MPIEXEC +
-          " LOCKSTEP=" LOCKSTEP_BINARY " DOCTOR=1 && timeout 120 env ";
+          " LOCKSTEP=" LOCKSTEP_BINARY " DOCTOR=1 && timeout 120 env -u CUDA_VISIBLE_DEVICES ";
   }
   std::string options() const { return "--data-dir " + data + " --run-dir " + run_dir; }
   testing::CommandResult run(const std::string& vars_and_script) const {
@@ -91,6 +91,18 @@ TEST(JobPlacement, PolarisGivesEachRankItsDepthAndOneGpuInReverse) {
   EXPECT_EQ(rows[0].gpu, "1");
   EXPECT_EQ(rows[1].cuda_visible, "0");
   EXPECT_EQ(rows[1].gpu, "0");
+  expect_no_placement_problem(r.output);
+}
+
+// A scheduler that gave the job a share of the node's GPUs (its own
+// CUDA_VISIBLE_DEVICES): each rank takes one of those, not a GPU outside it.
+TEST(JobPlacement, PolarisChoosesAmongTheGpusTheSchedulerGave) {
+  JobFixture f;
+  const auto r = f.polaris("RANKS_PER_NODE=2 DEPTH=1 GPUS_PER_NODE=4 CUDA_VISIBLE_DEVICES=0,1");
+  auto rows = rows_of(r.output);
+  ASSERT_EQ(rows.size(), 2u) << r.output;
+  EXPECT_EQ(rows[0].cuda_visible, "1") << r.output;  // reverse order within the share
+  EXPECT_EQ(rows[1].cuda_visible, "0") << r.output;
   expect_no_placement_problem(r.output);
 }
 
