@@ -72,7 +72,19 @@ NcclCommunicator::NcclCommunicator(Communicator& mpi, int device)
     const ncclResult_t result = ncclCommInitRankConfig(&comm, size_, boot.id, rank_, &config);
     if (comm != nullptr) comm_.reset(comm);
     NCCL_CHECK(result);
+    // The trainer sets its stall policy only after this constructor (the
+    // default never aborts), and a bootstrap that never completes (an
+    // unroutable NCCL_SOCKET_IFNAME, a blocked port) would poll until the
+    // job's wall time: the join ends the job after kInitAbortSeconds.
+    {
+      std::lock_guard lock(mutex_);
+      policy_.abort_seconds = kInitAbortSeconds;
+    }
     wait_until("init", [] { return true; });
+    {
+      std::lock_guard lock(mutex_);
+      policy_ = StallPolicy{};
+    }
   } catch (const Error& e) {
     error = e.what();
   }

@@ -150,7 +150,10 @@ class NcclCommunicator final : public Communicator, public DeviceReducer {
   std::vector<Event> ready_events_;  // per slot: its input is complete
   std::atomic<bool> busy_{false};
   uint64_t sequence_ = 0;  // NCCL collectives issued so far
-  std::mutex mutex_;       // guards policy_ and label_
+  // The longest the join of the communicator may wait (NCCL's bootstrap
+  // takes seconds; minutes only when something is wrong).
+  static constexpr double kInitAbortSeconds = 600.0;
+  std::mutex mutex_;  // guards policy_ and label_
   StallPolicy policy_;
   std::string label_;
 };
