@@ -188,27 +188,6 @@ void output_tile(const float* m, int64_t m_stride, const vn* bias, float* out, i
 
 // --- the strips ------------------------------------------------------------------
 
-// Lane l: row[w0 + l] where 0 <= w0 + l < w, else zero; reads nothing
-// outside row[0, w).
-[[gnu::always_inline]] inline vn load_window(const float* row, int64_t w0, int64_t w) {
-  if (w0 >= 0 && w0 + L <= w) return loadn(row + w0);
-  const int64_t lo = std::max<int64_t>(0, -w0), hi = std::min<int64_t>(L, w - w0);
-  if (hi <= lo) return vn{};
-  // The masked lanes are not read, so the base may lie before row.
-  const auto* base = reinterpret_cast<const float*>(reinterpret_cast<uintptr_t>(row) +
-                                                    static_cast<uintptr_t>(w0 * 4));
-#if defined(__AVX512F__)
-  const auto mask = static_cast<__mmask16>(((1u << hi) - 1u) & ~((1u << lo) - 1u));
-  return reinterpret_cast<vn>(_mm512_maskz_loadu_ps(mask, base));
-#else
-  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  const __m256i mask =
-      _mm256_and_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(hi)), lane),
-                       _mm256_cmpgt_epi32(lane, _mm256_set1_epi32(static_cast<int>(lo) - 1)));
-  return reinterpret_cast<vn>(_mm256_maskload_ps(base, mask));
-#endif
-}
-
 // Plane columns filled lane by lane rather than transposed, when a row
 // ends with this many or fewer (the one or two columns the tiles still
 // read past the last whole vector of a 16-wide row, say).
@@ -255,9 +234,14 @@ void fill_strip(const Planes& z, const float* x, int64_t cb, int64_t h0, int64_t
       if (lanes == L && p + L <= z.w) {
 #pragma GCC unroll 16
         for (int64_t l = 0; l < L; ++l) r[l] = loadn(row + l * plane + p);
-      } else {
+      } else {  // channels past the last, or a row's last, partial vector
         for (int64_t l = 0; l < L; ++l) {
-          r[l] = l < lanes ? load_window(row + l * plane, p, z.w) : vn{};
+          if (l >= lanes) {
+            r[l] = vn{};
+            continue;
+          }
+          const float* src = row + l * plane + p;
+          r[l] = p + L <= z.w ? loadn(src) : loadn_head(src, z.w - p);
         }
       }
       transpose_square(r);
