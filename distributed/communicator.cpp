@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -31,6 +32,20 @@ void Communicator::broadcast_string(std::string& s, int root) {
   broadcast_values(std::span<int64_t>(&length, 1), root);
   s.resize(static_cast<size_t>(length));
   broadcast(std::as_writable_bytes(std::span<char>(s.data(), s.size())), root);
+}
+
+std::vector<std::string> Communicator::allgather_string(const std::string& s) {
+  const auto lengths = allgather_value<int64_t>(static_cast<int64_t>(s.size()));
+  const size_t width = static_cast<size_t>(*std::max_element(lengths.begin(), lengths.end()));
+  std::string padded = s;
+  padded.resize(width, ' ');
+  std::string all(width * lengths.size(), ' ');
+  allgather(std::as_bytes(std::span<const char>(padded.data(), width)),
+            std::as_writable_bytes(std::span<char>(all.data(), all.size())));
+  std::vector<std::string> out;
+  for (size_t i = 0; i < lengths.size(); ++i)
+    out.push_back(all.substr(i * width, static_cast<size_t>(lengths[i])));
+  return out;
 }
 
 namespace {

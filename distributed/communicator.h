@@ -85,6 +85,8 @@ class Communicator {
     broadcast(std::as_writable_bytes(data), root);
   }
   void broadcast_string(std::string& s, int root);
+  // Every rank's s, in rank order (strings of any length).
+  std::vector<std::string> allgather_string(const std::string& s);
   template <typename T>
   std::vector<T> allgather_value(const T& value) {
     std::vector<T> out(static_cast<size_t>(size()));

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <regex>
 #include <string>
 
 #include "app/platform/cuda_plugin_loader.h"
@@ -38,8 +39,9 @@ TEST(CudaPlugin, MissingFileIsRefusedWithItsPath) {
 TEST(CudaPlugin, WrongAbiIsRefused) {
   const auto load = load_cuda_plugin_from(LOCKSTEP_FAKE_PLUGIN_ABI);
   EXPECT_EQ(load.plugin, nullptr);
-  EXPECT_EQ(LOCKSTEP_CUDA_PLUGIN_ABI, 2);  // precision as an integer (ABI 1: as text)
-  EXPECT_TRUE(contains(load.error, "has plugin ABI 1, this lockstep needs 2")) << load.error;
+  // 3: devices' PCI bus ids (ABI 2: precision as an integer; 1: as text).
+  EXPECT_EQ(LOCKSTEP_CUDA_PLUGIN_ABI, 3);
+  EXPECT_TRUE(contains(load.error, "has plugin ABI 1, this lockstep needs 3")) << load.error;
 }
 
 // The right ABI number with a table of another size (a plugin built from
@@ -87,8 +89,9 @@ TEST(CudaPlugin, GpuRunThatCannotStartSaysWhyInOneLine) {
                              " train --device cuda --epochs 1 --train-subset 64 --run-dir ''");
   EXPECT_NE(r.exit_code, 0) << r.output;
   const std::string why = driver ? "no CUDA plugin" : "no CUDA driver on this node";
-  EXPECT_TRUE(contains(r.output, "config key device is \"cuda\" but rank 0")) << r.output;
+  EXPECT_TRUE(contains(r.output, "config key device is \"cuda\": rank 0 on ")) << r.output;
   EXPECT_TRUE(contains(r.output, why)) << r.output;
+  EXPECT_TRUE(contains(r.output, "; use device = \"cpu\" (or \"auto\")")) << r.output;
 }
 
 // A GPU run with stand-in drivers and a plugin of the right ABI that sees no
@@ -137,7 +140,7 @@ TEST(CudaPlugin, AutoFallsBackToTheCpuWhenNoDeviceIsVisible) {
 }
 
 // device = auto with more ranks on the node (3) than GPUs (2): the whole
-// node trains on the CPU, and local rank 0 says so once, with the reason.
+// job trains on the CPU, and rank 0 says so once, with the reason.
 TEST(CudaPlugin, AutoWithMoreRanksThanGpusRunsTheNodeOnTheCpuWithANote) {
   REQUIRE_FASHION_MNIST();
   testing::ScratchDir dir;
@@ -146,8 +149,8 @@ TEST(CudaPlugin, AutoWithMoreRanksThanGpusRunsTheNodeOnTheCpuWithANote) {
       " timeout -k 5 120 " LOCKSTEP_MPIEXEC " -n 3 " LOCKSTEP_BINARY " " +
       testing::fashion_mnist_train_args(dir.path(), 1, 96, 96, 1) + " --device auto");
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_TRUE(
-      contains(r.output, "lockstep: rank 0: note: device auto runs on the CPU: 3 ranks on "))
+  EXPECT_TRUE(contains(
+      r.output, "lockstep: rank 0: note: device auto runs on the CPU on every rank: 3 ranks on "))
       << r.output;
   EXPECT_TRUE(contains(r.output, " but only 2 GPUs are visible to each")) << r.output;
   EXPECT_EQ(count_of(r.output, "note: device auto runs on the CPU"), 1u) << r.output;
@@ -168,16 +171,88 @@ TEST(CudaPlugin, NcclEngineIsRefusedWhenAutoLandsOnTheCpu) {
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_NE(r.exit_code, 124) << "hung:\n" << r.output;
   EXPECT_TRUE(contains(r.output,
-                       "config key gradient_engine = \"nccl\" needs every rank on a "
-                       "GPU of its own, and this rank has none"))
+                       "config key gradient_engine = \"nccl\" needs every rank on a GPU of its "
+                       "own and compression = \"none\", but the job runs on the CPU"))
       << r.output;
+}
+
+// mpiexec -n 2 on a node whose one GPU both ranks see as device 0 (the
+// fake plugin gives it one bus id): NCCL would refuse "Duplicate GPU" at
+// start-up, so device = cuda is refused before, naming the ranks, the host
+// and the bus id, and auto trains on the CPU with a note.
+std::string two_ranks_on_one_gpu(const std::string& device) {
+  return "LD_LIBRARY_PATH=" LOCKSTEP_FAKE_DRIVER_NEW
+         " LOCKSTEP_CUDA_PLUGIN=" LOCKSTEP_FAKE_PLUGIN_ONE
+         " LOCKSTEP_FAKE_BUS_ID=0000:41:00.0 timeout -k 5 120 " LOCKSTEP_MPIEXEC
+         " -n 2 " LOCKSTEP_BINARY " " +
+         device;
+}
+
+TEST(CudaPlugin, TwoRanksOnOneGpuAreRefusedBeforeNcclStarts) {
+  REQUIRE_FASHION_MNIST();
+  testing::ScratchDir dir;
+  const auto r = run_command(two_ranks_on_one_gpu(
+      testing::fashion_mnist_train_args(dir.path(), 1, 64, 64, 1) + " --device cuda"));
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.exit_code, 124) << "hung:\n" << r.output;
+  EXPECT_TRUE(contains(r.output, "config key device is \"cuda\": ranks 0, 1 on ")) << r.output;
+  EXPECT_TRUE(contains(r.output, " take the same GPU 0000:41:00.0 (")) << r.output;
+  EXPECT_TRUE(contains(r.output, "or set gpu_share = true)")) << r.output;
+  EXPECT_EQ(count_of(r.output, "take the same GPU"), 1u) << r.output;  // rank 0 reports it
+}
+
+TEST(CudaPlugin, AutoWithTwoRanksOnOneGpuTrainsOnTheCpu) {
+  REQUIRE_FASHION_MNIST();
+  testing::ScratchDir dir;
+  const auto r = run_command(two_ranks_on_one_gpu(
+      testing::fashion_mnist_train_args(dir.path(), 1, 64, 64, 1) + " --device auto"));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output,
+                       "lockstep: rank 0: note: device auto runs on the CPU on every rank: "
+                       "ranks 0, 1 on "))
+      << r.output;
+  EXPECT_EQ(count_of(r.output, "take the same GPU 0000:41:00.0"), 1u) << r.output;
+  EXPECT_TRUE(contains(r.output, " on cpu (1 thread, ")) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(dir.file("COMPLETE"))) << r.output;
+}
+
+// lockstep doctor tells GPUs apart by bus id: two ranks that each call their
+// GPU 0 (srun --gpus-per-task=1 with device cgroups) are on different GPUs
+// when the bus ids differ, on one when they are equal.
+TEST(CudaPlugin, DoctorComparesGpusByBusId) {
+  REQUIRE_FASHION_MNIST();
+  testing::ScratchDir dir;
+  const auto doctor = [&](const std::string& bus0, const std::string& bus1) {
+    const std::string rank = " " LOCKSTEP_BINARY " doctor --device cuda --run-dir " + dir.path();
+    return run_command("LD_LIBRARY_PATH=" LOCKSTEP_FAKE_DRIVER_NEW
+                       " LOCKSTEP_CUDA_PLUGIN=" LOCKSTEP_FAKE_PLUGIN_ONE
+                       " timeout -k 5 120 " LOCKSTEP_MPIEXEC " -n 1 -env LOCKSTEP_FAKE_BUS_ID " +
+                       bus0 + rank + " : -n 1 -env LOCKSTEP_FAKE_BUS_ID " + bus1 + rank);
+  };
+  auto r = doctor("0000:41:00.0", "0000:42:00.0");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "no problems found")) << r.output;
+  r = doctor("0000:41:00.0", "0000:41:00.0");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_TRUE(contains(r.output, "take the same GPU 0000:41:00.0")) << r.output;
 }
 
 #if LOCKSTEP_HAVE_PLUGIN
 TEST(CudaPlugin, RealPluginLoadsAndReportsVersionsWithoutAGpu) {
   const auto load = load_cuda_plugin_from(LOCKSTEP_BUILD_DIR "/liblockstep_cuda.so");
   ASSERT_NE(load.plugin, nullptr) << load.error;
-  EXPECT_EQ(load.plugin->abi_version, 2u) << "precision crosses the ABI as an integer since ABI 2";
+  EXPECT_EQ(load.plugin->abi_version, 3u) << "devices' bus ids cross the ABI since ABI 3";
+  // Device 0's bus id where there is a device (as nvidia-smi writes it,
+  // "00000000:41:00.0" or "0000:41:00.0"); without one the runtime cannot say.
+  char why[256] = {};
+  const bool device = load.plugin->device_count(why, sizeof(why)) > 0;
+  char bus_id[64] = "unchanged";
+  EXPECT_EQ(load.plugin->device_pci_bus_id(0, bus_id, sizeof(bus_id)), device ? 1 : 0);
+  if (device) {
+    EXPECT_TRUE(std::regex_match(
+        bus_id, std::regex("[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\\.[0-7]")))
+        << bus_id;
+  }
   LockstepCudaVersions v{};
   load.plugin->versions(&v);
   EXPECT_GT(v.runtime, 0);

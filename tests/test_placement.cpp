@@ -60,6 +60,148 @@ TEST(Placement, PolarisAndThetaGpuPictures) {
   for (int r = 0; r < 4; ++r) EXPECT_EQ(choose_gpu(r, 4, 4, false, "n").device, r);
 }
 
+RankGpu on_gpu(const std::string& host, int device, const std::string& bus_id) {
+  RankGpu r;
+  r.host = host;
+  r.device = device;
+  r.bus_id = bus_id;
+  return r;
+}
+
+RankGpu without_gpu(const std::string& problem, bool cuda_usable) {
+  RankGpu r;
+  r.host = "c";
+  r.problem = problem;
+  r.cuda_usable = cuda_usable;
+  return r;
+}
+
+TEST(Placement, EveryRankOnAGpuOfItsOwn) {
+  // Two hosts, each numbering its GPUs 0 and 1: the bus ids repeat across hosts only.
+  const std::vector<RankGpu> ranks = {
+      on_gpu("a", 0, "0000:41:00.0"), on_gpu("a", 0, "0000:42:00.0"),
+      on_gpu("b", 0, "0000:41:00.0"), on_gpu("b", 1, "0000:42:00.0")};
+  for (bool required : {false, true}) {
+    for (int rank = 0; rank < 4; ++rank) {
+      const DevicePlan p = plan_devices(required, false, ranks, rank);
+      EXPECT_TRUE(p.gpu);
+      EXPECT_EQ(p.device, ranks[static_cast<size_t>(rank)].device);
+      EXPECT_FALSE(p.shared);
+      EXPECT_FALSE(p.job_shares);
+      EXPECT_EQ(p.error, "");
+      EXPECT_EQ(p.note, "");
+    }
+  }
+}
+
+// Each rank sees one GPU, device 0, and it is the same one (a 1-GPU box
+// under mpiexec -n 2, a job-wide CUDA_VISIBLE_DEVICES=0): NCCL would refuse
+// "Duplicate GPU" at start-up.
+TEST(Placement, RanksMeetingOnOneGpuAreRefusedOrFallBackOrShare) {
+  const std::vector<RankGpu> ranks = {on_gpu("a", 0, "0000:41:00.0"),
+                                      on_gpu("a", 0, "0000:41:00.0"),
+                                      on_gpu("b", 0, "0000:41:00.0")};
+  const std::string why =
+      "ranks 0, 1 on a take the same GPU 0000:41:00.0 (give each rank its own: "
+      "jobs/gpu_affinity.sh, srun --gpus-per-task=1; or set gpu_share = true)";
+  for (int rank = 0; rank < 3; ++rank) {
+    const DevicePlan cuda = plan_devices(true, false, ranks, rank);
+    EXPECT_EQ(cuda.error, "config key device is \"cuda\": " + why);
+    EXPECT_FALSE(cuda.gpu);
+    const DevicePlan autos = plan_devices(false, false, ranks, rank);
+    EXPECT_EQ(autos.error, "");
+    EXPECT_EQ(autos.note, "device auto runs on the CPU on every rank: " + why);
+    EXPECT_FALSE(autos.gpu) << "rank " << rank << " (its own GPU, but the job runs on the CPU)";
+    for (bool required : {false, true}) {
+      const DevicePlan share = plan_devices(required, true, ranks, rank);
+      EXPECT_TRUE(share.gpu);
+      EXPECT_EQ(share.device, 0);
+      EXPECT_EQ(share.shared, rank < 2) << rank;
+      EXPECT_TRUE(share.job_shares);
+      EXPECT_EQ(share.error + share.note, "");
+    }
+  }
+  // Without bus ids (a plugin that could not tell), choose_gpu's sharing stands.
+  std::vector<RankGpu> unknown = {on_gpu("a", 0, ""), on_gpu("a", 1, "")};
+  unknown[1].shared = true;
+  EXPECT_FALSE(plan_devices(true, true, unknown, 0).shared);
+  EXPECT_TRUE(plan_devices(true, true, unknown, 0).job_shares);
+  EXPECT_TRUE(plan_devices(true, true, unknown, 1).shared);
+}
+
+TEST(Placement, ARankWithoutAGpuPutsTheJobOnTheCpu) {
+  const std::vector<RankGpu> ranks = {
+      on_gpu("a", 0, "0000:41:00.0"),
+      without_gpu("rank 1 on c cannot start a GPU run: no CUDA driver", false),
+      without_gpu("3 ranks on c but only 2 GPUs are visible to each (local rank 2)", true)};
+  for (int rank = 0; rank < 3; ++rank) {
+    const DevicePlan cuda = plan_devices(true, true, ranks, rank);
+    EXPECT_EQ(cuda.error,
+              "config key device is \"cuda\": rank 1 on c cannot start a GPU run: no CUDA driver "
+              "(and 1 more rank); use device = \"cpu\" (or \"auto\")");
+    const DevicePlan autos = plan_devices(false, true, ranks, rank);
+    EXPECT_FALSE(autos.gpu);
+    EXPECT_EQ(autos.device, -1);
+    EXPECT_EQ(autos.note,
+              "device auto runs on the CPU on every rank: rank 1 on c cannot start a GPU run: no "
+              "CUDA driver (and 1 more rank)");
+  }
+  // No rank has CUDA at all (a CPU cluster): auto says nothing.
+  const std::vector<RankGpu> cpus = {without_gpu("no driver", false),
+                                     without_gpu("no driver", false)};
+  const DevicePlan quiet = plan_devices(false, false, cpus, 1);
+  EXPECT_FALSE(quiet.gpu);
+  EXPECT_EQ(quiet.note + quiet.error, "");
+  EXPECT_EQ(plan_devices(true, false, cpus, 1).error,
+            "config key device is \"cuda\": no driver (and 1 more rank); use device = \"cpu\" (or "
+            "\"auto\")");
+}
+
+TEST(Placement, GradientEngineTakesNcclOnlyWhereItCanServe) {
+  DevicePlan gpus;
+  gpus.gpu = true;
+  gpus.device = 0;
+  DevicePlan shared = gpus;
+  shared.job_shares = true;
+  const DevicePlan cpus;
+  struct Case {
+    std::string engine;
+    const DevicePlan* plan;
+    int size;
+    std::string compression;
+    bool nccl;
+    std::string why;  // "" when no error
+  };
+  const std::vector<Case> cases = {
+      {"auto", &gpus, 2, "none", true, ""},
+      {"nccl", &gpus, 2, "none", true, ""},
+      {"mpi", &gpus, 2, "none", false, ""},
+      {"auto", &gpus, 1, "none", false, ""},
+      {"nccl", &gpus, 1, "none", false, ""},  // one rank: nothing to reduce
+      {"auto", &cpus, 4, "none", false, ""},
+      {"nccl", &cpus, 4, "none", false, "the job runs on the CPU"},
+      {"auto", &shared, 4, "none", false, ""},
+      {"nccl", &shared, 4, "none", false, "ranks share a GPU (gpu_share)"},
+      {"auto", &gpus, 4, "fp16", false, ""},
+      {"nccl", &gpus, 4, "bf16", false, "compression = \"bf16\" converts and reduces on the host"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.engine + ", size " + std::to_string(c.size) + ", " + c.compression);
+    const GradientEngineChoice g = choose_gradient_engine(c.engine, *c.plan, c.size, c.compression);
+    EXPECT_EQ(g.nccl, c.nccl);
+    if (c.why.empty()) {
+      EXPECT_EQ(g.error, "");
+    } else {
+      EXPECT_NE(g.error.find("config key gradient_engine = \"nccl\" needs every rank on a GPU of "
+                             "its own and compression = \"none\", but " +
+                             c.why),
+                std::string::npos)
+          << g.error;
+      EXPECT_NE(g.error.find("(use gradient_engine = \"auto\" or \"mpi\")"), std::string::npos);
+    }
+  }
+}
+
 TEST(Placement, DefaultThreadsUsesTheMaskOrSharesTheMachine) {
   EXPECT_EQ(default_threads(8, 32, 4), 8);   // aprun -d 8, --depth 8, srun -c 8
   EXPECT_EQ(default_threads(1, 32, 4), 1);   // srun without -c: one core

@@ -96,6 +96,9 @@ void inspect_gpu(const TrainConfig& config, const distributed::Communicator& com
   const size_t i = static_cast<size_t>(c.device);
   r.gpu = env.set && i < env.entries.size() ? env.entries[i] : std::to_string(c.device);
   if (c.shared) r.gpu.push_back('*');
+  char bus_id[64] = {};
+  if (cuda.plugin != nullptr && cuda.plugin->device_pci_bus_id(c.device, bus_id, sizeof(bus_id)))
+    r.gpu_bus_id = bus_id;
 }
 
 nlohmann::json to_json(const DoctorRank& r) {
@@ -110,6 +113,7 @@ nlohmann::json to_json(const DoctorRank& r) {
           {"visible_gpus", r.visible_gpus},
           {"visible_source", r.visible_source},
           {"gpu", r.gpu},
+          {"gpu_bus_id", r.gpu_bus_id},
           {"device_problem", r.device_problem},
           {"plugin", r.plugin},
           {"plugin_detail", r.plugin_detail},
@@ -137,6 +141,7 @@ DoctorRank from_json(const nlohmann::json& j) {
   j.at("device_problem").get_to(r.device_problem);
   j.at("plugin").get_to(r.plugin);
   j.at("plugin_detail").get_to(r.plugin_detail);
+  j.at("gpu_bus_id").get_to(r.gpu_bus_id);
   j.at("mpi").get_to(r.mpi);
   j.at("nccl_env").get_to(r.nccl_env);
   j.at("data_dir").get_to(r.data_dir);
@@ -146,21 +151,11 @@ DoctorRank from_json(const nlohmann::json& j) {
   return r;
 }
 
-// Every rank's report on every rank (variable-length JSON, padded).
+// Every rank's report on every rank.
 std::vector<DoctorRank> gather(const DoctorRank& mine, distributed::Communicator& comm) {
-  const std::string text = to_json(mine).dump();
-  const auto lengths = comm.allgather_value<int64_t>(static_cast<int64_t>(text.size()));
-  const size_t width = static_cast<size_t>(*std::max_element(lengths.begin(), lengths.end()));
-  std::string padded = text;
-  padded.resize(width, ' ');
-  std::string all(width * lengths.size(), ' ');
-  comm.allgather(std::as_bytes(std::span<const char>(padded.data(), width)),
-                 std::as_writable_bytes(std::span<char>(all.data(), all.size())));
   std::vector<DoctorRank> ranks;
-  for (size_t i = 0; i < lengths.size(); ++i) {
-    ranks.push_back(
-        from_json(nlohmann::json::parse(all.substr(i * width, static_cast<size_t>(lengths[i])))));
-  }
+  for (const std::string& text : comm.allgather_string(to_json(mine).dump()))
+    ranks.push_back(from_json(nlohmann::json::parse(text)));
   return ranks;
 }
 

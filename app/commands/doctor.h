@@ -22,6 +22,7 @@ struct DoctorRank {
   int visible_gpus = 0;                // -1: unknown (no driver, CUDA_VISIBLE_DEVICES unset)
   std::string visible_source;          // "driver" | "CUDA_VISIBLE_DEVICES" | ""
   std::string gpu = "-";              // GPU it would take (the physical id; '*': shared), "-": none
+  std::string gpu_bus_id;             // that GPU's PCI bus id, "" when unknown (no plugin)
   std::string device_problem;         // why its device cannot start, "" when it can
   std::string plugin = "not needed";  // "found" | "missing" | "refused" | "not needed"
   std::string plugin_detail;          // path or error line

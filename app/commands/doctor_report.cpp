@@ -12,12 +12,6 @@
 namespace lockstep::app {
 namespace {
 
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
-  return out;
-}
-
 std::vector<int> common_cpus(const DoctorRank& a, const DoctorRank& b) {
   std::vector<int> both;
   std::set_intersection(a.cpus.begin(), a.cpus.end(), b.cpus.begin(), b.cpus.end(),
@@ -32,10 +26,13 @@ bool pinned(const DoctorRank& r) {
 // Problems among the ranks of one host.
 void host_problems(const std::string& host, const std::vector<const DoctorRank*>& ranks,
                    std::vector<std::string>& out) {
+  // One GPU: the same PCI bus id where the plugin told it (each rank may
+  // number its GPU 0), else the same CUDA_VISIBLE_DEVICES entry.
   std::map<std::string, std::vector<int>> by_gpu;
   int threads = 0;
   for (const DoctorRank* r : ranks) {
-    if (r->gpu != "-" && r->gpu.back() != '*') by_gpu[r->gpu].push_back(r->rank);
+    if (r->gpu != "-" && r->gpu.back() != '*')
+      by_gpu[r->gpu_bus_id.empty() ? r->gpu : r->gpu_bus_id].push_back(r->rank);
     threads += r->threads;
   }
   for (const auto& [gpu, on_it] : by_gpu) {

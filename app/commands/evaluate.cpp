@@ -37,7 +37,7 @@ int run_evaluate(const CLI::App& cmd, const EvaluateArgs& args, distributed::Com
   if (comm.rank() == 0) {
     for (const std::string& note : notes) std::printf("%s\n", note.c_str());
   }
-  const auto backend = make_backend(config, comm, threads);
+  const auto backend = make_backend(config, plan_device(config, comm), threads);
   const auto model =
       nn::build_model(config.model, config.layers, {test.channels, test.height, test.width},
                       test.num_classes, config.loss);

@@ -97,8 +97,7 @@ struct TrainConfig {
   // many MiB (app/run/resident_batches.h; 0: never, each step uploads its batch)
   double resident_data_mb = 4096.0;
   // --- GPU placement (app/platform/placement.h)
-  bool gpu_share =
-      false;  // cuda: let local ranks share GPUs when fewer GPUs than ranks are visible
+  bool gpu_share = false;  // cuda: let ranks of a node share GPUs (placement.h: plan_devices)
   int64_t eval_every = 1;  // evaluate every N epochs (0: never)
 
   // fp32 | bf16 | fp16: arithmetic of convolutions and GEMMs (fp16: cuda only)

@@ -170,8 +170,8 @@ std::vector<Key> make_schema() {
       key("compression", &C::compression, "gradients on the wire")
           .allowed({"none", "fp16", "bf16"}),
       key("gradient_engine", &C::gradient_engine,
-          "what reduces gradient buckets: NCCL on the GPUs (auto: when every rank trains on a GPU) "
-          "or MPI through host copies")
+          "what reduces gradient buckets: NCCL on the GPUs (auto: when every rank trains on a GPU "
+          "of its own and compression is none) or MPI through host copies")
           .allowed({"auto", "nccl", "mpi"}),
       key("backward_passes_per_step", &C::backward_passes_per_step,
           "gradient accumulation: backward passes per optimizer step (an epoch's last step takes "
@@ -202,8 +202,8 @@ std::vector<Key> make_schema() {
           .ranks_may_differ(),
       // --- execution
       key("device", &C::device,
-          "where to compute (auto: cuda when every rank on the node has a GPU of its own, else "
-          "cpu)")
+          "where to compute (auto: cuda when every rank of the job has a GPU of its own, else cpu "
+          "on every rank)")
           .allowed({"cpu", "cuda", "auto"}),
       key("deterministic", &C::deterministic,
           "cuda: only deterministic cuDNN convolution algorithms"),
@@ -239,8 +239,9 @@ std::vector<Key> make_schema() {
           .launch_only(),
       // GPU placement (app/platform/placement.h).
       key("gpu_share", &C::gpu_share,
-          "cuda: when a rank sees more than one but fewer GPUs than ranks on its node, share them "
-          "(local rank % GPUs) instead of stopping")
+          "cuda: let ranks of a node share GPUs instead of stopping: fewer visible GPUs than ranks "
+          "(local rank % GPUs), or ranks that see the same GPU (one PCI bus id); gradients then "
+          "reduce through MPI")
           .commands(kAll),
       key("eval_every", &C::eval_every, "evaluate every N epochs (0: never)")
           .range(between(0, kMaxEpochs), "epochs"),

@@ -2,6 +2,8 @@
 
 #include <cstdio>
 
+#include <nlohmann/json.hpp>
+
 #include "app/platform/cpu_isa_env.h"
 #include "app/platform/cuda_plugin_loader.h"
 #include "app/platform/placement.h"
@@ -10,65 +12,90 @@
 namespace lockstep::app {
 namespace {
 
-// The GPU this rank takes among the `visible` ones (app/platform/placement.h).
-GpuChoice gpu_for_rank(const distributed::Communicator& comm, int visible, bool allow_share) {
-  return choose_gpu(comm.local_rank(), comm.local_size(), visible, allow_share, comm.host_name());
-}
-
-std::unique_ptr<nn::Backend> cpu_backend(const TrainConfig& config,
-                                         const distributed::Communicator& comm, int threads) {
+std::unique_ptr<nn::Backend> cpu_backend(const TrainConfig& config, int threads) {
   nn::check_cpu_precision(config.precision, "config key precision");
   return nn::make_cpu_backend(cpu_backend_options(threads, config.precision));
 }
 
-}  // namespace
-
-std::unique_ptr<nn::Backend> make_backend(const TrainConfig& config,
-                                          const distributed::Communicator& comm, int threads) {
-  if (config.device == "cpu") return cpu_backend(config, comm, threads);
+// What this rank finds by itself: the plugin, its GPU and that GPU's bus id.
+RankGpu this_rank_gpu(const TrainConfig& config, const distributed::Communicator& comm) {
+  RankGpu mine;
+  mine.host = comm.host_name();
   const CudaAvailability cuda = cuda_availability();
   if (cuda.plugin == nullptr) {
-    if (config.device == "auto") return cpu_backend(config, comm, threads);
-    fail_input("config key device is \"cuda\" but rank ", comm.rank(), " on ", comm.host_name(),
-               " cannot start a GPU run: ", cuda.why, "; use device = \"cpu\" (or \"auto\")");
+    mine.cuda_usable = false;
+    mine.problem = "rank " + std::to_string(comm.rank()) + " on " + mine.host +
+                   " cannot start a GPU run: " + cuda.why;
+    return mine;
   }
-  const GpuChoice gpu = gpu_for_rank(comm, cuda.devices, config.gpu_share);
+  const GpuChoice gpu =
+      choose_gpu(comm.local_rank(), comm.local_size(), cuda.devices, config.gpu_share, mine.host);
   if (gpu.device < 0) {
-    if (config.device == "cuda") fail_input("config key device is \"cuda\": ", gpu.error);
-    // auto: the CPU for every rank of a node whose ranks outnumber its GPUs.
-    if (comm.local_rank() == 0) {
-      std::fprintf(stderr, "lockstep: rank %d: note: device auto runs on the CPU: %s\n",
-                   comm.rank(), gpu.error.c_str());
-    }
-    return cpu_backend(config, comm, threads);
+    mine.problem = gpu.error;
+    return mine;
   }
+  mine.device = gpu.device;
+  mine.shared = gpu.shared;
+  char bus_id[64] = {};
+  if (cuda.plugin->device_pci_bus_id(gpu.device, bus_id, sizeof(bus_id)) != 0) mine.bus_id = bus_id;
+  return mine;
+}
+
+nlohmann::json to_json(const RankGpu& r) {
+  return {{"host", r.host},     {"device", r.device},   {"shared", r.shared},
+          {"bus_id", r.bus_id}, {"problem", r.problem}, {"cuda_usable", r.cuda_usable}};
+}
+
+RankGpu rank_gpu_from_json(const nlohmann::json& j) {
+  RankGpu r;
+  j.at("host").get_to(r.host);
+  j.at("device").get_to(r.device);
+  j.at("shared").get_to(r.shared);
+  j.at("bus_id").get_to(r.bus_id);
+  j.at("problem").get_to(r.problem);
+  j.at("cuda_usable").get_to(r.cuda_usable);
+  return r;
+}
+
+}  // namespace
+
+DevicePlan plan_device(const TrainConfig& config, distributed::Communicator& comm) {
+  if (config.device == "cpu") return {};
+  const RankGpu mine = this_rank_gpu(config, comm);
+  std::vector<RankGpu> ranks;
+  if (comm.size() == 1) {
+    ranks.push_back(mine);
+  } else {
+    comm.set_stall_label("device plan: each rank's GPU");
+    for (const std::string& text : comm.allgather_string(to_json(mine).dump()))
+      ranks.push_back(rank_gpu_from_json(nlohmann::json::parse(text)));
+  }
+  DevicePlan plan = plan_devices(config.device == "cuda", config.gpu_share, ranks, comm.rank());
+  if (!plan.error.empty()) fail_input(plan.error);
+  if (!plan.note.empty() && comm.rank() == 0)
+    std::fprintf(stderr, "lockstep: rank 0: note: %s\n", plan.note.c_str());
+  return plan;
+}
+
+std::unique_ptr<nn::Backend> make_backend(const TrainConfig& config, const DevicePlan& plan,
+                                          int threads) {
+  if (!plan.gpu) return cpu_backend(config, threads);
+  const CudaAvailability cuda = cuda_availability();
+  LOCKSTEP_CHECK(cuda.plugin != nullptr, "the device plan gives this rank a GPU but ", cuda.why);
   return std::unique_ptr<nn::Backend>(static_cast<nn::Backend*>(cuda.plugin->make_backend(
-      gpu.device, config.deterministic, static_cast<int>(config.precision))));
+      plan.device, config.deterministic, static_cast<int>(config.precision))));
 }
 
 std::unique_ptr<distributed::Communicator> make_gradient_communicator(
-    nn::Backend& backend, distributed::Communicator& comm, const std::string& engine) {
-  if (comm.size() == 1 || engine == "mpi") return nullptr;
-  // The backend's GPU, found again by the same rule; NCCL takes one rank per
-  // GPU, so ranks sharing a GPU (gpu_share) reduce through MPI.
-  const CudaAvailability cuda =
-      backend.device() == nn::Device::kCuda ? cuda_availability() : CudaAvailability{};
-  const GpuChoice gpu = gpu_for_rank(comm, cuda.devices, true);
-  // Every rank must take the same branch: NCCL's start-up is collective.
-  int64_t nccl = cuda.plugin != nullptr && gpu.device >= 0 && !gpu.shared ? 1 : 0;
-  comm.allreduce(std::span<int64_t>(&nccl, 1), distributed::ReduceOp::kMin);
-  if (nccl == 0) {
-    if (engine == "nccl") {
-      fail_input(
-          "config key gradient_engine = \"nccl\" needs every rank on a GPU of its own, "
-          "and ",
-          backend.device() == nn::Device::kCuda && !gpu.shared ? "another rank" : "this rank",
-          " has none (use gradient_engine = \"auto\" or \"mpi\")");
-    }
-    return nullptr;
-  }
+    const DevicePlan& plan, distributed::Communicator& comm, const TrainConfig& config) {
+  const GradientEngineChoice engine =
+      choose_gradient_engine(config.gradient_engine, plan, comm.size(), config.compression);
+  if (!engine.error.empty()) fail_input(engine.error);
+  if (!engine.nccl) return nullptr;
+  const CudaAvailability cuda = cuda_availability();
+  LOCKSTEP_CHECK(cuda.plugin != nullptr, "the device plan gives this rank a GPU but ", cuda.why);
   return std::unique_ptr<distributed::Communicator>(static_cast<distributed::Communicator*>(
-      cuda.plugin->make_nccl_communicator(&comm, gpu.device)));
+      cuda.plugin->make_nccl_communicator(&comm, plan.device)));
 }
 
 void BatchStager::upload(const void* host, nn::Tensor& device_tensor) {

@@ -1,9 +1,8 @@
 // Choosing the compute device for a rank (`device = cpu | cuda | auto`) and
 // staging host batches on it. A GPU run loads the CUDA plugin
-// (app/platform/cuda_plugin_loader.h); the rank's GPU follows app/platform/placement.h's
-// choose_gpu. `auto` is the GPU when the plugin, a driver and a device are all there and choose_gpu
-// gives this rank one; else the CPU (local rank 0 of the node prints a note when the node has GPUs
-// but too few for its ranks).
+// (app/platform/cuda_plugin_loader.h); the rank's GPU follows
+// app/platform/placement.h's choose_gpu, and the job decides together
+// (plan_devices): every rank on a GPU, or every rank on the CPU.
 #pragma once
 
 #include <cstdint>
@@ -11,27 +10,35 @@
 #include <string>
 
 #include "app/config/config.h"
+#include "app/platform/placement.h"
 #include "data/batch_loader.h"
 #include "distributed/communicator.h"
 #include "nn/backend.h"
 
 namespace lockstep::app {
 
-// The backend for this rank; throws InputError naming the key and rank when
-// the device cannot be had (the one-line reason: no driver, no plugin,
-// driver too old, no device, fewer GPUs than local ranks).
-std::unique_ptr<nn::Backend> make_backend(const TrainConfig& config,
-                                          const distributed::Communicator& comm, int threads);
+// This rank's part of the job's device plan (app/platform/placement.h's
+// plan_devices): each rank's GPU and its PCI bus id, gathered from every
+// rank. Throws InputError (the same line on every rank) when device = "cuda"
+// and some rank cannot have a GPU of its own (or, without gpu_share, ranks
+// of a host meet on one GPU); with device = "auto" rank 0 prints a note when
+// the job falls back to the CPU. Collective over `comm` unless device =
+// "cpu".
+DevicePlan plan_device(const TrainConfig& config, distributed::Communicator& comm);
+
+// The backend the plan gives this rank.
+std::unique_ptr<nn::Backend> make_backend(const TrainConfig& config, const DevicePlan& plan,
+                                          int threads);
 
 // The communicator for gradient buckets: NCCL, bootstrapped over `comm` on
-// the backend's device, when every rank computes on a GPU of its own, the
-// job has more than one rank and engine (config key gradient_engine) is
-// "auto" or "nccl"; null otherwise (gradients then go through `comm`, with
-// host copies on a GPU). engine "nccl" when some rank has no GPU of its own
-// throws InputError on every rank.
-// Collective over `comm` when size > 1.
+// the plan's device, when choose_gradient_engine says so (more than one
+// rank, every rank on a GPU of its own, no compression, gradient_engine
+// "auto" or "nccl"); null otherwise (gradients then go through `comm`, with
+// host copies on a GPU). Throws InputError on every rank when
+// gradient_engine = "nccl" cannot be had. Collective over `comm` when it
+// makes the NCCL communicator.
 std::unique_ptr<distributed::Communicator> make_gradient_communicator(
-    nn::Backend& backend, distributed::Communicator& comm, const std::string& engine);
+    const DevicePlan& plan, distributed::Communicator& comm, const TrainConfig& config);
 
 // Host batches as the backend wants them: explicit copies (Backend::upload:
 // on a GPU through pinned staging, on the backend's stream; on the CPU a

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <sstream>
+#include <utility>
 
 namespace lockstep::app {
 
@@ -30,6 +32,98 @@ GpuChoice choose_gpu(int local_rank, int local_size, int visible, bool allow_sha
               std::to_string(local_rank) +
               "); start one rank per GPU, give each rank one GPU (jobs/gpu_affinity.sh, "
               "srun --gpus-per-task=1), or set gpu_share = true to put several ranks on a GPU";
+  }
+  return c;
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+  return out;
+}
+
+namespace {
+
+// "" or " (and 2 more ranks)".
+std::string more_ranks(size_t more) {
+  if (more == 0) return "";
+  return " (and " + std::to_string(more) + " more rank" + (more == 1 ? "" : "s") + ")";
+}
+
+}  // namespace
+
+DevicePlan plan_devices(bool gpu_required, bool allow_share, const std::vector<RankGpu>& ranks,
+                        int rank) {
+  DevicePlan plan;
+  std::vector<int> without;
+  bool any_cuda = false;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    if (ranks[r].device < 0) without.push_back(static_cast<int>(r));
+    any_cuda = any_cuda || ranks[r].cuda_usable;
+  }
+  std::string why;
+  bool no_cuda = false;  // the first rank at fault has no CUDA at all
+  if (!without.empty()) {
+    const RankGpu& first = ranks[static_cast<size_t>(without.front())];
+    why = first.problem + more_ranks(without.size() - 1);
+    no_cuda = !first.cuda_usable;
+  } else {
+    // One GPU, several ranks: the same bus id on one host.
+    std::map<std::pair<std::string, std::string>, std::vector<int>> by_gpu;
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      if (!ranks[r].bus_id.empty())
+        by_gpu[{ranks[r].host, ranks[r].bus_id}].push_back(static_cast<int>(r));
+    }
+    for (const auto& [gpu, on_it] : by_gpu) {
+      if (on_it.size() < 2) continue;
+      if (!allow_share) {
+        why = rank_list(on_it) + " on " + gpu.first + " take the same GPU " + gpu.second +
+              " (give each rank its own: jobs/gpu_affinity.sh, srun --gpus-per-task=1; or set "
+              "gpu_share = true)";
+        break;
+      }
+      for (int r : on_it) plan.shared = plan.shared || r == rank;
+      plan.job_shares = true;
+    }
+    if (why.empty()) {
+      for (const RankGpu& r : ranks) plan.job_shares = plan.job_shares || r.shared;
+      plan.shared = plan.shared || ranks[static_cast<size_t>(rank)].shared;
+    }
+  }
+  if (why.empty()) {
+    plan.gpu = true;
+    plan.device = ranks[static_cast<size_t>(rank)].device;
+    return plan;
+  }
+  plan.shared = plan.job_shares = false;
+  if (gpu_required) {
+    plan.error = "config key device is \"cuda\": " + why +
+                 (no_cuda ? "; use device = \"cpu\" (or \"auto\")" : "");
+  } else if (any_cuda) {
+    plan.note = "device auto runs on the CPU on every rank: " + why;
+  }
+  return plan;
+}
+
+GradientEngineChoice choose_gradient_engine(const std::string& engine, const DevicePlan& plan,
+                                            int world_size, const std::string& compression) {
+  GradientEngineChoice c;
+  if (world_size == 1 || engine == "mpi") return c;
+  std::string why;
+  if (!plan.gpu) {
+    why = "the job runs on the CPU";
+  } else if (plan.job_shares) {
+    why = "ranks share a GPU (gpu_share), and NCCL takes one rank per GPU";
+  } else if (compression != "none") {
+    why = "compression = \"" + compression + "\" converts and reduces on the host";
+  }
+  if (why.empty()) {
+    c.nccl = true;
+  } else if (engine == "nccl") {
+    c.error =
+        "config key gradient_engine = \"nccl\" needs every rank on a GPU of its own and "
+        "compression = \"none\", but " +
+        why + " (use gradient_engine = \"auto\" or \"mpi\")";
   }
   return c;
 }

@@ -26,6 +26,55 @@ struct GpuChoice {
 GpuChoice choose_gpu(int local_rank, int local_size, int visible, bool allow_share,
                      const std::string& host);
 
+// "rank 3" or "ranks 0, 1, 5".
+std::string rank_list(const std::vector<int>& ranks);
+
+// --- The job's devices, decided together -----------------------------------
+// What one rank found by itself: the GPU choose_gpu gave it and that GPU's
+// PCI bus id, or why it has none. The bus id is what NCCL compares: two ranks
+// of one host on one bus id are one GPU, however each numbers it (a job-wide
+// CUDA_VISIBLE_DEVICES=0, a 1-GPU box under mpiexec -n 4, MIG slices of one
+// GPU).
+struct RankGpu {
+  std::string host;
+  int device = -1;          // -1: see problem
+  bool shared = false;      // choose_gpu's: gpu_share put other local ranks here
+  std::string bus_id;       // "0000:41:00.0"; "" when the plugin could not tell
+  std::string problem;      // one line naming the rank, when device < 0
+  bool cuda_usable = true;  // false: no plugin, driver or device at all on this rank
+};
+
+// This rank's device, of the same kind on every rank: a data-parallel job
+// with some ranks on GPUs and some on CPUs would run at the CPUs' pace.
+//   gpu_required (device = "cuda"): every rank on a GPU, or `error` (the same
+//     line on every rank, naming the first rank at fault).
+//   otherwise (device = "auto"): every rank on a GPU when each can have one,
+//     else every rank on the CPU, with `note` saying why unless no rank has
+//     a usable CUDA device at all (a CPU machine: nothing to say).
+// Ranks of one host on one bus id share it: allowed with allow_share
+// (gpu_share), refused (cuda) or a fall-back to the CPU (auto) without.
+struct DevicePlan {
+  bool gpu = false;
+  int device = -1;          // this rank's visible device when gpu
+  bool shared = false;      // this rank's GPU computes for other ranks too
+  bool job_shares = false;  // some rank's GPU does (NCCL takes one rank per GPU)
+  std::string error;
+  std::string note;
+};
+DevicePlan plan_devices(bool gpu_required, bool allow_share, const std::vector<RankGpu>& ranks,
+                        int rank);
+
+// Whether gradient buckets reduce over NCCL (engine: config key
+// gradient_engine): with more than one rank, engine "auto" or "nccl", every
+// rank on a GPU of its own and no compression (16-bit compression converts
+// and reduces on the host). engine "nccl" where NCCL cannot serve is `error`.
+struct GradientEngineChoice {
+  bool nccl = false;
+  std::string error;
+};
+GradientEngineChoice choose_gradient_engine(const std::string& engine, const DevicePlan& plan,
+                                            int world_size, const std::string& compression);
+
 // Default compute threads per rank from the CPUs in the affinity mask
 // (mask_cpus) and the machine's online CPUs: a mask smaller than the machine
 // is the launcher's binding (aprun -d, mpiexec --depth, srun -c) and is used

@@ -58,7 +58,8 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm, TrainerHoo
   normalization_ = train_normalization(config_);
   augmentation_ = train_augmentation(config_);
 
-  backend_ = make_backend(config_, comm_, threads_);
+  device_plan_ = plan_device(config_, comm_);
+  backend_ = make_backend(config_, device_plan_, threads_);
   if (hooks_.wrap_backend) backend_ = hooks_.wrap_backend(std::move(backend_));
   loss_totals_ = nn::Tensor({nn::kLossTotalsFloats}, backend_->device());
   const std::string kernels = kernels_label(backend_->device(), config_.precision);
@@ -96,7 +97,7 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm, TrainerHoo
     timeline_->label_process("node " + comm_.host_name() + ", precision " +
                              nn::to_string(config_.precision) + ", kernels " + kernels);
   }
-  gradient_comm_ = make_gradient_communicator(*backend_, comm_, config_.gradient_engine);
+  gradient_comm_ = make_gradient_communicator(device_plan_, comm_, config_);
   auto dconfig = dopt_config(config_);
   dconfig.timeline = timeline_.get();
   dconfig.gradient_comm = gradient_comm_.get();

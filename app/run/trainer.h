@@ -133,6 +133,7 @@ class Trainer {
   data::Dataset train_, test_, val_;                        // val_: empty without val_fraction
   data::Normalization normalization_;
   data::Augmentation augmentation_;
+  DevicePlan device_plan_;
   std::unique_ptr<nn::Backend> backend_;
   nn::Tensor loss_totals_;  // nn::LossTotals in the backend's memory (train_epoch)
   // The test set's and the validation split's batches (null: no split).

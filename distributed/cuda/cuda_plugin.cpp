@@ -52,6 +52,16 @@ void describe_devices(char* out, size_t size) {
   distributed::copy_c_string(distributed::device_lines(nn::cuda_devices_description()), out, size);
 }
 
+int device_pci_bus_id(int device, char* out, size_t size) {
+  char id[64] = {};
+  if (cudaDeviceGetPCIBusId(id, static_cast<int>(sizeof(id)), device) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  distributed::copy_c_string(id, out, size);
+  return 1;
+}
+
 void* make_backend(int device, int deterministic, int precision) {
   const auto p = static_cast<nn::Precision>(precision);
   LOCKSTEP_CHECK(nn::value_of(nn::kPrecisionNames, p).has_value(), "precision ", precision,
@@ -79,6 +89,7 @@ extern "C" __attribute__((visibility("default"))) const LockstepCudaPlugin* lock
       versions,
       device_count,
       describe_devices,
+      device_pci_bus_id,
       make_backend,
       upload,
       make_nccl_communicator,

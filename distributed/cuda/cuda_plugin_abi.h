@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LOCKSTEP_CUDA_PLUGIN_ABI 2
+#define LOCKSTEP_CUDA_PLUGIN_ABI 3
 #define LOCKSTEP_CUDA_PLUGIN_ENTRY "lockstep_cuda_plugin"
 
 #ifdef __cplusplus
@@ -46,6 +46,10 @@ typedef struct LockstepCudaPlugin {
   /* One line per visible device ("cuda:0 NVIDIA H100 (sm_90, 79.1 GiB, 132
    * SMs)"), NUL-terminated, cut at size. */
   void (*describe_devices)(char* out, size_t size);
+  /* Visible device `device`'s PCI bus id ("0000:41:00.0", NUL-terminated,
+   * cut at size): what tells two ranks' GPUs apart, whatever each calls
+   * them. 1 on success, 0 when the runtime cannot say. */
+  int (*device_pci_bus_id)(int device, char* out, size_t size);
   /* new lockstep::nn::Backend on visible device `device`; precision: the
    * integer value of lockstep::nn::Precision (0 fp32, 1 bf16, 2 fp16:
    * nn/precision.h). */

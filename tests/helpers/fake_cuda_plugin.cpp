@@ -2,9 +2,12 @@
 // FAKE_PLUGIN_ABI is the ABI version it claims (the previous one: refused); FAKE_PLUGIN_NO_ENTRY
 // builds one without the entry point; FAKE_PLUGIN_SHORT_TABLE one whose table is a pointer shorter
 // than the loader's (a plugin built against an older header); FAKE_PLUGIN_VERSION one from another
-// lockstep release. A plugin of the right ABI sees FAKE_PLUGIN_DEVICES devices (default none), and
-// cannot make a backend.
+// lockstep release. A plugin of the right ABI sees FAKE_PLUGIN_DEVICES devices (default none),
+// tells their bus ids, and cannot make a backend.
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "distributed/cuda/cuda_plugin_abi.h"
 
@@ -24,6 +27,15 @@ int device_count(char* why, size_t size) {
   return FAKE_PLUGIN_DEVICES;
 }
 
+// Device d's bus id: $LOCKSTEP_FAKE_BUS_ID when set (the same for every
+// device: one physical GPU), else 0000:4d:00.0.
+int device_pci_bus_id(int device, char* out, size_t size) {
+  const char* env = std::getenv("LOCKSTEP_FAKE_BUS_ID");
+  std::snprintf(out, size, "%s",
+                env != nullptr ? env : ("0000:4" + std::to_string(device) + ":00.0").c_str());
+  return 1;
+}
+
 #ifdef FAKE_PLUGIN_SHORT_TABLE
 constexpr uint32_t kTableSize = sizeof(LockstepCudaPlugin) - sizeof(void*);
 #else
@@ -38,9 +50,9 @@ constexpr const char* kVersion = LOCKSTEP_VERSION;
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) const LockstepCudaPlugin* lockstep_cuda_plugin() {
-  static const LockstepCudaPlugin plugin = {FAKE_PLUGIN_ABI, kTableSize,   kVersion, 13000,
-                                            versions,        device_count, nullptr,  nullptr,
-                                            nullptr,         nullptr,      nullptr};
+  static const LockstepCudaPlugin plugin = {
+      FAKE_PLUGIN_ABI, kTableSize,        kVersion, 13000,   versions, device_count,
+      nullptr,         device_pci_bus_id, nullptr,  nullptr, nullptr,  nullptr};
   return &plugin;
 }
 #else
