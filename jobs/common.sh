@@ -11,6 +11,7 @@
 #   job_arguments, default_option: argument handling of the batch scripts.
 #   mpi_launcher N   sets the array `launcher` to a local mpiexec for N ranks,
 #                    spelled for MPICH or Open MPI (from `mpiexec --version`).
+#   slingshot_nccl [DIR...]  NCCL's settings for HPE Slingshot (below).
 # Environment: LOCKSTEP (the binary, default ./build/lockstep), LOG_DIR,
 # RESUME (default auto; empty: start fresh), DOCTOR (1: run `lockstep doctor`
 # with the same launcher and options instead of training, to check each
@@ -90,6 +91,52 @@ mpi_launcher() {
   else
     launcher=(mpiexec -n "$1")  # MPICH (Hydra) and Cray MPICH
   fi
+}
+
+# NCCL between nodes on HPE Slingshot (Polaris, Perlmutter) runs at full
+# speed only through the aws-ofi-nccl plugin (libnccl-net*.so); without it
+# NCCL falls back to TCP sockets (2-3x slower in ALCF's measurements). Where
+# the plugin is found (in $AWS_OFI_NCCL_DIR/lib, each DIR/lib, then the
+# folders of LD_LIBRARY_PATH), its folder goes first on LD_LIBRARY_PATH and
+# the settings ALCF and HPE publish for it are exported, each only where the
+# user has not set it: NCCL_NET="AWS Libfabric" (NCCL then refuses to start
+# without the plugin instead of falling back), NCCL_NET_GDR_LEVEL=PHB,
+# NCCL_CROSS_NIC=1, FI_CXI_DISABLE_HOST_REGISTER=1,
+# FI_MR_CACHE_MONITOR=userfaultfd, FI_CXI_DEFAULT_CQ_SIZE=131072. Returns 0
+# then; where no plugin is found it says so in one line, sets nothing and
+# returns 1. SLINGSHOT: auto (default: a node with Slingshot interfaces,
+# /sys/class/net/hsn*; elsewhere nothing is done or said), 1 (this is
+# Slingshot), 0 (nothing at all; ALCF: a few applications hang with the
+# plugin).
+slingshot_nccl() {
+  case "${SLINGSHOT:-auto}" in
+    0) return 1 ;;
+    1) ;;
+    *) compgen -G "/sys/class/net/hsn*" >/dev/null || return 1 ;;
+  esac
+  local dir found="" path=() candidates=()
+  [ -n "${AWS_OFI_NCCL_DIR:-}" ] && candidates+=("$AWS_OFI_NCCL_DIR/lib")
+  for dir in "$@"; do candidates+=("$dir/lib"); done
+  IFS=: read -ra path <<<"${LD_LIBRARY_PATH:-}"
+  candidates+=("${path[@]}")
+  for dir in "${candidates[@]}"; do
+    if [ -n "$dir" ] && compgen -G "$dir/libnccl-net*.so" >/dev/null; then
+      found=$dir
+      break
+    fi
+  done
+  if [ -z "$found" ]; then
+    echo "${0##*/}: no aws-ofi-nccl plugin (libnccl-net*.so) in AWS_OFI_NCCL_DIR, ${*:-}" \
+      "or LD_LIBRARY_PATH: NCCL between nodes takes TCP sockets (SLINGSHOT=0: no check)" >&2
+    return 1
+  fi
+  export LD_LIBRARY_PATH="$found${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  export NCCL_NET="${NCCL_NET-AWS Libfabric}" NCCL_NET_GDR_LEVEL="${NCCL_NET_GDR_LEVEL-PHB}"
+  export NCCL_CROSS_NIC="${NCCL_CROSS_NIC-1}"
+  export FI_CXI_DISABLE_HOST_REGISTER="${FI_CXI_DISABLE_HOST_REGISTER-1}"
+  export FI_MR_CACHE_MONITOR="${FI_MR_CACHE_MONITOR-userfaultfd}"
+  export FI_CXI_DEFAULT_CQ_SIZE="${FI_CXI_DEFAULT_CQ_SIZE-131072}"
+  echo "${0##*/}: NCCL over Slingshot through $found" >&2
 }
 
 lockstep_train() {

@@ -12,6 +12,10 @@
 # local-rank order by jobs/gpu_affinity.sh. Submit
 # from the repository root (PBS passes no arguments: use -v):
 #   qsub -A <project> -v CONFIG=configs/cifar10.toml,LOCKSTEP_ARGS="--epochs 32" jobs/polaris.pbs.sh
+# GPU runs take NCCL over Slingshot with ALCF's settings (jobs/common.sh:
+# slingshot_nccl; the plugin from AWS_OFI_NCCL_DIR, default ALCF's
+# /soft/libraries/aws-ofi-nccl/v1.9.1-aws, with hwloc and
+# NCCL_COLLNET_ENABLE=1 as ALCF's NCCL page has them; SLINGSHOT=0: none).
 # shellcheck source-path=SCRIPTDIR/..
 set -euo pipefail
 cd "${PBS_O_WORKDIR:-.}"
@@ -23,4 +27,9 @@ ppn=${RANKS_PER_NODE:-4} depth=${DEPTH:-8}
 launcher=(mpiexec -n $((nodes * ppn)) --ppn "$ppn" --depth "$depth" --cpu-bind depth
   --env OMP_NUM_THREADS="$depth" jobs/gpu_affinity.sh)
 default_option device "${DEVICE:-cuda}"
+if [ "$(option_value device "${extra[@]}")" != cpu ] &&
+  slingshot_nccl "${AWS_OFI_NCCL_DIR:-/soft/libraries/aws-ofi-nccl/v1.9.1-aws}"; then
+  export NCCL_COLLNET_ENABLE="${NCCL_COLLNET_ENABLE-1}"
+  if [ -d /soft/libraries/hwloc/lib ]; then export LD_LIBRARY_PATH="/soft/libraries/hwloc/lib:$LD_LIBRARY_PATH"; fi
+fi
 lockstep_train "$config" "${launcher[@]}" -- "${extra[@]}"

@@ -12,7 +12,10 @@
 # of its task). Submit from the repository root, adding what the site needs
 # (-A account, -q qos, -C gpu, --mpi=pmi2 in SRUN_ARGS):
 #   sbatch -A <account> jobs/slurm.sbatch.sh configs/cifar10.toml --epochs 32
-# CPU-only nodes: sbatch --gpus-per-task=0 and DEVICE=cpu.
+# CPU-only nodes: sbatch --gpus-per-task=0 and DEVICE=cpu. GPU runs on HPE
+# Slingshot take NCCL through the aws-ofi-nccl plugin when it is found (the
+# site's module on LD_LIBRARY_PATH, or AWS_OFI_NCCL_DIR), with HPE's settings
+# (jobs/common.sh: slingshot_nccl; SLINGSHOT=0: none).
 # shellcheck source-path=SCRIPTDIR/..
 set -euo pipefail
 cd "${SLURM_SUBMIT_DIR:-.}"
@@ -23,4 +26,6 @@ read -ra srun_args <<<"${SRUN_ARGS:-}"
 export SRUN_CPUS_PER_TASK=${SLURM_CPUS_PER_TASK:-1}
 launcher=(srun --cpu-bind=cores -c "$SRUN_CPUS_PER_TASK" "${srun_args[@]}")
 default_option device "${DEVICE:-cuda}"
+# shellcheck disable=SC2119  # the plugin's folders come from the environment
+if [ "$(option_value device "${extra[@]}")" != cpu ]; then slingshot_nccl || true; fi
 lockstep_train "$config" "${launcher[@]}" -- "${extra[@]}"

@@ -106,6 +106,50 @@ TEST(JobPlacement, PolarisChoosesAmongTheGpusTheSchedulerGave) {
   expect_no_placement_problem(r.output);
 }
 
+// GPU runs on Polaris take NCCL over Slingshot through the aws-ofi-nccl
+// plugin with ALCF's settings, where the plugin is; each rank's doctor line
+// shows the NCCL settings it got.
+TEST(JobPlacement, PolarisTakesNcclOverSlingshotWhereThePluginIs) {
+  JobFixture f;
+  const std::string plugin = f.dir.file("aws-ofi-nccl");
+  std::filesystem::create_directories(plugin + "/lib");
+  std::ofstream(plugin + "/lib/libnccl-net.so") << "x";
+  const std::string polaris = "RANKS_PER_NODE=1 DEPTH=1 GPUS_PER_NODE=1 SLINGSHOT=1 ";
+  auto r = f.polaris(polaris + "AWS_OFI_NCCL_DIR=" + plugin + " NCCL_CROSS_NIC=0");
+  ASSERT_EQ(rows_of(r.output).size(), 1u) << r.output;
+  EXPECT_TRUE(contains(r.output, "NCCL over Slingshot through " + plugin + "/lib")) << r.output;
+  for (const char* set :
+       {"NCCL_NET=AWS Libfabric", "NCCL_NET_GDR_LEVEL=PHB", "NCCL_COLLNET_ENABLE=1",
+        "NCCL_CROSS_NIC=0"}) {  // the user's own setting stays
+    EXPECT_TRUE(contains(r.output, set)) << set << "\n" << r.output;
+  }
+  // No plugin: said once, nothing set (NCCL_NET would stop NCCL from starting).
+  r = f.polaris(polaris + "AWS_OFI_NCCL_DIR=" + f.dir.file("nowhere"));
+  ASSERT_EQ(rows_of(r.output).size(), 1u) << r.output;
+  EXPECT_TRUE(contains(r.output, "no aws-ofi-nccl plugin (libnccl-net*.so)")) << r.output;
+  EXPECT_FALSE(contains(r.output, "NCCL_NET=")) << r.output;
+  // Turned off, or a CPU run: neither.
+  for (const std::string& settings : {polaris + "SLINGSHOT=0 AWS_OFI_NCCL_DIR=" + plugin,
+                                      polaris + "DEVICE=cpu AWS_OFI_NCCL_DIR=" + plugin}) {
+    r = f.polaris(settings);
+    ASSERT_EQ(rows_of(r.output).size(), 1u) << r.output;
+    EXPECT_FALSE(contains(r.output, "NCCL_NET=")) << settings << "\n" << r.output;
+    EXPECT_FALSE(contains(r.output, "aws-ofi-nccl")) << settings << "\n" << r.output;
+  }
+  // The libfabric settings, the plugin's folder first on the library path,
+  // and the plugin found on LD_LIBRARY_PATH (a site module) as well.
+  const auto env = run_command("cd " + kSource + " && SLINGSHOT=1 LD_LIBRARY_PATH=/x:" + plugin +
+                               "/lib FI_CXI_DEFAULT_CQ_SIZE=7 bash -c 'source jobs/common.sh && "
+                               "slingshot_nccl && env'");
+  ASSERT_EQ(env.exit_code, 0) << env.output;
+  for (const std::string& set :
+       std::vector<std::string>{"FI_CXI_DISABLE_HOST_REGISTER=1", "FI_MR_CACHE_MONITOR=userfaultfd",
+                                "FI_CXI_DEFAULT_CQ_SIZE=7", "NCCL_CROSS_NIC=1",
+                                "LD_LIBRARY_PATH=" + plugin + "/lib:/x:"}) {
+    EXPECT_TRUE(contains(env.output, "\n" + set)) << set << "\n" << env.output;
+  }
+}
+
 TEST(JobPlacement, PolarisDepthIsTheThreadCount) {
   JobFixture f;
   const auto r = f.polaris("RANKS_PER_NODE=1 DEPTH=2 GPUS_PER_NODE=4");
