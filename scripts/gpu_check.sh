@@ -9,7 +9,11 @@
 #   1 versions     driver, runtime, cuDNN, cuBLAS, NCCL (lockstep info);
 #                  refuses, and stops, when the driver is older than the runtime
 #   2 gpu_tests    Cuda*, Cudnn*, the device checkpoint test; nccl_tests: the
-#                  NCCL suite on one rank; from the XML: no test skipped
+#                  NCCL suite on one rank; from the XML: no test skipped (on
+#                  one rank reductions are identities: nccl_tests checks
+#                  NCCL's start-up, aborts, the host path and the ordering of
+#                  an out-of-place allgather behind queued work, not sums
+#                  across GPUs)
 #   3 train_fp32   lockstep train, Fashion-MNIST, 32 epochs, --device cuda;
 #     train_bf16   fp32 must land within 0.3 points of the CPU: the mean test
 #                  accuracy of the last five epochs against the CPU's 87.91%

@@ -5,7 +5,7 @@
 //   within k * 2^-23 * sum|a b| of the fp64 product of the bf16-rounded
 //   inputs (fp32 sums), and within 2^-7 * sum|a b| + that of the exact
 //   product (bf16 keeps 8 significant bits: each input off by at most
-//   2^-9 relative, a product by about 2^-8);
+//   2^-8 relative, a product by at most about 2^-7);
 // - vdpbf16ps and the emulated tile give the same bits (normal numbers),
 //   and so do the conversions on vcvtne2ps2bf16: every path this CPU runs
 //   (the avx2 and avx512 builds emulated, the avx512 build on the bf16

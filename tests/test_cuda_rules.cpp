@@ -45,14 +45,15 @@ TEST(CudnnAlgorithmChoice, DefaultMathIsChosenOnlyForADefaultDescriptor) {
 }
 
 // At 16 bits cuDNN reports the algorithms without a tensor-core version as
-// DEFAULT under a TENSOR_OP descriptor: usable then, in cuDNN's order; never
-// at fp32 (TF32).
+// DEFAULT under a TENSOR_OP descriptor: usable then, in cuDNN's order, run as
+// DEFAULT.
 TEST(CudnnAlgorithmChoice, DefaultMathEntriesServeSixteenBitConvolutions) {
   const std::vector<AlgorithmCandidate> only_default{entry(2, ConvMath::kDefault, 0.1f, 0),
                                                      entry(0, ConvMath::kDefault, 0.2f, 0)};
   const AlgorithmRequirements bf16{ConvMath::kTensorOp, false, kMiB,
-                                   default_math_usable(Precision::kBf16)};
-  EXPECT_EQ(choose_algorithm(only_default, bf16), 0u);
+                                   default_math_entries(Precision::kBf16)};
+  EXPECT_EQ(algorithm_order(only_default, bf16),
+            (std::vector<AlgorithmTry>{{0, ConvMath::kDefault}, {1, ConvMath::kDefault}}));
   EXPECT_FALSE(choose_algorithm(only_default, {ConvMath::kTensorOp, false, kMiB}).has_value());
   const std::vector<AlgorithmCandidate> mixed{entry(7, ConvMath::kTensorOp, 0.1f, 0),
                                               entry(2, ConvMath::kDefault, 0.2f, 0),
@@ -60,13 +61,46 @@ TEST(CudnnAlgorithmChoice, DefaultMathEntriesServeSixteenBitConvolutions) {
   EXPECT_EQ(choose_algorithm(mixed, bf16), 0u);
   std::vector<AlgorithmCandidate> slow_tensor_op = mixed;
   std::swap(slow_tensor_op[0], slow_tensor_op[1]);  // cuDNN timed DEFAULT faster
-  EXPECT_EQ(choose_algorithm(slow_tensor_op, bf16), 0u);
-  EXPECT_EQ(slow_tensor_op[0].math, ConvMath::kDefault);
+  EXPECT_EQ(algorithm_order(slow_tensor_op, bf16),
+            (std::vector<AlgorithmTry>{{0, ConvMath::kDefault}, {1, ConvMath::kTensorOp}}));
+  EXPECT_EQ(default_math_entries(Precision::kFp16), DefaultMathEntries::kAsTheyAre);
+}
+
+// At fp32 a DEFAULT entry would be TF32 run as it is. If cuDNN labels its
+// float32 kernels DEFAULT under an FMA descriptor, they are still tried, after
+// every FMA entry, and run with the descriptor's FMA: never TF32, and never a
+// fp32 convolution without an algorithm.
+TEST(CudnnAlgorithmChoice, FloatRunsDefaultEntriesOnlyAsFmaAndLast) {
   const AlgorithmRequirements fp32{conv_math(Precision::kFp32), false, kMiB,
-                                   default_math_usable(Precision::kFp32)};
-  EXPECT_EQ(choose_algorithm(slow_tensor_op, fp32), 2u);  // FMA only: no TF32
-  EXPECT_TRUE(default_math_usable(Precision::kFp16));
-  EXPECT_FALSE(default_math_usable(Precision::kFp32));
+                                   default_math_entries(Precision::kFp32)};
+  const std::vector<AlgorithmCandidate> mixed{
+      entry(2, ConvMath::kDefault, 0.1f, 0), entry(7, ConvMath::kTensorOp, 0.2f, 0),
+      entry(1, ConvMath::kFma, 0.3f, 0), entry(0, ConvMath::kDefault, 0.4f, 0),
+      entry(5, ConvMath::kFma, 0.5f, 0)};
+  EXPECT_EQ(
+      algorithm_order(mixed, fp32),
+      (std::vector<AlgorithmTry>{
+          {2, ConvMath::kFma}, {4, ConvMath::kFma}, {0, ConvMath::kFma}, {3, ConvMath::kFma}}));
+  const std::vector<AlgorithmCandidate> labelled_default{entry(1, ConvMath::kDefault, 0.1f, 0),
+                                                         entry(0, ConvMath::kDefault, 0.2f, 0)};
+  for (const AlgorithmTry& t : algorithm_order(labelled_default, fp32))
+    EXPECT_EQ(t.math, ConvMath::kFma);
+  EXPECT_EQ(choose_algorithm(labelled_default, fp32), 0u);
+  EXPECT_EQ(default_math_entries(Precision::kFp32), DefaultMathEntries::kLastAsDescriptors);
+  EXPECT_EQ(conv_math(Precision::kFp32), ConvMath::kFma);
+}
+
+// The error when nothing is usable lists every candidate.
+TEST(CudnnAlgorithmChoice, DescribesEveryCandidate) {
+  std::vector<AlgorithmCandidate> found{entry(1, ConvMath::kFma, 0.4f, 2 * kMiB),
+                                        entry(6, ConvMath::kDefault, 0.1f, 0, false),
+                                        entry(0, ConvMath::kTensorOp, -1.0f, 0)};
+  found[1].succeeded = false;
+  EXPECT_EQ(
+      describe_candidates(found),
+      "algo 1 FMA 0.400 ms 2097152 B deterministic; algo 6 DEFAULT failed; algo 0 TENSOR_OP 0 "
+      "B deterministic");
+  EXPECT_EQ(describe_candidates({}), "none");
 }
 
 TEST(CudnnAlgorithmChoice, HonoursStatusDeterminismAndWorkspaceLimit) {

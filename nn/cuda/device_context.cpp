@@ -58,19 +58,30 @@ ConvAlgorithm<Algo> choose(
         static_cast<int>(r.algo), r.status == CUDNN_STATUS_SUCCESS,    r.time, r.memory,
         to_conv_math(r.mathType), r.determinism == CUDNN_DETERMINISTIC};
   }
-  const auto best =
-      choose_algorithm(std::span(candidates.data(), static_cast<size_t>(count)), need);
-  if (!best) {
-    throw LibraryError(detail::concat(
-        "cuDNN offers no usable ", direction, " algorithm for ", describe(g), " (",
-        need.deterministic ? "deterministic, " : "", to_string(need.math), " math, workspace <= ",
-        need.workspace_limit, " bytes; ", count, " candidates) ---> HINT: lower batch_size",
-        need.deterministic ? " or turn off deterministic" : ""));
+  const std::span<const AlgorithmCandidate> found(candidates.data(), static_cast<size_t>(count));
+  // The first usable entry whose (math type, algorithm) cuDNN accepts for
+  // these descriptors.
+  std::ostringstream refused;
+  for (const AlgorithmTry& t : algorithm_order(found, need)) {
+    ConvAlgorithm<Algo> chosen{results[t.index].algo, 0, to_cudnn_math(t.math)};
+    CUDNN_CHECK(cudnnSetConvolutionMathType(conv, chosen.math));
+    const cudnnStatus_t status =
+        workspace_size(cudnn, a, b, conv, c, chosen.algo, &chosen.workspace_bytes);
+    if (status == CUDNN_STATUS_SUCCESS && chosen.workspace_bytes <= need.workspace_limit)
+      return chosen;
+    CUDA_CLEAR_PROBE_ERRORS();  // a refused probe is not an error of ours
+    refused << "; algo " << static_cast<int>(chosen.algo) << " as " << to_string(t.math) << ": ";
+    if (status == CUDNN_STATUS_SUCCESS) {
+      refused << "workspace " << chosen.workspace_bytes << " bytes";
+    } else {
+      refused << cudnnGetErrorString(status);
+    }
   }
-  ConvAlgorithm<Algo> chosen{results[*best].algo, 0, results[*best].mathType};
-  CUDNN_CHECK(cudnnSetConvolutionMathType(conv, chosen.math));
-  CUDNN_CHECK(workspace_size(cudnn, a, b, conv, c, chosen.algo, &chosen.workspace_bytes));
-  return chosen;
+  throw LibraryError(detail::concat(
+      "cuDNN offers no usable ", direction, " algorithm for ", describe(g), " (",
+      need.deterministic ? "deterministic, " : "", to_string(need.math), " math, workspace <= ",
+      need.workspace_limit, " bytes; candidates: ", describe_candidates(found), refused.str(),
+      ") ---> HINT: lower batch_size", need.deterministic ? " or turn off deterministic" : ""));
 }
 
 }  // namespace
@@ -162,7 +173,7 @@ ConvPlan& DeviceContext::conv_plan(const Conv2dGeometry& g) {
 
 void DeviceContext::choose_algorithms(const Conv2dGeometry& g, ConvPlan& p) {
   const AlgorithmRequirements need{conv_math(precision_), deterministic_, workspace_limit(),
-                                   default_math_usable(precision_)};
+                                   default_math_entries(precision_)};
   const bool heuristic = deterministic_;
   p.forward = choose(
       "forward", g, need, cudnn(), p.x.get(), p.w.get(), p.conv.get(), p.y.get(),

@@ -22,12 +22,14 @@ inline ConvMath conv_math(Precision p) {
   return p == Precision::kFp32 ? ConvMath::kFma : ConvMath::kTensorOp;
 }
 
-// Whether cuDNN's CUDNN_DEFAULT_MATH results are usable beside the
-// descriptor's (nn/cuda/algorithm_choice.h): at 16 bits they are algorithms
-// without tensor cores, accumulating in float32 all the same; at fp32 they
-// would be TF32.
-inline bool default_math_usable(Precision p) {
-  return p != Precision::kFp32;
+// What cuDNN's CUDNN_DEFAULT_MATH results are worth beside the descriptor's
+// (nn/cuda/algorithm_choice.h): at 16 bits they are algorithms without
+// tensor cores, accumulating in float32 all the same; at fp32 they run only
+// after every FMA entry and only with the descriptor's CUDNN_FMA_MATH (run as
+// DEFAULT they would be TF32).
+inline DefaultMathEntries default_math_entries(Precision p) {
+  return p == Precision::kFp32 ? DefaultMathEntries::kLastAsDescriptors
+                               : DefaultMathEntries::kAsTheyAre;
 }
 
 // Bytes per element of convolution and GEMM inputs.

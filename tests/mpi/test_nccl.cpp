@@ -86,6 +86,40 @@ TEST(Nccl, BroadcastFromEveryRootAndAllgatherOnDeviceMemory) {
   }
 }
 
+// On one rank an allreduce or a broadcast leaves its buffer as it was, so
+// only an out-of-place collective shows whether NCCL waited for the work
+// queued before it: `in` holds a sentinel in memory, then the backend
+// writes this rank's value into it behind long work, with no host wait; an
+// allgather that did not wait for the backend's stream would gather the
+// sentinel.
+TEST(Nccl, AllgatherWaitsForTheBackendsQueuedWrites) {
+  auto mpi = make_test_comm();
+  SKIP_WITHOUT_DEVICES(*mpi);
+  auto backend = nn::make_cuda_backend(mpi->local_rank(), true);
+  auto nccl = make_test_nccl(*mpi);
+  const int rank = nccl->rank(), size = nccl->size();
+  const int64_t count = int64_t{1} << 20, m = int64_t{4096} * 4096;
+  nn::Tensor ga({m}, nn::Device::kCuda), gb({m}, nn::Device::kCuda), gc({m}, nn::Device::kCuda);
+  backend->fill(m, 1.0f / 4096.0f, ga.data());
+  backend->fill(m, 1.0f, gb.data());
+  nn::Tensor in({count}, nn::Device::kCuda), out({count * size}, nn::Device::kCuda);
+  for (int round = 0; round < 3; ++round) {
+    backend->fill(count, -1000.0f, in.data());
+    backend->synchronize();  // the sentinel is in memory
+    nn::cuda_test::queue_long_work(*backend, ga, gb, gc);
+    backend->fill(count, static_cast<float>(rank + round) + 0.5f, in.data());
+    nccl->allgather(std::as_bytes(in.span()), std::as_writable_bytes(out.span()));
+    const std::vector<float> gathered = host_copy(out);
+    for (int r = 0; r < size; ++r) {
+      for (int64_t i = 0; i < count; i += 4099) {
+        ASSERT_EQ(gathered[static_cast<size_t>(r * count + i)],
+                  static_cast<float>(r + round) + 0.5f)
+            << "round " << round << " block " << r << " element " << i;
+      }
+    }
+  }
+}
+
 TEST(Nccl, HostMemoryGoesThroughMpi) {
   auto mpi = make_test_comm();
   SKIP_WITHOUT_DEVICES(*mpi);

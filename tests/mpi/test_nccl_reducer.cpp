@@ -30,6 +30,7 @@
 namespace lockstep::distributed {
 namespace {
 
+using nn::cuda_test::queue_long_work;
 using testing::host_copy;
 using testing::make_test_comm;
 using testing::make_test_nccl;
@@ -71,14 +72,6 @@ TEST(NcclReducer, SixteenBitAllreduceOnDeviceMemory) {
       }
     }
   }
-}
-
-// Queues long work on the backend's stream: eight 4096^3 GEMMs (1.1 TFLOP,
-// tens of milliseconds even on an H100 in float32).
-void queue_long_work(nn::Backend& backend, nn::Tensor& a, nn::Tensor& b, nn::Tensor& c) {
-  const int64_t n = 4096;
-  for (int i = 0; i < 8; ++i)
-    backend.gemm(false, false, n, n, n, 1.0f, a.data(), b.data(), 0.0f, c.data());
 }
 
 // After: the values to reduce are written by a fill queued behind long work
@@ -180,10 +173,13 @@ TEST_P(NcclEquivalence, DistributedOptimizerOverNcclMatchesTheHostPath) {
   auto host_model = small_model(nn::Device::kCuda), nccl_model = small_model(nn::Device::kCuda);
   auto host_sgd = nn::make_optimizer({}, host_model->parameters(), nn::Device::kCuda);
   auto nccl_sgd = nn::make_optimizer({}, nccl_model->parameters(), nn::Device::kCuda);
-  const DistributedOptimizerConfig host_config{.first_bucket_mb = 0.001,
-                                               .bucket_cap_mb = 0.002,
-                                               .backward_passes_per_step = s.passes,
-                                               .overlap = s.overlap};
+  DistributedOptimizerConfig host_config{.first_bucket_mb = 0.001,
+                                         .bucket_cap_mb = 0.002,
+                                         .backward_passes_per_step = s.passes,
+                                         .overlap = s.overlap};
+  // A predivide factor keeps one rank with one pass from passing gradients
+  // straight through (no reduction at all); a power of two scales exactly.
+  host_config.gradient_predivide_factor = 2.0;
   DistributedOptimizerConfig nccl_config = host_config;
   nccl_config.gradient_comm = nccl.get();
   DistributedOptimizer host(*mpi, *backend, host_model->parameters(), *host_sgd, host_config);

@@ -1,6 +1,7 @@
 // Helpers of the CUDA backend tests (test_cuda_*.cpp): device copies of
-// host tensors and labels, the CPU-vs-CUDA comparison, and a fixture that
-// skips, saying why, when no GPU is visible. CUDA builds only.
+// host tensors and labels, the CPU-vs-CUDA comparison, long work to queue
+// ahead of what must not wait for it, and a fixture that skips, saying why,
+// when no GPU is visible. CUDA builds only.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -33,6 +34,16 @@ struct Tolerance {
 constexpr Tolerance kExact{};
 
 using testing::random_tensor;
+
+// Queues long work on the backend's stream: eight 4096^3 GEMMs (1.1 TFLOP,
+// tens of milliseconds even on an H100 in float32), reading a and b and
+// writing c (each 4096 * 4096 floats on the device). What the backend queues
+// after it runs long after the host has gone on, unless something waits.
+inline void queue_long_work(Backend& backend, Tensor& a, Tensor& b, Tensor& c) {
+  const int64_t n = 4096;
+  for (int i = 0; i < 8; ++i)
+    backend.gemm(false, false, n, n, n, 1.0f, a.data(), b.data(), 0.0f, c.data());
+}
 
 inline Tensor to_device(const Tensor& host) {
   Tensor t(host.shape(), Device::kCuda);

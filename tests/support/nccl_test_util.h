@@ -20,6 +20,7 @@
 #include "distributed/cuda/nccl_communicator.h"
 #include "nn/cuda/cuda_backend.h"
 #include "nn/tensor.h"
+#include "support/cuda_test_util.h"  // queue_long_work
 
 namespace lockstep::distributed::testing {
 
