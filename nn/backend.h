@@ -75,6 +75,11 @@ struct BatchNormTrainState {
   double* stats = nullptr;
   float* coef = nullptr;
   float eps = 1e-5f, momentum = 0.1f;
+  // Backward: the forward's ReLU clamped x * scale + shift itself (no
+  // residual add in between), so a backend may recompute the mask
+  // batchnorm_train_backward takes from y from x instead (the same mask:
+  // the CPU does, reading one tensor fewer).
+  bool mask_from_x = false;
 };
 
 // The shortcut of a CIFAR ResNet ("option A", He et al. 2016): every

@@ -182,6 +182,15 @@ TEST(ResidualFusion, BatchNormTrainOpsGiveTheBitsOfTheSeparatePasses) {
       EXPECT_TRUE(bitwise_equal(db, want_db)) << backend->name() << " S=" << g.spatial;
       EXPECT_TRUE(bitwise_equal(dx, want_dx)) << backend->name() << " S=" << g.spatial;
 
+      // The mask recomputed from x (a ReLU of x * scale + shift itself): the
+      // same bits as the mask read from y.
+      Tensor dx3(shape_of(g)), dw3({C}), db3({C});
+      BatchNormTrainState from_x = s.view();
+      from_x.mask_from_x = true;
+      backend->batchnorm_train_backward(g, from_x, x.data(), y.data(), dy.data(), dw3.data(),
+                                        db3.data(), dx3.data());
+      expect_all_bitwise({&dw3, &db3, &dx3}, {&dw, &db, &dx}, backend->name() + " mask from x");
+
       // Masked by y here first: the same bits as the op's own mask.
       Tensor masked(shape_of(g)), dx2(shape_of(g)), dw2({C}), db2({C});
       backend->relu_backward(masked.numel(), y.data(), dy.data(), masked.data());

@@ -128,11 +128,34 @@ void plane_apply_any(const float* x, float scale, float shift, const float* add,
   plane_apply(x, scale, shift, n, y);
 }
 
+// Where the forward pass fused a ReLU, g' = dy where its output y was
+// positive. The mask comes from y, or is recomputed from x with the
+// forward's (scale, shift): x * scale + shift is the expression y was
+// clamped from (plane_apply_relu, an FMA in both), and it is positive
+// exactly where y is (NaN and -0.0 included), so the same mask with one
+// tensor fewer to read.
+struct ReluMask {
+  const float* y = nullptr;  // mask from y (null and !from_x: no ReLU)
+  bool from_x = false;
+  float scale = 0.0f, shift = 0.0f;
+  bool any() const { return y != nullptr || from_x; }
+};
+
 // dx = k * (g' - a - (x - mean) * invstd * b) = g' * k + x * u + w
-void plane_backward(const float* x, const float* y, const float* dy, float k, float u, float w,
-                    int64_t n, float* dx) {
-  if (y == nullptr) {
+// (y: the mask's plane when it comes from y)
+void plane_backward(const float* x, const ReluMask& mask, const float* y, const float* dy, float k,
+                    float u, float w, int64_t n, float* dx) {
+  if (!mask.any()) {
     for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * k + x[i] * u + w;
+    return;
+  }
+  if (mask.from_x) {
+    const float scale = mask.scale, shift = mask.shift;
+    for (int64_t i = 0; i < n; ++i) {
+      const float d = dy[i];
+      const float g = x[i] * scale + shift > 0.0f ? d : 0.0f;
+      dx[i] = g * k + x[i] * u + w;
+    }
     return;
   }
   for (int64_t i = 0; i < n; ++i) {
@@ -157,23 +180,32 @@ void channel_stats(const BatchNormGeometry& g, const float* x, int64_t c, double
   sums.result(sum, sumsq);
 }
 
-// x, y, dy: (N, C, S); coef: (2, C) -> sum g' and sum g' xhat of channel c
-void channel_grad_sums(const BatchNormGeometry& g, const float* x, const float* y, const float* dy,
-                       const float* coef, int64_t c, double& sum_dy, double& sum_dy_xhat) {
+// x, dy (and the mask's y): (N, C, S); coef: (2, C) -> sum g' and sum g'
+// xhat of channel c
+void channel_grad_sums(const BatchNormGeometry& g, const float* x, const ReluMask& mask,
+                       const float* dy, const float* coef, int64_t c, double& sum_dy,
+                       double& sum_dy_xhat) {
   const int64_t S = g.spatial, C = g.channels, CS = C * S;
   ChannelSums sums;
   for (int64_t n = 0; n < g.batch; ++n) {
     const int64_t at = n * CS + c * S;
     const float *xp = x + at, *dp = dy + at;
-    if (y == nullptr) {
+    if (mask.from_x) {
+      const vn scale = vn{} + mask.scale, shift = vn{} + mask.shift;
       sums.add_plane(S, [=](int64_t i, int64_t m) {
-        return std::pair{load_part(dp, i, m), load_part(xp, i, m)};
+        const vn v = load_part(xp, i, m);
+        const vn masked = v * scale + shift > 0.0f ? load_part(dp, i, m) : vn{};
+        return std::pair{masked, v};
       });
-    } else {
-      const float* yp = y + at;  // g' = dy * (y > 0), a fused ReLU
+    } else if (mask.y != nullptr) {
+      const float* yp = mask.y + at;  // g' = dy * (y > 0), a fused ReLU
       sums.add_plane(S, [=](int64_t i, int64_t m) {
         const vn masked = load_part(yp, i, m) > 0.0f ? load_part(dp, i, m) : vn{};
         return std::pair{masked, load_part(xp, i, m)};
+      });
+    } else {
+      sums.add_plane(S, [=](int64_t i, int64_t m) {
+        return std::pair{load_part(dp, i, m), load_part(xp, i, m)};
       });
     }
   }
@@ -184,14 +216,15 @@ void channel_grad_sums(const BatchNormGeometry& g, const float* x, const float* 
   sum_dy_xhat = (sgx - static_cast<double>(coef[c]) * sg) * coef[C + c];
 }
 
-// One plane of channel c: dx from x, y, dy and coef (5, C).
-void plane_backward_apply(const float* x, const float* y, const float* dy, const float* coef,
-                          int64_t C, int64_t c, int64_t S, float* dx) {
+// One plane of channel c: dx from x, the mask (y: its plane when it comes
+// from y), dy and coef (5, C).
+void plane_backward_apply(const float* x, const ReluMask& mask, const float* y, const float* dy,
+                          const float* coef, int64_t C, int64_t c, int64_t S, float* dx) {
   const float mean = coef[c], invstd = coef[C + c], k = coef[2 * C + c];
   const float a = coef[3 * C + c], b = coef[4 * C + c];
   const float u = -k * invstd * b;  // coefficient of x
   const float w = -k * a - u * mean;
-  plane_backward(x, y, dy, k, u, w, S, dx);
+  plane_backward(x, mask, y, dy, k, u, w, S, dx);
 }
 
 }  // namespace
@@ -249,7 +282,7 @@ void batchnorm_backward_sums(ThreadPool& pool, const BatchNormGeometry& g, const
                              double* sum_dy_xhat) {
   pool.parallel_for(g.channels, 1, [=](int64_t c0, int64_t c1, int) {
     for (int64_t c = c0; c < c1; ++c) {
-      channel_grad_sums(g, x, y, dy, coef, c, sum_dy[c], sum_dy_xhat[c]);
+      channel_grad_sums(g, x, ReluMask{.y = y}, dy, coef, c, sum_dy[c], sum_dy_xhat[c]);
     }
   });
 }
@@ -260,14 +293,17 @@ void batchnorm_backward_apply(ThreadPool& pool, const BatchNormGeometry& g, cons
   const int64_t S = g.spatial, C = g.channels;
   pool.parallel_for(g.batch * C, std::max<int64_t>(1, 8192 / std::max<int64_t>(1, S)),
                     [=](int64_t i0, int64_t i1, int) {
+                      const ReluMask mask{.y = y};
                       for (int64_t i = i0; i < i1; ++i) {
-                        plane_backward_apply(x + i * S, y == nullptr ? nullptr : y + i * S,
+                        plane_backward_apply(x + i * S, mask, y == nullptr ? nullptr : y + i * S,
                                              dy + i * S, coef, C, i % C, S, dx + i * S);
                       }
                     });
 }
 
-// x, y, dy, dx: (N, C, S); dweight, dbias: (C)
+// x, y, dy, dx: (N, C, S); dweight, dbias: (C). With s.mask_from_x the mask
+// of y is recomputed from x (ReluMask), with the forward's (scale, shift)
+// from s.stats, weight and bias, which the optimizer has not moved yet.
 void batchnorm_train_backward(ThreadPool& pool, const BatchNormGeometry& g,
                               const BatchNormTrainState& s, const float* x, const float* y,
                               const float* dy, float* dweight, float* dbias, float* dx) {
@@ -275,20 +311,25 @@ void batchnorm_train_backward(ThreadPool& pool, const BatchNormGeometry& g,
   const double inv_count = 1.0 / static_cast<double>(g.batch * S);
   pool.parallel_for(C, 1, [=](int64_t c0, int64_t c1, int) {
     for (int64_t c = c0; c < c1; ++c) {
+      const BatchNormChannel ch{s.stats[c], s.stats[C + c]};
+      ReluMask mask{.y = y};
+      if (y != nullptr && s.mask_from_x) {
+        mask = ReluMask{.from_x = true};
+        batchnorm_channel_coef(ch, s.weight[c], s.bias[c], mask.scale, mask.shift);
+      }
       s.coef[c] = static_cast<float>(s.stats[c]);
       s.coef[C + c] = static_cast<float>(s.stats[C + c]);
       double sum_dy = 0.0, sum_dy_xhat = 0.0;
-      channel_grad_sums(g, x, y, dy, s.coef, c, sum_dy, sum_dy_xhat);
+      channel_grad_sums(g, x, mask, dy, s.coef, c, sum_dy, sum_dy_xhat);
       dbias[c] = static_cast<float>(sum_dy);
       dweight[c] = static_cast<float>(sum_dy_xhat);
       if (dx == nullptr) continue;
-      batchnorm_channel_backward({s.stats[c], s.stats[C + c]}, s.weight[c], sum_dy, sum_dy_xhat,
-                                 inv_count, s.coef[2 * C + c], s.coef[3 * C + c],
-                                 s.coef[4 * C + c]);
+      batchnorm_channel_backward(ch, s.weight[c], sum_dy, sum_dy_xhat, inv_count, s.coef[2 * C + c],
+                                 s.coef[3 * C + c], s.coef[4 * C + c]);
       for (int64_t n = 0; n < g.batch; ++n) {
         const int64_t at = n * CS + c * S;
-        plane_backward_apply(x + at, y == nullptr ? nullptr : y + at, dy + at, s.coef, C, c, S,
-                             dx + at);
+        plane_backward_apply(x + at, mask, y == nullptr ? nullptr : y + at, dy + at, s.coef, C, c,
+                             S, dx + at);
       }
     }
   });

@@ -46,7 +46,8 @@ BatchNormTrainState BatchNorm2d::train_state() {
           .stats = reinterpret_cast<double*>(stats_.data()),
           .coef = coef_.data(),
           .eps = eps_,
-          .momentum = momentum_};
+          .momentum = momentum_,
+          .mask_from_x = masked_ && !residual_forward_};
 }
 
 void BatchNorm2d::batch_statistics(Backend& backend, const BatchNormGeometry& g, const Tensor& x,
@@ -107,6 +108,7 @@ void BatchNorm2d::forward(Backend& backend, const Tensor& x, Tensor& y, const Fo
                shape_string(x.shape()));
   }
   masked_ = relu_ || (residual != nullptr && residual_relu_);
+  residual_forward_ = residual != nullptr;
   training_ = ctx.training;
   reducer_ = ctx.training ? ctx.batch_stats : nullptr;
   // Per-rank statistics of ordinary sums: all on the device, nothing read back.

@@ -72,7 +72,8 @@ class BatchNorm2d final : public Layer {
   int64_t channels_;
   bool relu_;
   float eps_, momentum_;
-  bool masked_;  // the last forward applied a ReLU: backward masks dy by y > 0
+  bool masked_;                    // the last forward applied a ReLU: backward masks dy by y > 0
+  bool residual_forward_ = false;  // the last forward added a residual (before its ReLU)
   Parameter weight_, bias_;
   Buffer running_mean_, running_var_, num_batches_tracked_;
   std::vector<BatchNormChannel> channels_host_;  // host path: of the last forward
