@@ -94,7 +94,8 @@ mpi_launcher() {
 }
 
 # NCCL between nodes on HPE Slingshot (Polaris, Perlmutter) runs at full
-# speed only through the aws-ofi-nccl plugin (libnccl-net*.so); without it
+# speed only through the aws-ofi-nccl plugin (libnccl-net.so, or
+# libnccl-net-SUFFIX.so with NCCL_NET_PLUGIN=SUFFIX set for it); without it
 # NCCL falls back to TCP sockets (2-3x slower in ALCF's measurements). Where
 # the plugin is found (in $AWS_OFI_NCCL_DIR/lib, each DIR/lib, then the
 # folders of LD_LIBRARY_PATH), its folder goes first on LD_LIBRARY_PATH and
@@ -114,16 +115,26 @@ slingshot_nccl() {
     1) ;;
     *) compgen -G "/sys/class/net/hsn*" >/dev/null || return 1 ;;
   esac
-  local dir found="" path=() candidates=()
+  local dir lib found="" suffix="" path=() candidates=()
   [ -n "${AWS_OFI_NCCL_DIR:-}" ] && candidates+=("$AWS_OFI_NCCL_DIR/lib")
   for dir in "$@"; do candidates+=("$dir/lib"); done
   IFS=: read -ra path <<<"${LD_LIBRARY_PATH:-}"
   candidates+=("${path[@]}")
+  # NCCL loads libnccl-net.so, or libnccl-net-SUFFIX.so when NCCL_NET_PLUGIN
+  # names SUFFIX (newer aws-ofi-nccl installs libnccl-net-ofi.so).
   for dir in "${candidates[@]}"; do
-    if [ -n "$dir" ] && compgen -G "$dir/libnccl-net*.so" >/dev/null; then
+    [ -n "$dir" ] || continue
+    if [ -e "$dir/libnccl-net.so" ]; then
       found=$dir
       break
     fi
+    for lib in "$dir"/libnccl-net-*.so; do
+      if [ -e "$lib" ]; then
+        found=$dir suffix=${lib##*/libnccl-net-}
+        suffix=${suffix%.so}
+        break 2
+      fi
+    done
   done
   if [ -z "$found" ]; then
     echo "${0##*/}: no aws-ofi-nccl plugin (libnccl-net*.so) in AWS_OFI_NCCL_DIR, ${*:-}" \
@@ -131,6 +142,7 @@ slingshot_nccl() {
     return 1
   fi
   export LD_LIBRARY_PATH="$found${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  if [ -n "$suffix" ]; then export NCCL_NET_PLUGIN="${NCCL_NET_PLUGIN-$suffix}"; fi
   export NCCL_NET="${NCCL_NET-AWS Libfabric}" NCCL_NET_GDR_LEVEL="${NCCL_NET_GDR_LEVEL-PHB}"
   export NCCL_CROSS_NIC="${NCCL_CROSS_NIC-1}"
   export FI_CXI_DISABLE_HOST_REGISTER="${FI_CXI_DISABLE_HOST_REGISTER-1}"

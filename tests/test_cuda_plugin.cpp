@@ -174,6 +174,9 @@ TEST(CudaPlugin, NcclEngineIsRefusedWhenAutoLandsOnTheCpu) {
                        "config key gradient_engine = \"nccl\" needs every rank on a GPU of its "
                        "own and compression = \"none\", but the job runs on the CPU"))
       << r.output;
+  // No rank has a device at all (each record says so through the gather):
+  // auto says nothing about falling back.
+  EXPECT_FALSE(contains(r.output, "note: device auto")) << r.output;
 }
 
 // mpiexec -n 2 on a node whose one GPU both ranks see as device 0 (the
@@ -226,8 +229,8 @@ TEST(CudaPlugin, DoctorComparesGpusByBusId) {
     const std::string rank = " " LOCKSTEP_BINARY " doctor --device cuda --run-dir " + dir.path();
     return run_command("LD_LIBRARY_PATH=" LOCKSTEP_FAKE_DRIVER_NEW
                        " LOCKSTEP_CUDA_PLUGIN=" LOCKSTEP_FAKE_PLUGIN_ONE
-                       " timeout -k 5 120 " LOCKSTEP_MPIEXEC " -n 1 -env LOCKSTEP_FAKE_BUS_ID " +
-                       bus0 + rank + " : -n 1 -env LOCKSTEP_FAKE_BUS_ID " + bus1 + rank);
+                       " timeout -k 5 120 " LOCKSTEP_MPIEXEC " -n 1 env LOCKSTEP_FAKE_BUS_ID=" +
+                       bus0 + rank + " : -n 1 env LOCKSTEP_FAKE_BUS_ID=" + bus1 + rank);
   };
   auto r = doctor("0000:41:00.0", "0000:42:00.0");
   EXPECT_EQ(r.exit_code, 0) << r.output;

@@ -47,6 +47,22 @@ TEST(Doctor, HealthyJobHasNoProblems) {
   EXPECT_TRUE(doctor_problems(ranks).empty()) << joined(doctor_problems(ranks));
 }
 
+// Ranks on one GPU (by bus id where known, each calling it 0) are a problem
+// unless gpu_share lets them share it.
+TEST(Doctor, OneGpuIsAProblemOnlyWithoutGpuShare) {
+  std::vector<DoctorRank> ranks = {rank_on(0, "a", {0, 1, 2, 3}, 4),
+                                   rank_on(1, "a", {4, 5, 6, 7}, 4)};
+  ranks[0].gpu = ranks[1].gpu = std::string("0");
+  ranks[0].gpu_bus_id = std::string("0000:41:00.0");
+  ranks[1].gpu_bus_id = std::string("0000:42:00.0");
+  EXPECT_TRUE(doctor_problems(ranks).empty()) << joined(doctor_problems(ranks));
+  ranks[1].gpu_bus_id = ranks[0].gpu_bus_id;
+  EXPECT_TRUE(
+      contains(joined(doctor_problems(ranks)), "ranks 0, 1 on a take the same GPU 0000:41:00.0"));
+  ranks[0].gpu_share = ranks[1].gpu_share = true;
+  EXPECT_TRUE(doctor_problems(ranks).empty()) << joined(doctor_problems(ranks));
+}
+
 TEST(Doctor, NamesEachProblem) {
   std::vector<DoctorRank> ranks = {rank_on(0, "a", {0, 1}, 2), rank_on(1, "a", {1, 2}, 4),
                                    rank_on(2, "b", {0, 1, 2, 3, 4, 5, 6, 7}, 8),

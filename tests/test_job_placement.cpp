@@ -123,6 +123,7 @@ TEST(JobPlacement, PolarisTakesNcclOverSlingshotWhereThePluginIs) {
         "NCCL_CROSS_NIC=0"}) {  // the user's own setting stays
     EXPECT_TRUE(contains(r.output, set)) << set << "\n" << r.output;
   }
+  EXPECT_FALSE(contains(r.output, "NCCL_NET_PLUGIN")) << r.output;  // libnccl-net.so: the default
   // No plugin: said once, nothing set (NCCL_NET would stop NCCL from starting).
   r = f.polaris(polaris + "AWS_OFI_NCCL_DIR=" + f.dir.file("nowhere"));
   ASSERT_EQ(rows_of(r.output).size(), 1u) << r.output;
@@ -136,6 +137,13 @@ TEST(JobPlacement, PolarisTakesNcclOverSlingshotWhereThePluginIs) {
     EXPECT_FALSE(contains(r.output, "NCCL_NET=")) << settings << "\n" << r.output;
     EXPECT_FALSE(contains(r.output, "aws-ofi-nccl")) << settings << "\n" << r.output;
   }
+  // A plugin installed as libnccl-net-ofi.so: NCCL_NET_PLUGIN names it.
+  const std::string ofi = f.dir.file("aws-ofi-nccl-new");
+  std::filesystem::create_directories(ofi + "/lib");
+  std::ofstream(ofi + "/lib/libnccl-net-ofi.so") << "x";
+  r = f.polaris(polaris + "AWS_OFI_NCCL_DIR=" + ofi);
+  EXPECT_TRUE(contains(r.output, "NCCL_NET_PLUGIN=ofi")) << r.output;
+  EXPECT_TRUE(contains(r.output, "NCCL_NET=AWS Libfabric")) << r.output;
   // The libfabric settings, the plugin's folder first on the library path,
   // and the plugin found on LD_LIBRARY_PATH (a site module) as well.
   const auto env = run_command("cd " + kSource + " && SLINGSHOT=1 LD_LIBRARY_PATH=/x:" + plugin +

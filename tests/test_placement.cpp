@@ -121,6 +121,17 @@ TEST(Placement, RanksMeetingOnOneGpuAreRefusedOrFallBackOrShare) {
       EXPECT_EQ(share.error + share.note, "");
     }
   }
+  // Containers on two nodes may share a host name: the node key (host and
+  // boot id) tells them apart.
+  std::vector<RankGpu> containers = {on_gpu("c", 0, "0000:41:00.0"),
+                                     on_gpu("c", 0, "0000:41:00.0")};
+  containers[0].node = "c/boot-1";
+  containers[1].node = "c/boot-2";
+  EXPECT_TRUE(plan_devices(true, false, containers, 1).gpu);
+  containers[1].node = containers[0].node;
+  EXPECT_NE(
+      plan_devices(true, false, containers, 1).error.find("ranks 0, 1 on c take the same GPU"),
+      std::string::npos);
   // Without bus ids (a plugin that could not tell), choose_gpu's sharing stands.
   std::vector<RankGpu> unknown = {on_gpu("a", 0, ""), on_gpu("a", 1, "")};
   unknown[1].shared = true;

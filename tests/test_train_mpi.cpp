@@ -219,5 +219,21 @@ TEST(TrainMpi, RanksWithDifferentConfigsStopWithOneMessage) {
   EXPECT_NE(r.output.find("rank 1"), std::string::npos) << r.output;
 }
 
+// The device plan is collective unless device = "cpu": ranks that disagree
+// on the device are stopped by the config check before it, with the key
+// named, not by mismatched collectives.
+TEST(TrainMpi, RanksOnDifferentDevicesStopWithOneMessage) {
+  TinyData data(128, 32);
+  ScratchDir run;
+  const std::string base = std::string(LOCKSTEP_BINARY) + " train " + data.flags() +
+                           " --epochs 1 --run-dir " + run.path();
+  const auto r = run_command("timeout 60 " + std::string(LOCKSTEP_MPIEXEC) + " -n 1 " + base +
+                             " --device cpu : -n 1 " + base + " --device auto");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.exit_code, 124) << "the job hung";
+  EXPECT_NE(r.output.find("config.device"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rank 1"), std::string::npos) << r.output;
+}
+
 }  // namespace
 }  // namespace lockstep

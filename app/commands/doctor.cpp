@@ -68,6 +68,7 @@ bool run_dir_writable(const std::string& run_dir) {
 
 void inspect_gpu(const TrainConfig& config, const distributed::Communicator& comm, DoctorRank& r) {
   if (config.device == "cpu") return;
+  r.gpu_share = config.gpu_share;
   const CudaAvailability cuda = cuda_availability();
   const CudaPluginLoad& load = load_cuda_plugin();
   r.plugin = std::string(load.plugin ? "found" : load.path.empty() ? "missing" : "refused");
@@ -114,6 +115,7 @@ nlohmann::json to_json(const DoctorRank& r) {
           {"visible_source", r.visible_source},
           {"gpu", r.gpu},
           {"gpu_bus_id", r.gpu_bus_id},
+          {"gpu_share", r.gpu_share},
           {"device_problem", r.device_problem},
           {"plugin", r.plugin},
           {"plugin_detail", r.plugin_detail},
@@ -142,6 +144,7 @@ DoctorRank from_json(const nlohmann::json& j) {
   j.at("plugin").get_to(r.plugin);
   j.at("plugin_detail").get_to(r.plugin_detail);
   j.at("gpu_bus_id").get_to(r.gpu_bus_id);
+  j.at("gpu_share").get_to(r.gpu_share);
   j.at("mpi").get_to(r.mpi);
   j.at("nccl_env").get_to(r.nccl_env);
   j.at("data_dir").get_to(r.data_dir);

@@ -23,6 +23,7 @@ struct DoctorRank {
   std::string visible_source;          // "driver" | "CUDA_VISIBLE_DEVICES" | ""
   std::string gpu = "-";              // GPU it would take (the physical id; '*': shared), "-": none
   std::string gpu_bus_id;             // that GPU's PCI bus id, "" when unknown (no plugin)
+  bool gpu_share = false;             // config key gpu_share: ranks may share a GPU
   std::string device_problem;         // why its device cannot start, "" when it can
   std::string plugin = "not needed";  // "found" | "missing" | "refused" | "not needed"
   std::string plugin_detail;          // path or error line

@@ -31,7 +31,7 @@ void host_problems(const std::string& host, const std::vector<const DoctorRank*>
   std::map<std::string, std::vector<int>> by_gpu;
   int threads = 0;
   for (const DoctorRank* r : ranks) {
-    if (r->gpu != "-" && r->gpu.back() != '*')
+    if (r->gpu != "-" && r->gpu.back() != '*' && !r->gpu_share)
       by_gpu[r->gpu_bus_id.empty() ? r->gpu : r->gpu_bus_id].push_back(r->rank);
     threads += r->threads;
   }

@@ -37,6 +37,12 @@ int run_evaluate(const CLI::App& cmd, const EvaluateArgs& args, distributed::Com
   if (comm.rank() == 0) {
     for (const std::string& note : notes) std::printf("%s\n", note.c_str());
   }
+  // Ranks agree on the config before the device plan's collectives, which
+  // differ with it.
+  comm.set_stall_label("evaluate: fingerprint check");
+  auto items = fingerprint_items(config);
+  items.emplace_back("dataset.test.size", std::to_string(test.size()));
+  distributed::check_same_fingerprint(comm, items);
   const auto backend = make_backend(config, plan_device(config, comm), threads);
   const auto model =
       nn::build_model(config.model, config.layers, {test.channels, test.height, test.width},
@@ -44,10 +50,6 @@ int run_evaluate(const CLI::App& cmd, const EvaluateArgs& args, distributed::Com
   model->reset_parameters(config.seed, backend->device());
   model->set_label_smoothing(static_cast<float>(config.label_smoothing));
   load_weights(ckpt, args.checkpoint, *model);
-  comm.set_stall_label("evaluate: fingerprint check");
-  auto items = fingerprint_items(config);
-  items.emplace_back("dataset.test.size", std::to_string(test.size()));
-  distributed::check_same_fingerprint(comm, items);
 
   EvalBatches batches(test, *backend, train_normalization(config), config.test_batch_size,
                       model->output_size(), comm.rank(), comm.size(), config.resident_data_mb);

@@ -202,8 +202,8 @@ std::vector<Key> make_schema() {
           .ranks_may_differ(),
       // --- execution
       key("device", &C::device,
-          "where to compute (auto: cuda when every rank of the job has a GPU of its own, else cpu "
-          "on every rank)")
+          "where to compute (auto: cuda when every rank of the job can have a GPU, its own or one "
+          "shared under gpu_share, else cpu on every rank)")
           .allowed({"cpu", "cuda", "auto"}),
       key("deterministic", &C::deterministic,
           "cuda: only deterministic cuDNN convolution algorithms"),

@@ -1,6 +1,7 @@
 #include "app/platform/device.h"
 
 #include <cstdio>
+#include <fstream>
 
 #include <nlohmann/json.hpp>
 
@@ -17,10 +18,21 @@ std::unique_ptr<nn::Backend> cpu_backend(const TrainConfig& config, int threads)
   return nn::make_cpu_backend(cpu_backend_options(threads, config.precision));
 }
 
+// The host name and the kernel's boot id (/proc/sys/kernel/random/boot_id):
+// one value for every process of a node, containers included, and another
+// on every other node even where host names repeat (as NCCL's host hash).
+std::string node_key(const std::string& host) {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string boot;
+  std::getline(in, boot);
+  return host + "/" + boot;
+}
+
 // What this rank finds by itself: the plugin, its GPU and that GPU's bus id.
 RankGpu this_rank_gpu(const TrainConfig& config, const distributed::Communicator& comm) {
   RankGpu mine;
   mine.host = comm.host_name();
+  mine.node = node_key(mine.host);
   const CudaAvailability cuda = cuda_availability();
   if (cuda.plugin == nullptr) {
     mine.cuda_usable = false;
@@ -42,13 +54,19 @@ RankGpu this_rank_gpu(const TrainConfig& config, const distributed::Communicator
 }
 
 nlohmann::json to_json(const RankGpu& r) {
-  return {{"host", r.host},     {"device", r.device},   {"shared", r.shared},
-          {"bus_id", r.bus_id}, {"problem", r.problem}, {"cuda_usable", r.cuda_usable}};
+  return {{"host", r.host},
+          {"node", r.node},
+          {"device", r.device},
+          {"shared", r.shared},
+          {"bus_id", r.bus_id},
+          {"problem", r.problem},
+          {"cuda_usable", r.cuda_usable}};
 }
 
 RankGpu rank_gpu_from_json(const nlohmann::json& j) {
   RankGpu r;
   j.at("host").get_to(r.host);
+  j.at("node").get_to(r.node);
   j.at("device").get_to(r.device);
   j.at("shared").get_to(r.shared);
   j.at("bus_id").get_to(r.bus_id);
@@ -67,7 +85,10 @@ DevicePlan plan_device(const TrainConfig& config, distributed::Communicator& com
     ranks.push_back(mine);
   } else {
     comm.set_stall_label("device plan: each rank's GPU");
-    for (const std::string& text : comm.allgather_string(to_json(mine).dump()))
+    // (A problem line from dlerror may hold bytes that are not UTF-8.)
+    const std::string record =
+        to_json(mine).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    for (const std::string& text : comm.allgather_string(record))
       ranks.push_back(rank_gpu_from_json(nlohmann::json::parse(text)));
   }
   DevicePlan plan = plan_devices(config.device == "cuda", config.gpu_share, ranks, comm.rank());
@@ -94,6 +115,7 @@ std::unique_ptr<distributed::Communicator> make_gradient_communicator(
   if (!engine.nccl) return nullptr;
   const CudaAvailability cuda = cuda_availability();
   LOCKSTEP_CHECK(cuda.plugin != nullptr, "the device plan gives this rank a GPU but ", cuda.why);
+  comm.set_stall_label("NCCL start-up");
   return std::unique_ptr<distributed::Communicator>(static_cast<distributed::Communicator*>(
       cuda.plugin->make_nccl_communicator(&comm, plan.device)));
 }

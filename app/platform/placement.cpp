@@ -68,16 +68,18 @@ DevicePlan plan_devices(bool gpu_required, bool allow_share, const std::vector<R
     why = first.problem + more_ranks(without.size() - 1);
     no_cuda = !first.cuda_usable;
   } else {
-    // One GPU, several ranks: the same bus id on one host.
+    // One GPU, several ranks: the same bus id on one node.
     std::map<std::pair<std::string, std::string>, std::vector<int>> by_gpu;
     for (size_t r = 0; r < ranks.size(); ++r) {
-      if (!ranks[r].bus_id.empty())
-        by_gpu[{ranks[r].host, ranks[r].bus_id}].push_back(static_cast<int>(r));
+      const RankGpu& g = ranks[r];
+      if (!g.bus_id.empty())
+        by_gpu[{g.node.empty() ? g.host : g.node, g.bus_id}].push_back(static_cast<int>(r));
     }
     for (const auto& [gpu, on_it] : by_gpu) {
       if (on_it.size() < 2) continue;
       if (!allow_share) {
-        why = rank_list(on_it) + " on " + gpu.first + " take the same GPU " + gpu.second +
+        const std::string& host = ranks[static_cast<size_t>(on_it.front())].host;
+        why = rank_list(on_it) + " on " + host + " take the same GPU " + gpu.second +
               " (give each rank its own: jobs/gpu_affinity.sh, srun --gpus-per-task=1; or set "
               "gpu_share = true)";
         break;

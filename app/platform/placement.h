@@ -36,7 +36,9 @@ std::string rank_list(const std::vector<int>& ranks);
 // CUDA_VISIBLE_DEVICES=0, a 1-GPU box under mpiexec -n 4, MIG slices of one
 // GPU).
 struct RankGpu {
-  std::string host;
+  std::string host;         // for messages
+  std::string node;         // the host name and the kernel's boot id, as NCCL tells hosts apart
+                            // (containers on two nodes may share a host name); "": host
   int device = -1;          // -1: see problem
   bool shared = false;      // choose_gpu's: gpu_share put other local ranks here
   std::string bus_id;       // "0000:41:00.0"; "" when the plugin could not tell
@@ -48,9 +50,10 @@ struct RankGpu {
 // with some ranks on GPUs and some on CPUs would run at the CPUs' pace.
 //   gpu_required (device = "cuda"): every rank on a GPU, or `error` (the same
 //     line on every rank, naming the first rank at fault).
-//   otherwise (device = "auto"): every rank on a GPU when each can have one,
-//     else every rank on the CPU, with `note` saying why unless no rank has
-//     a usable CUDA device at all (a CPU machine: nothing to say).
+//   otherwise (device = "auto"): every rank on a GPU when each can have one
+//     (its own, or shared under allow_share), else every rank on the CPU,
+//     with `note` saying why unless no rank has a usable CUDA device at all
+//     (a CPU machine: nothing to say).
 // Ranks of one host on one bus id share it: allowed with allow_share
 // (gpu_share), refused (cuda) or a fall-back to the CPU (auto) without.
 struct DevicePlan {

@@ -58,6 +58,7 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm, TrainerHoo
   normalization_ = train_normalization(config_);
   augmentation_ = train_augmentation(config_);
 
+  check_config_fingerprint();
   device_plan_ = plan_device(config_, comm_);
   backend_ = make_backend(config_, device_plan_, threads_);
   if (hooks_.wrap_backend) backend_ = hooks_.wrap_backend(std::move(backend_));

@@ -118,7 +118,8 @@ class Trainer {
   // numbered: the next numbered checkpoint; best: run_dir/best.lsck.
   void save_checkpoint(bool numbered = true, bool best = false);
   std::vector<std::pair<std::string, nn::Tensor*>> state_tensors();
-  void check_fingerprint();
+  void check_config_fingerprint();  // before the device plan
+  void check_fingerprint();         // config, model and data, before the first epoch
   void use_exact_sums(distributed::DistributedOptimizerConfig& dconfig);
   void banner();
   // Long local phases (start-up with data decoding, the first step and the

@@ -22,6 +22,13 @@ void Trainer::use_exact_sums(distributed::DistributedOptimizerConfig& dconfig) {
   dconfig.gradient_predivide_factor = 1.0;
 }
 
+// Ranks agree on the config (device, gpu_share, gradient_engine, ...)
+// before the device plan's collectives, whose pattern differs with it.
+void Trainer::check_config_fingerprint() {
+  comm_.set_stall_label("start-up config check");
+  distributed::check_same_fingerprint(comm_, fingerprint_items(config_));
+}
+
 void Trainer::check_fingerprint() {
   auto items = fingerprint_items(config_);
   for (const nn::Parameter* p : model_->parameters()) {
