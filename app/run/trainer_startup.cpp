@@ -25,6 +25,7 @@ void Trainer::use_exact_sums(distributed::DistributedOptimizerConfig& dconfig) {
 // Ranks agree on the config (device, gpu_share, gradient_engine, ...)
 // before the device plan's collectives, whose pattern differs with it.
 void Trainer::check_config_fingerprint() {
+  arm_stall_abort(false);  // start-up: ranks may still be decoding data
   comm_.set_stall_label("start-up config check");
   distributed::check_same_fingerprint(comm_, fingerprint_items(config_));
 }
