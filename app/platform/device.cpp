@@ -11,6 +11,11 @@
 #include "common/error.h"
 
 namespace lockstep::app {
+
+// Each rank's record for the device plan, gathered as JSON.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(RankGpu, host, node, device, shared, bus_id, problem,
+                                   cuda_usable)
+
 namespace {
 
 std::unique_ptr<nn::Backend> cpu_backend(const TrainConfig& config, int threads) {
@@ -53,28 +58,6 @@ RankGpu this_rank_gpu(const TrainConfig& config, const distributed::Communicator
   return mine;
 }
 
-nlohmann::json to_json(const RankGpu& r) {
-  return {{"host", r.host},
-          {"node", r.node},
-          {"device", r.device},
-          {"shared", r.shared},
-          {"bus_id", r.bus_id},
-          {"problem", r.problem},
-          {"cuda_usable", r.cuda_usable}};
-}
-
-RankGpu rank_gpu_from_json(const nlohmann::json& j) {
-  RankGpu r;
-  j.at("host").get_to(r.host);
-  j.at("node").get_to(r.node);
-  j.at("device").get_to(r.device);
-  j.at("shared").get_to(r.shared);
-  j.at("bus_id").get_to(r.bus_id);
-  j.at("problem").get_to(r.problem);
-  j.at("cuda_usable").get_to(r.cuda_usable);
-  return r;
-}
-
 }  // namespace
 
 DevicePlan plan_device(const TrainConfig& config, distributed::Communicator& comm) {
@@ -87,9 +70,9 @@ DevicePlan plan_device(const TrainConfig& config, distributed::Communicator& com
     comm.set_stall_label("device plan: each rank's GPU");
     // (A problem line from dlerror may hold bytes that are not UTF-8.)
     const std::string record =
-        to_json(mine).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+        nlohmann::json(mine).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     for (const std::string& text : comm.allgather_string(record))
-      ranks.push_back(rank_gpu_from_json(nlohmann::json::parse(text)));
+      ranks.push_back(nlohmann::json::parse(text).get<RankGpu>());
   }
   DevicePlan plan = plan_devices(config.device == "cuda", config.gpu_share, ranks, comm.rank());
   if (!plan.error.empty()) fail_input(plan.error);
