@@ -63,6 +63,22 @@ TEST(Doctor, OneGpuIsAProblemOnlyWithoutGpuShare) {
   EXPECT_TRUE(doctor_problems(ranks).empty()) << joined(doctor_problems(ranks));
 }
 
+// Containers on two nodes may share a host name: ranks of different nodes
+// (boot ids) pinned to "the same" CPUs or GPU are no problem.
+TEST(Doctor, RanksOfTwoNodesWithOneHostNameAreApart) {
+  std::vector<DoctorRank> ranks = {rank_on(0, "pod", {0, 1}, 2), rank_on(1, "pod", {0, 1}, 2)};
+  ranks[0].gpu = ranks[1].gpu = std::string("0");
+  ranks[0].gpu_bus_id = ranks[1].gpu_bus_id = std::string("0000:41:00.0");
+  ranks[0].node = std::string("pod/boot-a");
+  ranks[1].node = std::string("pod/boot-b");
+  EXPECT_TRUE(doctor_problems(ranks).empty()) << joined(doctor_problems(ranks));
+  EXPECT_TRUE(contains(doctor_table(ranks), "2 ranks on 2 nodes")) << doctor_table(ranks);
+  ranks[1].node = ranks[0].node;
+  const std::string p = joined(doctor_problems(ranks));
+  EXPECT_TRUE(contains(p, "ranks 0, 1 on pod take the same GPU 0000:41:00.0")) << p;
+  EXPECT_TRUE(contains(p, "ranks 0, 1 on pod are pinned to the same CPUs 0-1")) << p;
+}
+
 TEST(Doctor, NamesEachProblem) {
   std::vector<DoctorRank> ranks = {rank_on(0, "a", {0, 1}, 2), rank_on(1, "a", {1, 2}, 4),
                                    rank_on(2, "b", {0, 1, 2, 3, 4, 5, 6, 7}, 8),

@@ -107,6 +107,7 @@ nlohmann::json to_json(const DoctorRank& r) {
           {"local_rank", r.local_rank},
           {"local_size", r.local_size},
           {"host", r.host},
+          {"node", r.node},
           {"cpus", r.cpus},
           {"online_cpus", r.online_cpus},
           {"threads", r.threads},
@@ -133,6 +134,7 @@ DoctorRank from_json(const nlohmann::json& j) {
   j.at("local_rank").get_to(r.local_rank);
   j.at("local_size").get_to(r.local_size);
   j.at("host").get_to(r.host);
+  j.at("node").get_to(r.node);
   j.at("cpus").get_to(r.cpus);
   j.at("online_cpus").get_to(r.online_cpus);
   j.at("threads").get_to(r.threads);
@@ -170,6 +172,7 @@ DoctorRank inspect_rank(const TrainConfig& config, const distributed::Communicat
   r.local_rank = comm.local_rank();
   r.local_size = comm.local_size();
   r.host = comm.host_name();
+  r.node = node_key(r.host);
   r.cpus = affinity_cpus();
   r.online_cpus = online_cpus();
   r.threads = compute_threads(config, comm);

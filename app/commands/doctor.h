@@ -15,6 +15,7 @@ namespace lockstep::app {
 struct DoctorRank {
   int rank = 0, local_rank = 0, local_size = 1;
   std::string host;
+  std::string node;       // node_key (app/platform/placement.h): ranks of one node share it
   std::vector<int> cpus;  // affinity mask
   int online_cpus = 1;
   int threads = 1;                     // compute threads it would start

@@ -66,9 +66,11 @@ void host_problems(const std::string& host, const std::vector<const DoctorRank*>
 std::vector<std::string> doctor_problems(const std::vector<DoctorRank>& ranks) {
   std::vector<std::string> out;
   std::map<std::string, std::vector<int>> device_problems, no_data, no_run_dir;
-  std::map<std::string, std::vector<const DoctorRank*>> by_host;
+  // By node (host name and boot id): containers on two nodes may share a
+  // host name; the messages name the host.
+  std::map<std::string, std::vector<const DoctorRank*>> by_node;
   for (const DoctorRank& r : ranks) {
-    by_host[r.host].push_back(&r);
+    by_node[r.node.empty() ? r.host : r.node].push_back(&r);
     if (!r.device_problem.empty()) device_problems[r.device_problem].push_back(r.rank);
     if (!r.data_ok) no_data[r.host + ": the data set is not in " + r.data_dir].push_back(r.rank);
     if (!r.run_dir_ok) {
@@ -82,7 +84,7 @@ std::vector<std::string> doctor_problems(const std::vector<DoctorRank>& ranks) {
                     " in its affinity mask (" + cpu_list_string(r.cpus) + ")");
     }
   }
-  for (const auto& [host, on_host] : by_host) host_problems(host, on_host, out);
+  for (const auto& [node, on_node] : by_node) host_problems(on_node.front()->host, on_node, out);
   for (const auto& [why, who] : device_problems) out.push_back(rank_list(who) + ": " + why);
   for (const auto& [what, who] : no_data) out.push_back(what + " (" + rank_list(who) + ")");
   for (const auto& [what, who] : no_run_dir) out.push_back(what + " (" + rank_list(who) + ")");
@@ -93,7 +95,7 @@ std::string doctor_table(const std::vector<DoctorRank>& ranks) {
   std::ostringstream out;
   const DoctorRank& first = ranks.front();
   std::set<std::string> hosts;
-  for (const DoctorRank& r : ranks) hosts.insert(r.host);
+  for (const DoctorRank& r : ranks) hosts.insert(r.node.empty() ? r.host : r.node);
   out << "lockstep doctor: " << ranks.size() << " rank" << (ranks.size() == 1 ? "" : "s") << " on "
       << hosts.size() << " node" << (hosts.size() == 1 ? "" : "s") << "; MPI: " << first.mpi
       << "\n";

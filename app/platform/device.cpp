@@ -1,7 +1,6 @@
 #include "app/platform/device.h"
 
 #include <cstdio>
-#include <fstream>
 
 #include <nlohmann/json.hpp>
 
@@ -21,16 +20,6 @@ namespace {
 std::unique_ptr<nn::Backend> cpu_backend(const TrainConfig& config, int threads) {
   nn::check_cpu_precision(config.precision, "config key precision");
   return nn::make_cpu_backend(cpu_backend_options(threads, config.precision));
-}
-
-// The host name and the kernel's boot id (/proc/sys/kernel/random/boot_id):
-// one value for every process of a node, containers included, and another
-// on every other node even where host names repeat (as NCCL's host hash).
-std::string node_key(const std::string& host) {
-  std::ifstream in("/proc/sys/kernel/random/boot_id");
-  std::string boot;
-  std::getline(in, boot);
-  return host + "/" + boot;
 }
 
 // What this rank finds by itself: the plugin, its GPU and that GPU's bus id.

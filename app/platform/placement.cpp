@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <utility>
@@ -164,6 +165,13 @@ std::vector<int> affinity_cpus() {
 int online_cpus() {
   const long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? static_cast<int>(n) : 1;
+}
+
+std::string node_key(const std::string& host) {
+  std::ifstream in("/proc/sys/kernel/random/boot_id");
+  std::string boot;
+  std::getline(in, boot);
+  return host + "/" + boot;
 }
 
 std::string cpu_list_string(const std::vector<int>& cpus) {

@@ -94,6 +94,11 @@ std::string threads_reason(int mask_cpus, int online_cpus, int local_size);
 std::vector<int> affinity_cpus();
 // The machine's online CPUs (at least 1).
 int online_cpus();
+// What tells this node from the others: the host name and the kernel's boot
+// id (/proc/sys/kernel/random/boot_id), one value for every process of a
+// node, containers included, and another on every other node even where
+// host names repeat (as NCCL's host hash). "host/" when there is no boot id.
+std::string node_key(const std::string& host);
 // "0-3,8" for a sorted CPU list.
 std::string cpu_list_string(const std::vector<int>& cpus);
 // CUDA_VISIBLE_DEVICES: unset -> set = false; otherwise its entries
