@@ -82,11 +82,6 @@ class ChannelSums {
   double sum_a_ = 0.0, sum_ab_ = 0.0;
 };
 
-// kNativeLanes or fewer elements of p from i.
-[[gnu::always_inline]] inline vn load_part(const float* p, int64_t i, int64_t n) {
-  return n == kNativeLanes ? loadn(p + i) : loadn_head(p + i, n);
-}
-
 void plane_apply(const float* x, float scale, float shift, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale + shift;
 }
@@ -173,7 +168,7 @@ void channel_stats(const BatchNormGeometry& g, const float* x, int64_t c, double
   for (int64_t n = 0; n < g.batch; ++n) {
     const float* xp = x + n * CS + c * S;
     sums.add_plane(S, [=](int64_t i, int64_t m) {
-      const vn v = load_part(xp, i, m);
+      const vn v = loadn_part(xp + i, m);
       return std::pair{v, v};
     });
   }
@@ -193,19 +188,19 @@ void channel_grad_sums(const BatchNormGeometry& g, const float* x, const ReluMas
     if (mask.from_x) {
       const vn scale = vn{} + mask.scale, shift = vn{} + mask.shift;
       sums.add_plane(S, [=](int64_t i, int64_t m) {
-        const vn v = load_part(xp, i, m);
-        const vn masked = v * scale + shift > 0.0f ? load_part(dp, i, m) : vn{};
+        const vn v = loadn_part(xp + i, m);
+        const vn masked = v * scale + shift > 0.0f ? loadn_part(dp + i, m) : vn{};
         return std::pair{masked, v};
       });
     } else if (mask.y != nullptr) {
       const float* yp = mask.y + at;  // g' = dy * (y > 0), a fused ReLU
       sums.add_plane(S, [=](int64_t i, int64_t m) {
-        const vn masked = load_part(yp, i, m) > 0.0f ? load_part(dp, i, m) : vn{};
-        return std::pair{masked, load_part(xp, i, m)};
+        const vn masked = loadn_part(yp + i, m) > 0.0f ? loadn_part(dp + i, m) : vn{};
+        return std::pair{masked, loadn_part(xp + i, m)};
       });
     } else {
       sums.add_plane(S, [=](int64_t i, int64_t m) {
-        return std::pair{load_part(dp, i, m), load_part(xp, i, m)};
+        return std::pair{loadn_part(dp + i, m), loadn_part(xp + i, m)};
       });
     }
   }

@@ -240,8 +240,7 @@ void fill_strip(const Planes& z, const float* x, int64_t cb, int64_t h0, int64_t
             r[l] = vn{};
             continue;
           }
-          const float* src = row + l * plane + p;
-          r[l] = p + L <= z.w ? loadn(src) : loadn_head(src, z.w - p);
+          r[l] = loadn_part(row + l * plane + p, std::min(L, z.w - p));
         }
       }
       transpose_square(r);

@@ -82,6 +82,12 @@ inline vn loadn_head(const float* p, int64_t n) {
 #endif
 }
 
+// p[0..n) for 0 <= n <= kNativeLanes: a plain load when n is a whole
+// register, else loadn_head.
+[[gnu::always_inline]] inline vn loadn_part(const float* p, int64_t n) {
+  return n == kNativeLanes ? loadn(p) : loadn_head(p, n);
+}
+
 // The first n lanes of v to p[0..n) (0 <= n < kNativeLanes); writes nothing
 // past p + n.
 inline void storen_head(float* p, vn v, int64_t n) {
