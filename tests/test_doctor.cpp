@@ -28,6 +28,7 @@ DoctorRank rank_on(int rank, const std::string& host, std::vector<int> cpus, int
   DoctorRank r;
   r.rank = rank;
   r.host = host;
+  r.node = host + "/boot";  // node_key's form
   r.cpus = std::move(cpus);
   r.online_cpus = 8;
   r.threads = threads;

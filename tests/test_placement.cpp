@@ -63,6 +63,7 @@ TEST(Placement, PolarisAndThetaGpuPictures) {
 RankGpu on_gpu(const std::string& host, int device, const std::string& bus_id) {
   RankGpu r;
   r.host = host;
+  r.node = host + "/boot";  // node_key's form
   r.device = device;
   r.bus_id = bus_id;
   return r;

@@ -97,9 +97,7 @@ void inspect_gpu(const TrainConfig& config, const distributed::Communicator& com
   const size_t i = static_cast<size_t>(c.device);
   r.gpu = env.set && i < env.entries.size() ? env.entries[i] : std::to_string(c.device);
   if (c.shared) r.gpu.push_back('*');
-  char bus_id[64] = {};
-  if (cuda.plugin != nullptr && cuda.plugin->device_pci_bus_id(c.device, bus_id, sizeof(bus_id)))
-    r.gpu_bus_id = bus_id;
+  if (cuda.plugin != nullptr) r.gpu_bus_id = gpu_bus_id(*cuda.plugin, c.device);
 }
 
 nlohmann::json to_json(const DoctorRank& r) {

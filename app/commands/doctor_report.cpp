@@ -70,7 +70,7 @@ std::vector<std::string> doctor_problems(const std::vector<DoctorRank>& ranks) {
   // host name; the messages name the host.
   std::map<std::string, std::vector<const DoctorRank*>> by_node;
   for (const DoctorRank& r : ranks) {
-    by_node[r.node.empty() ? r.host : r.node].push_back(&r);
+    by_node[r.node].push_back(&r);
     if (!r.device_problem.empty()) device_problems[r.device_problem].push_back(r.rank);
     if (!r.data_ok) no_data[r.host + ": the data set is not in " + r.data_dir].push_back(r.rank);
     if (!r.run_dir_ok) {
@@ -95,7 +95,7 @@ std::string doctor_table(const std::vector<DoctorRank>& ranks) {
   std::ostringstream out;
   const DoctorRank& first = ranks.front();
   std::set<std::string> hosts;
-  for (const DoctorRank& r : ranks) hosts.insert(r.node.empty() ? r.host : r.node);
+  for (const DoctorRank& r : ranks) hosts.insert(r.node);
   out << "lockstep doctor: " << ranks.size() << " rank" << (ranks.size() == 1 ? "" : "s") << " on "
       << hosts.size() << " node" << (hosts.size() == 1 ? "" : "s") << "; MPI: " << first.mpi
       << "\n";

@@ -163,6 +163,11 @@ CudaAvailability cuda_availability() {
   return a;
 }
 
+std::string gpu_bus_id(const LockstepCudaPlugin& plugin, int device) {
+  char id[64] = {};
+  return plugin.device_pci_bus_id(device, id, sizeof(id)) != 0 ? std::string(id) : std::string();
+}
+
 std::string cuda_version_string(int version) {
   if (version <= 0) return "none";
   return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);

@@ -51,6 +51,10 @@ struct CudaAvailability {
 };
 CudaAvailability cuda_availability();
 
+// Visible device `device`'s PCI bus id from the plugin ("0000:41:00.0"),
+// "" when the runtime cannot say.
+std::string gpu_bus_id(const LockstepCudaPlugin& plugin, int device);
+
 // "13.0" for 13000; "none" for 0.
 std::string cuda_version_string(int version);
 // major.minor.patch of a library version encoded as major * major_unit +

@@ -42,27 +42,28 @@ RankGpu this_rank_gpu(const TrainConfig& config, const distributed::Communicator
   }
   mine.device = gpu.device;
   mine.shared = gpu.shared;
-  char bus_id[64] = {};
-  if (cuda.plugin->device_pci_bus_id(gpu.device, bus_id, sizeof(bus_id)) != 0) mine.bus_id = bus_id;
+  mine.bus_id = gpu_bus_id(*cuda.plugin, gpu.device);
   return mine;
+}
+
+// The plugin of a rank the device plan put on a GPU.
+const LockstepCudaPlugin& planned_plugin() {
+  const CudaAvailability cuda = cuda_availability();
+  LOCKSTEP_CHECK(cuda.plugin != nullptr, "the device plan gives this rank a GPU but ", cuda.why);
+  return *cuda.plugin;
 }
 
 }  // namespace
 
 DevicePlan plan_device(const TrainConfig& config, distributed::Communicator& comm) {
   if (config.device == "cpu") return {};
-  const RankGpu mine = this_rank_gpu(config, comm);
+  // (A problem line from dlerror may hold bytes that are not UTF-8.)
+  const std::string record = nlohmann::json(this_rank_gpu(config, comm))
+                                 .dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  comm.set_stall_label("device plan: each rank's GPU");
   std::vector<RankGpu> ranks;
-  if (comm.size() == 1) {
-    ranks.push_back(mine);
-  } else {
-    comm.set_stall_label("device plan: each rank's GPU");
-    // (A problem line from dlerror may hold bytes that are not UTF-8.)
-    const std::string record =
-        nlohmann::json(mine).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    for (const std::string& text : comm.allgather_string(record))
-      ranks.push_back(nlohmann::json::parse(text).get<RankGpu>());
-  }
+  for (const std::string& text : comm.allgather_string(record))
+    ranks.push_back(nlohmann::json::parse(text).get<RankGpu>());
   DevicePlan plan = plan_devices(config.device == "cuda", config.gpu_share, ranks, comm.rank());
   if (!plan.error.empty()) fail_input(plan.error);
   if (!plan.note.empty() && comm.rank() == 0)
@@ -73,9 +74,7 @@ DevicePlan plan_device(const TrainConfig& config, distributed::Communicator& com
 std::unique_ptr<nn::Backend> make_backend(const TrainConfig& config, const DevicePlan& plan,
                                           int threads) {
   if (!plan.gpu) return cpu_backend(config, threads);
-  const CudaAvailability cuda = cuda_availability();
-  LOCKSTEP_CHECK(cuda.plugin != nullptr, "the device plan gives this rank a GPU but ", cuda.why);
-  return std::unique_ptr<nn::Backend>(static_cast<nn::Backend*>(cuda.plugin->make_backend(
+  return std::unique_ptr<nn::Backend>(static_cast<nn::Backend*>(planned_plugin().make_backend(
       plan.device, config.deterministic, static_cast<int>(config.precision))));
 }
 
@@ -85,11 +84,10 @@ std::unique_ptr<distributed::Communicator> make_gradient_communicator(
       choose_gradient_engine(config.gradient_engine, plan, comm.size(), config.compression);
   if (!engine.error.empty()) fail_input(engine.error);
   if (!engine.nccl) return nullptr;
-  const CudaAvailability cuda = cuda_availability();
-  LOCKSTEP_CHECK(cuda.plugin != nullptr, "the device plan gives this rank a GPU but ", cuda.why);
+  const LockstepCudaPlugin& plugin = planned_plugin();
   comm.set_stall_label("NCCL start-up");
-  return std::unique_ptr<distributed::Communicator>(static_cast<distributed::Communicator*>(
-      cuda.plugin->make_nccl_communicator(&comm, plan.device)));
+  return std::unique_ptr<distributed::Communicator>(
+      static_cast<distributed::Communicator*>(plugin.make_nccl_communicator(&comm, plan.device)));
 }
 
 void BatchStager::upload(const void* host, nn::Tensor& device_tensor) {

@@ -73,8 +73,7 @@ DevicePlan plan_devices(bool gpu_required, bool allow_share, const std::vector<R
     std::map<std::pair<std::string, std::string>, std::vector<int>> by_gpu;
     for (size_t r = 0; r < ranks.size(); ++r) {
       const RankGpu& g = ranks[r];
-      if (!g.bus_id.empty())
-        by_gpu[{g.node.empty() ? g.host : g.node, g.bus_id}].push_back(static_cast<int>(r));
+      if (!g.bus_id.empty()) by_gpu[{g.node, g.bus_id}].push_back(static_cast<int>(r));
     }
     for (const auto& [gpu, on_it] : by_gpu) {
       if (on_it.size() < 2) continue;

@@ -37,8 +37,7 @@ std::string rank_list(const std::vector<int>& ranks);
 // GPU).
 struct RankGpu {
   std::string host;         // for messages
-  std::string node;         // the host name and the kernel's boot id, as NCCL tells hosts apart
-                            // (containers on two nodes may share a host name); "": host
+  std::string node;         // node_key(host): containers on two nodes may share a host name
   int device = -1;          // -1: see problem
   bool shared = false;      // choose_gpu's: gpu_share put other local ranks here
   std::string bus_id;       // "0000:41:00.0"; "" when the plugin could not tell
