@@ -28,7 +28,7 @@ launcher=(mpiexec -n $((nodes * ppn)) --ppn "$ppn" --depth "$depth" --cpu-bind d
   --env OMP_NUM_THREADS="$depth" jobs/gpu_affinity.sh)
 default_option device "${DEVICE:-cuda}"
 if [ "$(option_value device "${extra[@]}")" != cpu ] &&
-  slingshot_nccl "${AWS_OFI_NCCL_DIR:-/soft/libraries/aws-ofi-nccl/v1.9.1-aws}"; then
+  slingshot_nccl /soft/libraries/aws-ofi-nccl/v1.9.1-aws; then
   export NCCL_COLLNET_ENABLE="${NCCL_COLLNET_ENABLE-1}"
   if [ -d /soft/libraries/hwloc/lib ]; then export LD_LIBRARY_PATH="/soft/libraries/hwloc/lib:$LD_LIBRARY_PATH"; fi
 fi

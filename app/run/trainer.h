@@ -119,7 +119,7 @@ class Trainer {
   void save_checkpoint(bool numbered = true, bool best = false);
   std::vector<std::pair<std::string, nn::Tensor*>> state_tensors();
   void check_config_fingerprint();  // before the device plan
-  void check_fingerprint();         // config, model and data, before the first epoch
+  void check_fingerprint();         // model and data, before the first epoch
   void use_exact_sums(distributed::DistributedOptimizerConfig& dconfig);
   void banner();
   // Long local phases (start-up with data decoding, the first step and the

@@ -30,8 +30,9 @@ void Trainer::check_config_fingerprint() {
   distributed::check_same_fingerprint(comm_, fingerprint_items(config_));
 }
 
+// The config was checked before the device plan (check_config_fingerprint).
 void Trainer::check_fingerprint() {
-  auto items = fingerprint_items(config_);
+  distributed::FingerprintItems items;
   for (const nn::Parameter* p : model_->parameters()) {
     items.emplace_back("model." + p->name, nn::shape_string(p->value.shape()));
   }
