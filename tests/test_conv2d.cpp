@@ -4,7 +4,9 @@
 // CUDA backend against the CPU: test_cuda_backend.cpp.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <memory>
 #include <ostream>
@@ -112,8 +114,15 @@ TEST_P(CpuConv, ForwardAndBothBackwardsMatchNaive) {
     y.value[i] -= s.b.data()[i / (g.out_h() * g.out_w()) % g.out_channels];
   }
   expect_close(y, out.data(), "y without bias");
+  // Without db no bias sums are taken, and dw keeps its bits.
+  const std::vector<float> dw_with_db(dw_got.span().begin(), dw_got.span().end());
+  dw_got.span()[0] = std::numeric_limits<float>::quiet_NaN();
   backend->conv2d_backward_filter(g, s.x.data(), s.dy.data(), dw_got.data(), nullptr);
   expect_close(dw, dw_got.data(), "dw without db");
+  for (int64_t i = 0; i < dw_got.numel(); ++i) {
+    ASSERT_EQ(std::bit_cast<uint32_t>(dw_with_db[i]), std::bit_cast<uint32_t>(dw_got.data()[i]))
+        << "dw[" << i << "] without db";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

@@ -360,6 +360,12 @@ TEST_P(CpuBf16Layers, CloseToFp32AndIndependentOfThreads) {
   for (int threads : {1, 2, 3}) {
     auto bf16 = make_cpu_backend({.threads = threads, .precision = Precision::kBf16});
     std::vector<Tensor> got = layer_ops(*bf16, g);
+    // Without db (no bias): no bias sums, dw's bits unchanged.
+    const Tensor x = random_tensor({g.batch, g.in_channels, g.in_h, g.in_w}, 1);
+    const Tensor dy = random_tensor({g.batch, g.out_channels, g.out_h(), g.out_w()}, 4);
+    Tensor dw(got[2].shape());
+    bf16->conv2d_backward_filter(g, x.data(), dy.data(), dw.data(), nullptr);
+    EXPECT_TRUE(bitwise_equal(dw, got[2])) << "dw without db, " << bf16->name();
     for (size_t i = 0; i < got.size(); ++i) {
       EXPECT_LT(relative_l2(got[i], want[i]), 0.01) << "output " << i << ", " << bf16->name();
       if (!first.empty()) {

@@ -47,10 +47,10 @@ void winograd_backward_filter(ThreadPool& pool, const Conv2dGeometry& g, const f
   conv::for_each_chunk(pool, g.batch, chunks, partials, stride,
                        [&](int64_t n0, int64_t n1, float* part) {
                          conv::winograd_filter_sums(g, x, dy, n0, n1, part);
-                         conv::accumulate_bias_grad(g, dy, n0, n1, part + sums);
+                         if (db) conv::accumulate_bias_grad(g, dy, n0, n1, part + sums);
                        });
   float* total = scratch(ScratchSlot::kPackedWeights, static_cast<size_t>(stride));
-  reduce_partials(pool, partials, chunks, stride, stride, total);
+  reduce_partials(pool, partials, chunks, stride, db ? stride : sums, total);
   conv::winograd_sums_to_filter(pool, g, total, dw);
   if (db) std::copy(total + sums, total + stride, db);
 }
@@ -135,16 +135,17 @@ void conv2d_backward_filter(ThreadPool& pool, const Conv2dGeometry& g, const flo
   const int chunks = static_cast<int>(
       std::min(g.batch, wsize > kManyPartialsWeights ? kFewPartials : kManyPartials));
   if (chunks == 1) {  // one sample: accumulate in place
-    float* dbt = db ? db : scratch(ScratchSlot::kPartials, static_cast<size_t>(K));
     std::fill(dw, dw + wsize, 0.0f);
-    std::fill(dbt, dbt + K, 0.0f);
-    chunk_fn(g, x, dy, 0, g.batch, dw, dbt);
+    if (db) std::fill(db, db + K, 0.0f);
+    chunk_fn(g, x, dy, 0, g.batch, dw, db);
     return;
   }
   float* partials = scratch(ScratchSlot::kPartials, static_cast<size_t>(chunks * stride));
   conv::for_each_chunk(
       pool, g.batch, chunks, partials, stride,
-      [&](int64_t n0, int64_t n1, float* dwt) { chunk_fn(g, x, dy, n0, n1, dwt, dwt + wsize); });
+      [&](int64_t n0, int64_t n1, float* dwt) {
+        chunk_fn(g, x, dy, n0, n1, dwt, db ? dwt + wsize : nullptr);
+      });
   reduce_partials(pool, partials, chunks, stride, wsize, dw);
   if (db) reduce_partials(pool, partials + wsize, chunks, stride, K, db);
 }

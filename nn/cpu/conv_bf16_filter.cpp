@@ -125,7 +125,7 @@ void pair_transpose(const float* src, int64_t K, int64_t n, int64_t ld, int64_t 
   }
 }
 
-// Adds samples [n0, n1) to dwt (rows x kpad: dw^T) and db (K).
+// Adds samples [n0, n1) to dwt (rows x kpad: dw^T) and db (K; null: no bias).
 void filter_chunk(const Conv2dGeometry& g, const Sizes& z, const float* x, const float* dy,
                   int64_t n0, int64_t n1, float* dwt, float* db, bool dot) {
   const conv::Dims& d = z.d;
@@ -148,7 +148,9 @@ void filter_chunk(const Conv2dGeometry& g, const Sizes& z, const float* x, const
     pair_transpose(dyg, K, ld, ld, z.kpad, z.panel, dyp);
     gemm_bf16_rows(z.rows, z.kpad, ldp / 2, reinterpret_cast<const uint32_t*>(col), ldp / 2, dyp,
                    z.panel, ldp / 2 * z.panel, dwt, z.kpad, true, dot);
-    for (int64_t k = 0; k < K; ++k) db[k] += sum_floats(dyg + k * ld, ld);
+    if (db) {
+      for (int64_t k = 0; k < K; ++k) db[k] += sum_floats(dyg + k * ld, ld);
+    }
   }
 }
 
@@ -164,7 +166,7 @@ void conv2d_backward_filter_bf16(ThreadPool& pool, const Conv2dGeometry& g, cons
   float* partials = scratch(ScratchSlot::kPartials, static_cast<size_t>(chunks * stride));
   conv::for_each_chunk(pool, g.batch, chunks, partials, stride,
                        [&](int64_t n0, int64_t n1, float* part) {
-                         filter_chunk(g, z, x, dy, n0, n1, part, part + wt, dot);
+                         filter_chunk(g, z, x, dy, n0, n1, part, db ? part + wt : nullptr, dot);
                        });
   // dw(k, e) = sum over chunks (in order) of dw^T(e, k): blocks of 16 x 16
   // summed as rows of dw^T, then transposed.

@@ -28,7 +28,8 @@ struct Dims {
 // blocking wins there.
 inline constexpr int64_t kSmallWeights = int64_t{1} << 14;
 
-// Adds the weight gradient of samples [n0, n1) to dw (K, CRS) and db (K).
+// Adds the weight gradient of samples [n0, n1) to dw (K, CRS) and db (K;
+// null: no bias, none summed).
 // x: (N, C, H, W), dy: (N, K, P, Q).
 using FilterChunk = void (*)(const Conv2dGeometry& g, const float* x, const float* dy, int64_t n0,
                              int64_t n1, float* dw, float* db);

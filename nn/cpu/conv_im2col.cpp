@@ -135,7 +135,7 @@ void im2col_backward_data(ThreadPool& pool, const Conv2dGeometry& g, const float
   });
 }
 
-// Adds samples [n0, n1) to dw (K, CRS) and db (K).
+// Adds samples [n0, n1) to dw (K, CRS) and db (K; null: no bias).
 void im2col_filter_chunk(const Conv2dGeometry& g, const float* x, const float* dy, int64_t n0,
                          int64_t n1, float* dw, float* db) {
   const Dims d(g);
@@ -156,10 +156,12 @@ void im2col_filter_chunk(const Conv2dGeometry& g, const float* x, const float* d
       gather_samples(dyg, gs, K, d, in);
       packed_gemm(K, d.crs, ld, StridedMatrix{in, ld, 1}, StridedMatrix{col, 1, ld}, dw, d.crs,
                   true);
-      for (int64_t k = 0; k < K; ++k) db[k] += sum_floats(in + k * ld, ld);
+      if (db) {
+        for (int64_t k = 0; k < K; ++k) db[k] += sum_floats(in + k * ld, ld);
+      }
     }
   }
-  if (small) accumulate_bias_grad(g, dy, n0, n1, db);
+  if (small && db) accumulate_bias_grad(g, dy, n0, n1, db);
 }
 
 }  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA::conv

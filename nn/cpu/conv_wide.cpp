@@ -184,8 +184,8 @@ void wide_backward_data(ThreadPool& pool, const Conv2dGeometry& g, const float* 
   });
 }
 
-// Adds samples [n0, n1) to dw (K, CRS) and db (K), a group of samples per
-// GEMM so that the dot products are long.
+// Adds samples [n0, n1) to dw (K, CRS) and db (K; null: no bias), a group
+// of samples per GEMM so that the dot products are long.
 void wide_filter_chunk(const Conv2dGeometry& g, const float* x, const float* dy, int64_t n0,
                        int64_t n1, float* dw, float* db) {
   const Dims d(g);
@@ -202,7 +202,9 @@ void wide_filter_chunk(const Conv2dGeometry& g, const float* x, const float* dy,
       float* dyi = dyw + i * K * wd.Lr;
       pad_sample(g, wd, x + (n + i) * d.chw, xg + i * wd.plane);
       widen(g, wd, dy + (n + i) * d.kpq, dyi);
-      for (int64_t k = 0; k < K; ++k) db[k] += sum_floats(dyi + k * wd.Lr, wd.Lr);
+      if (db) {
+        for (int64_t k = 0; k < K; ++k) db[k] += sum_floats(dyi + k * wd.Lr, wd.Lr);
+      }
     }
     gemm_nt_acc(K, d.crs, dyw, wd.Lr, wd.columns(xg), Segments{gs, wd.Lr, K * wd.Lr, wd.plane}, dw,
                 d.crs);
