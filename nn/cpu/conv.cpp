@@ -141,11 +141,10 @@ void conv2d_backward_filter(ThreadPool& pool, const Conv2dGeometry& g, const flo
     return;
   }
   float* partials = scratch(ScratchSlot::kPartials, static_cast<size_t>(chunks * stride));
-  conv::for_each_chunk(
-      pool, g.batch, chunks, partials, stride,
-      [&](int64_t n0, int64_t n1, float* dwt) {
-        chunk_fn(g, x, dy, n0, n1, dwt, db ? dwt + wsize : nullptr);
-      });
+  conv::for_each_chunk(pool, g.batch, chunks, partials, stride,
+                       [&](int64_t n0, int64_t n1, float* dwt) {
+                         chunk_fn(g, x, dy, n0, n1, dwt, db ? dwt + wsize : nullptr);
+                       });
   reduce_partials(pool, partials, chunks, stride, wsize, dw);
   if (db) reduce_partials(pool, partials + wsize, chunks, stride, K, db);
 }
