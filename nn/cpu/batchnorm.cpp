@@ -7,12 +7,21 @@
 // much), a plane's tail in a masked vector; every 4096 or more elements, at
 // the end of a plane, the lanes are added into double. The order depends on
 // the plane size alone, not on the thread count.
-// The training ops run channel by channel: a channel's sums, its
-// coefficients, then its planes applied while they are still in cache (the
-// sums and the apply pass give the bits of the separate ops).
+// The ops walk memory in its order: parallel over blocks of channels, each
+// block sample by sample (plane n of every channel of the block, then plane
+// n + 1), so a pass streams through contiguous blocks. They walked one
+// channel at a time before, meaning to find its planes in cache for the
+// second pass; but in training the tensors are far from every cache, and
+// a channel's planes lie a power of two apart (64 KiB in resnet20's first
+// stage), so they share a few of L2's sets and did not stay there:
+// BatchNorm took 19% of a resnet20 step that way, 14% now (AVX2, 1
+// thread, Zen 4; the step 6-10% faster). Each channel still sums its planes
+// in sample order: the same bits. The training ops: the block's sums, its
+// coefficients, then its planes applied (the bits of the separate ops).
 #include <algorithm>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "nn/batchnorm_math.h"
 #include "nn/cpu/kernels.h"
@@ -160,55 +169,66 @@ void plane_backward(const float* x, const ReluMask& mask, const float* y, const 
   }
 }
 
-// x: (N, C, S) -> sum and sum of squares of channel c
-void channel_stats(const BatchNormGeometry& g, const float* x, int64_t c, double& sum,
-                   double& sumsq) {
-  const int64_t S = g.spatial, CS = g.channels * S;
-  ChannelSums sums;
-  for (int64_t n = 0; n < g.batch; ++n) {
-    const float* xp = x + n * CS + c * S;
-    sums.add_plane(S, [=](int64_t i, int64_t m) {
-      const vn v = loadn_part(xp + i, m);
-      return std::pair{v, v};
-    });
-  }
-  sums.result(sum, sumsq);
+// Adds plane xp (S floats) to the sum and sum of squares.
+void add_stats_plane(ChannelSums& sums, const float* xp, int64_t S) {
+  sums.add_plane(S, [=](int64_t i, int64_t m) {
+    const vn v = loadn_part(xp + i, m);
+    return std::pair{v, v};
+  });
 }
 
-// x, dy (and the mask's y): (N, C, S); coef: (2, C) -> sum g' and sum g'
-// xhat of channel c
-void channel_grad_sums(const BatchNormGeometry& g, const float* x, const ReluMask& mask,
-                       const float* dy, const float* coef, int64_t c, double& sum_dy,
-                       double& sum_dy_xhat) {
-  const int64_t S = g.spatial, C = g.channels, CS = C * S;
-  ChannelSums sums;
-  for (int64_t n = 0; n < g.batch; ++n) {
-    const int64_t at = n * CS + c * S;
-    const float *xp = x + at, *dp = dy + at;
-    if (mask.from_x) {
-      const vn scale = vn{} + mask.scale, shift = vn{} + mask.shift;
-      sums.add_plane(S, [=](int64_t i, int64_t m) {
-        const vn v = loadn_part(xp + i, m);
-        const vn masked = v * scale + shift > 0.0f ? loadn_part(dp + i, m) : vn{};
-        return std::pair{masked, v};
-      });
-    } else if (mask.y != nullptr) {
-      const float* yp = mask.y + at;  // g' = dy * (y > 0), a fused ReLU
-      sums.add_plane(S, [=](int64_t i, int64_t m) {
-        const vn masked = loadn_part(yp + i, m) > 0.0f ? loadn_part(dp + i, m) : vn{};
-        return std::pair{masked, loadn_part(xp + i, m)};
-      });
-    } else {
-      sums.add_plane(S, [=](int64_t i, int64_t m) {
-        return std::pair{loadn_part(dp + i, m), loadn_part(xp + i, m)};
-      });
-    }
+// Adds one plane to sum g' and sum g' * x: x, dy and (mask from y) y at
+// offset `at`.
+void add_grad_plane(ChannelSums& sums, const float* x, const ReluMask& mask, const float* dy,
+                    int64_t at, int64_t S) {
+  const float *xp = x + at, *dp = dy + at;
+  if (mask.from_x) {
+    const vn scale = vn{} + mask.scale, shift = vn{} + mask.shift;
+    sums.add_plane(S, [=](int64_t i, int64_t m) {
+      const vn v = loadn_part(xp + i, m);
+      const vn masked = v * scale + shift > 0.0f ? loadn_part(dp + i, m) : vn{};
+      return std::pair{masked, v};
+    });
+  } else if (mask.y != nullptr) {
+    const float* yp = mask.y + at;  // g' = dy * (y > 0), a fused ReLU
+    sums.add_plane(S, [=](int64_t i, int64_t m) {
+      const vn masked = loadn_part(yp + i, m) > 0.0f ? loadn_part(dp + i, m) : vn{};
+      return std::pair{masked, loadn_part(xp + i, m)};
+    });
+  } else {
+    sums.add_plane(S, [=](int64_t i, int64_t m) {
+      return std::pair{loadn_part(dp + i, m), loadn_part(xp + i, m)};
+    });
   }
+}
+
+// sum g' and sum g' xhat of channel c from its sums; coef: (2, C)
+void grad_result(ChannelSums& sums, const float* coef, int64_t C, int64_t c, double& sum_dy,
+                 double& sum_dy_xhat) {
   double sg = 0.0, sgx = 0.0;
   sums.result(sg, sgx);
   sum_dy = sg;
   // sum g' (x - mean) invstd
   sum_dy_xhat = (sgx - static_cast<double>(coef[c]) * sg) * coef[C + c];
+}
+
+// Calls f(at, c) for plane (n, c) of channels [c0, c1), at = its offset,
+// sample by sample.
+template <typename F>
+[[gnu::always_inline]] inline void for_each_plane(const BatchNormGeometry& g, int64_t c0,
+                                                  int64_t c1, F&& f) {
+  const int64_t S = g.spatial, CS = g.channels * S;
+  for (int64_t n = 0; n < g.batch; ++n) {
+    for (int64_t c = c0; c < c1; ++c) f(n * CS + c * S, c);
+  }
+}
+
+// The blocks of channels the ops run in parallel: one per thread, so that
+// each sample's block is one contiguous run (the work is even: no smaller
+// chunks for balance). Measured: 2 threads over 2 blocks of resnet20's
+// channels ran 2% faster than over 8 (AVX-512, Zen 4).
+int64_t channel_grain(const ThreadPool& pool, const BatchNormGeometry& g) {
+  return std::max<int64_t>(1, g.channels / pool.threads());
 }
 
 // One plane of channel c: dx from x, the mask (y: its plane when it comes
@@ -227,8 +247,12 @@ void plane_backward_apply(const float* x, const ReluMask& mask, const float* y, 
 // x: (N, C, S) -> sum, sumsq: host (C)
 void batchnorm_stats(ThreadPool& pool, const BatchNormGeometry& g, const float* x, double* sum,
                      double* sumsq) {
-  pool.parallel_for(g.channels, 1, [=](int64_t c0, int64_t c1, int) {
-    for (int64_t c = c0; c < c1; ++c) channel_stats(g, x, c, sum[c], sumsq[c]);
+  pool.parallel_for(g.channels, channel_grain(pool, g), [=](int64_t c0, int64_t c1, int) {
+    std::vector<ChannelSums> sums(static_cast<size_t>(c1 - c0));
+    for_each_plane(g, c0, c1, [&](int64_t at, int64_t c) {
+      add_stats_plane(sums[static_cast<size_t>(c - c0)], x + at, g.spatial);
+    });
+    for (int64_t c = c0; c < c1; ++c) sums[static_cast<size_t>(c - c0)].result(sum[c], sumsq[c]);
   });
 }
 
@@ -250,23 +274,26 @@ void batchnorm_apply(ThreadPool& pool, const BatchNormGeometry& g, const float* 
 void batchnorm_train_forward(ThreadPool& pool, const BatchNormGeometry& g,
                              const BatchNormTrainState& s, const float* x, const float* add,
                              bool relu, float* y) {
-  const int64_t S = g.spatial, C = g.channels, CS = C * S;
+  const int64_t S = g.spatial, C = g.channels;
   const auto count = static_cast<double>(g.batch * S);
-  pool.parallel_for(C, 1, [=](int64_t c0, int64_t c1, int) {
+  pool.parallel_for(C, channel_grain(pool, g), [=](int64_t c0, int64_t c1, int) {
+    std::vector<ChannelSums> sums(static_cast<size_t>(c1 - c0));
+    for_each_plane(g, c0, c1, [&](int64_t at, int64_t c) {
+      add_stats_plane(sums[static_cast<size_t>(c - c0)], x + at, S);
+    });
     for (int64_t c = c0; c < c1; ++c) {
       double sum = 0.0, sumsq = 0.0;
-      channel_stats(g, x, c, sum, sumsq);
+      sums[static_cast<size_t>(c - c0)].result(sum, sumsq);
       const BatchNormChannel ch =
           batchnorm_channel_forward(sum, sumsq, count, s.eps, s.momentum, s.weight[c], s.bias[c],
                                     s.running_mean[c], s.running_var[c], s.coef[c], s.coef[C + c]);
       s.stats[c] = ch.mean;
       s.stats[C + c] = ch.invstd;
-      for (int64_t n = 0; n < g.batch; ++n) {
-        const int64_t at = n * CS + c * S;
-        plane_apply_any(x + at, s.coef[c], s.coef[C + c], add == nullptr ? nullptr : add + at, relu,
-                        S, y + at);
-      }
     }
+    for_each_plane(g, c0, c1, [&](int64_t at, int64_t c) {
+      plane_apply_any(x + at, s.coef[c], s.coef[C + c], add == nullptr ? nullptr : add + at, relu,
+                      S, y + at);
+    });
   });
   s.num_batches_tracked[0] += 1.0f;
 }
@@ -275,9 +302,15 @@ void batchnorm_train_forward(ThreadPool& pool, const BatchNormGeometry& g,
 void batchnorm_backward_sums(ThreadPool& pool, const BatchNormGeometry& g, const float* x,
                              const float* y, const float* dy, const float* coef, double* sum_dy,
                              double* sum_dy_xhat) {
-  pool.parallel_for(g.channels, 1, [=](int64_t c0, int64_t c1, int) {
+  pool.parallel_for(g.channels, channel_grain(pool, g), [=](int64_t c0, int64_t c1, int) {
+    std::vector<ChannelSums> sums(static_cast<size_t>(c1 - c0));
+    const ReluMask mask{.y = y};
+    for_each_plane(g, c0, c1, [&](int64_t at, int64_t c) {
+      add_grad_plane(sums[static_cast<size_t>(c - c0)], x, mask, dy, at, g.spatial);
+    });
     for (int64_t c = c0; c < c1; ++c) {
-      channel_grad_sums(g, x, ReluMask{.y = y}, dy, coef, c, sum_dy[c], sum_dy_xhat[c]);
+      grad_result(sums[static_cast<size_t>(c - c0)], coef, g.channels, c, sum_dy[c],
+                  sum_dy_xhat[c]);
     }
   });
 }
@@ -302,31 +335,40 @@ void batchnorm_backward_apply(ThreadPool& pool, const BatchNormGeometry& g, cons
 void batchnorm_train_backward(ThreadPool& pool, const BatchNormGeometry& g,
                               const BatchNormTrainState& s, const float* x, const float* y,
                               const float* dy, float* dweight, float* dbias, float* dx) {
-  const int64_t S = g.spatial, C = g.channels, CS = C * S;
+  const int64_t S = g.spatial, C = g.channels;
   const double inv_count = 1.0 / static_cast<double>(g.batch * S);
-  pool.parallel_for(C, 1, [=](int64_t c0, int64_t c1, int) {
+  pool.parallel_for(C, channel_grain(pool, g), [=](int64_t c0, int64_t c1, int) {
+    const auto block = static_cast<size_t>(c1 - c0);
+    std::vector<ChannelSums> sums(block);
+    std::vector<ReluMask> masks(block, ReluMask{.y = y});
     for (int64_t c = c0; c < c1; ++c) {
-      const BatchNormChannel ch{s.stats[c], s.stats[C + c]};
-      ReluMask mask{.y = y};
+      ReluMask& mask = masks[static_cast<size_t>(c - c0)];
       if (y != nullptr && s.mask_from_x) {
         mask = ReluMask{.from_x = true};
-        batchnorm_channel_coef(ch, s.weight[c], s.bias[c], mask.scale, mask.shift);
+        batchnorm_channel_coef(BatchNormChannel{s.stats[c], s.stats[C + c]}, s.weight[c], s.bias[c],
+                               mask.scale, mask.shift);
       }
       s.coef[c] = static_cast<float>(s.stats[c]);
       s.coef[C + c] = static_cast<float>(s.stats[C + c]);
+    }
+    for_each_plane(g, c0, c1, [&](int64_t at, int64_t c) {
+      const auto i = static_cast<size_t>(c - c0);
+      add_grad_plane(sums[i], x, masks[i], dy, at, S);
+    });
+    for (int64_t c = c0; c < c1; ++c) {
       double sum_dy = 0.0, sum_dy_xhat = 0.0;
-      channel_grad_sums(g, x, mask, dy, s.coef, c, sum_dy, sum_dy_xhat);
+      grad_result(sums[static_cast<size_t>(c - c0)], s.coef, C, c, sum_dy, sum_dy_xhat);
       dbias[c] = static_cast<float>(sum_dy);
       dweight[c] = static_cast<float>(sum_dy_xhat);
-      if (dx == nullptr) continue;
-      batchnorm_channel_backward(ch, s.weight[c], sum_dy, sum_dy_xhat, inv_count, s.coef[2 * C + c],
-                                 s.coef[3 * C + c], s.coef[4 * C + c]);
-      for (int64_t n = 0; n < g.batch; ++n) {
-        const int64_t at = n * CS + c * S;
-        plane_backward_apply(x + at, mask, y == nullptr ? nullptr : y + at, dy + at, s.coef, C, c,
-                             S, dx + at);
-      }
+      batchnorm_channel_backward(BatchNormChannel{s.stats[c], s.stats[C + c]}, s.weight[c], sum_dy,
+                                 sum_dy_xhat, inv_count, s.coef[2 * C + c], s.coef[3 * C + c],
+                                 s.coef[4 * C + c]);
     }
+    if (dx == nullptr) return;
+    for_each_plane(g, c0, c1, [&](int64_t at, int64_t c) {
+      plane_backward_apply(x + at, masks[static_cast<size_t>(c - c0)],
+                           y == nullptr ? nullptr : y + at, dy + at, s.coef, C, c, S, dx + at);
+    });
   });
 }
 
