@@ -53,10 +53,13 @@ double now_us() {
   return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) * 1e-3;
 }
 
-double median_us(const std::function<void()>& op, int reps) {
+// before (if any) runs untimed ahead of each timed call.
+double median_us(const std::function<void()>& op, int reps,
+                 const std::function<void()>& before = nullptr) {
   op();
   std::vector<double> t;
   for (int r = 0; r < reps; ++r) {
+    if (before) before();
     const double t0 = now_us();
     op();
     t.push_back(now_us() - t0);
@@ -326,32 +329,43 @@ void bench_resnet20(int threads) {
                 s.data_grad ? rate(flop, d).c_str() : "    -", wf / 1e3, rate(flop, wf).c_str());
   }
   const double conv_us = total;
-  // BatchNorm (with its fused ReLU): forward statistics and apply, backward
-  // sums and apply, per shape.
+  // BatchNorm with its fused ReLU, the training ops as the model runs them
+  // (the backward's mask from x), per shape; from memory, as in training
+  // (a step's tensors are far larger than the caches): 64 MiB written
+  // between calls.
   const struct {
     int64_t channels, spatial;
     int count;
   } norms[] = {{16, 1024, 7}, {32, 256, 6}, {64, 64, 6}};
+  std::vector<float> evict(size_t{16} << 20);
+  const auto flush = [&] {
+    for (size_t i = 0; i < evict.size(); i += 16) evict[i] += 1.0f;
+  };
   double bn_us = 0.0;
   for (const auto& n : norms) {
     const lockstep::nn::BatchNormGeometry g{N, n.channels, n.spatial};
     const int64_t size = N * n.channels * n.spatial;
-    Buffer x(size), y(size), dy(size), dx(size), coef(5 * n.channels);
-    std::vector<double> s1(static_cast<size_t>(n.channels)), s2(s1.size());
+    Buffer x(size), y(size), dy(size), dx(size), weight(n.channels), bias(n.channels),
+        running(2 * n.channels), tracked(1), coef(5 * n.channels), dweight(n.channels),
+        dbias(n.channels);
+    std::vector<double> stats(static_cast<size_t>(2 * n.channels));
+    const lockstep::nn::BatchNormTrainState s{
+        .weight = weight.p(), .bias = bias.p(), .running_mean = running.p(),
+        .running_var = running.p() + n.channels, .num_batches_tracked = tracked.p(),
+        .stats = stats.data(), .coef = coef.p(), .mask_from_x = true};
     const double us =
-        median_us([&] { b->batchnorm_stats(g, x.p(), s1.data(), s2.data()); }, 7) +
-        median_us([&] { b->batchnorm_apply(g, x.p(), coef.p(), true, y.p()); }, 7) +
+        median_us([&] { b->batchnorm_train_forward(g, s, x.p(), true, y.p()); }, 7, flush) +
         median_us(
             [&] {
-              b->batchnorm_backward_sums(g, x.p(), y.p(), dy.p(), coef.p(), s1.data(), s2.data());
+              b->batchnorm_train_backward(g, s, x.p(), y.p(), dy.p(), dweight.p(), dbias.p(),
+                                          dx.p());
             },
-            7) +
-        median_us([&] { b->batchnorm_backward_apply(g, x.p(), y.p(), dy.p(), coef.p(), dx.p()); },
-                  7);
+            7, flush);
     bn_us += n.count * us;
-    std::printf("  batchnorm+relu %3lldx%-4lld x%d  fwd + bwd %6.2f ms (%.1f GB/s moved)\n",
+    // moved: x twice, y once; x and dy twice, dx once
+    std::printf("  batchnorm+relu  %3lldx%-4lld x%d  fwd + bwd %6.2f ms (%.1f GB/s moved)\n",
                 static_cast<long long>(n.channels), static_cast<long long>(n.spatial), n.count,
-                us / 1e3, 4.0 * 9 * static_cast<double>(size) / us / 1e3);
+                us / 1e3, 4.0 * 8 * static_cast<double>(size) / us / 1e3);
   }
   std::printf(
       "  convolutions %.1f ms (%s GFLOP/s, %%), batchnorm %.1f ms per step => %.0f images/s\n",
