@@ -30,15 +30,17 @@ class Reproducible : public ::testing::Test {
   static void SetUpTestSuite() { data_ = new Data; }
   static void TearDownTestSuite() { delete data_; }
 
-  // Global batch 48, SGD with momentum and weight decay; extra names the model.
-  static std::string command(int ranks, const std::string& run_dir, const std::string& extra) {
+  // Global batch 48 (batch: the per-rank batch given, 0: 48 / ranks), SGD
+  // with momentum and weight decay; extra names the model.
+  static std::string command(int ranks, const std::string& run_dir, const std::string& extra,
+                             int batch = 0) {
     return std::string(LOCKSTEP_MPIEXEC) + " -n " + std::to_string(ranks) + " " + LOCKSTEP_BINARY +
            " train --dataset mnist --data-dir " + data_->dir.path() +
            " --progress plain --threads 1 --reproducible true"
            " --lr 0.05 --momentum 0.9 --weight-decay 0.0005" +
            (contains(extra, "--lr-scaling") ? "" : " --lr-scaling none") +
            " --test-batch-size 20 --run-dir " + run_dir + " --batch-size " +
-           std::to_string(kGlobalBatch / ranks) + " " + extra;
+           std::to_string(batch > 0 ? batch : kGlobalBatch / ranks) + " " + extra;
   }
 
   // Trains on `ranks` ranks and returns the digests the run prints.
@@ -100,7 +102,9 @@ TEST_F(Reproducible, ResumesOnOtherNumbersOfRanks) {
   const Digests straight = train(1, flags + "--epochs 3");
   ScratchDir run;
   train(4, flags + "--epochs 1", run.path());
-  auto r = run_command(command(2, run.path(), flags + "--epochs 2 --resume auto"));
+  // Given the 4 ranks' per-rank batch (12): the global batch 48 is kept, and
+  // the batches the 2 ranks load hold 24.
+  auto r = run_command(command(2, run.path(), flags + "--epochs 2 --resume auto", kGlobalBatch / 4));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output,
                        "world size changed from 4 to 2 ranks: per-rank batch 24 = global "

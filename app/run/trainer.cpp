@@ -70,13 +70,7 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm, TrainerHoo
                       train_.num_classes, config_.loss);
   model_->reset_parameters(config_.seed, backend_->device());
   model_->set_label_smoothing(static_cast<float>(config_.label_smoothing));
-  TrainBatchOptions batch_options;
-  batch_options.batch_size = config_.batch_size;
-  batch_options.normalization = normalization_;
-  batch_options.augmentation = augmentation_;
-  batch_options.seed = config_.seed;
-  batch_options.classes = model_->output_size();
-  batches_ = make_train_batches(train_, *backend_, batch_options, config_.resident_data_mb);
+  make_batches();
   // The evaluation sets take what the training set left of resident_data_mb.
   double left = config_.resident_data_mb - (batches_->resident() ? resident_mib(train_) : 0.0);
   for (auto [set, batches] : {std::pair{&test_, &test_batches_}, std::pair{&val_, &val_batches_}}) {
@@ -126,6 +120,17 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm, TrainerHoo
 }
 
 Trainer::~Trainer() = default;
+
+void Trainer::make_batches() {
+  batches_.reset();  // a resident training set is held once
+  TrainBatchOptions options;
+  options.batch_size = config_.batch_size;
+  options.normalization = normalization_;
+  options.augmentation = augmentation_;
+  options.seed = config_.seed;
+  options.classes = model_->output_size();
+  batches_ = make_train_batches(train_, *backend_, options, config_.resident_data_mb);
+}
 
 void Trainer::arm_stall_abort(bool armed) {
   distributed::StallPolicy stall;

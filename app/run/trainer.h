@@ -113,6 +113,8 @@ class Trainer {
   bool validate_epoch(EpochResult& r);
   // At the end of run(): rank 0's class reports and model.safetensors.
   void write_results();
+  // batches_ for config_.batch_size (again when a resume changes it).
+  void make_batches();
   void resume();
   void resume_world_size(int64_t stored_ranks, int64_t stored_batch, const std::string& path);
   // numbered: the next numbered checkpoint; best: run_dir/best.lsck.

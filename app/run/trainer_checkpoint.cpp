@@ -56,8 +56,11 @@ void Trainer::resume_world_size(int64_t stored_ranks, int64_t stored_batch,
   if (stored_ranks == comm_.size()) return;
   if (config_.reproducible) {
     auto [batch, line] = derive_batch_size(stored_batch, stored_ranks, comm_.size(), path);
-    config_.batch_size = batch;
     report_->line(line);
+    if (batch != config_.batch_size) {
+      config_.batch_size = batch;
+      make_batches();  // the loader's batches follow
+    }
     return;
   }
   report_->line(detail::concat("resume: world size changed from ", stored_ranks, " to ",
