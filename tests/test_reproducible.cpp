@@ -104,7 +104,8 @@ TEST_F(Reproducible, ResumesOnOtherNumbersOfRanks) {
   train(4, flags + "--epochs 1", run.path());
   // Given the 4 ranks' per-rank batch (12): the global batch 48 is kept, and
   // the batches the 2 ranks load hold 24.
-  auto r = run_command(command(2, run.path(), flags + "--epochs 2 --resume auto", kGlobalBatch / 4));
+  auto r =
+      run_command(command(2, run.path(), flags + "--epochs 2 --resume auto", kGlobalBatch / 4));
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output,
                        "world size changed from 4 to 2 ranks: per-rank batch 24 = global "
