@@ -97,6 +97,12 @@ TEST(ConfigFile, RangeErrorsNameTheLine) {
   EXPECT_EQ(file_error("lr = inf\n"), ":1: config key lr must be a finite number, got inf");
   EXPECT_EQ(file_error("batch_size = 0\n"),
             ":1: config key batch_size must be > 0 and <= 16777216, got 0");
+  // The optimizer's and the image folder's own bounds, named at the key
+  EXPECT_EQ(file_error("adam_beta2 = 1\n"),
+            ":1: config key adam_beta2 must be >= 0 and < 1, got 1");
+  EXPECT_EQ(file_error("adam_eps = 0\n"), ":1: config key adam_eps must be > 0, got 0");
+  EXPECT_EQ(file_error("image_size = 16385\n"),
+            ":1: config key image_size must be from 0 to 16384, got 16385");
 }
 
 TEST(ConfigFile, SyntaxErrorsNameTheLine) {
@@ -147,6 +153,11 @@ TEST(ConfigFile, MissingFileIsNamed) {
   EXPECT_TRUE(testing::throws_input_error(
       [&] { app::apply_config_file("/nonexistent/x.toml", app::kTrain, c); },
       {"config file /nonexistent/x.toml: cannot be read"}));
+  // A folder: named, not libstdc++'s "basic_filebuf::underflow"
+  ScratchDir dir;
+  EXPECT_TRUE(testing::throws_input_error(
+      [&] { app::apply_config_file(dir.path(), app::kTrain, c); },
+      {"config file " + dir.path() + ": is a folder, not a TOML file"}));
 }
 
 TEST(ConfigFile, TextReadsAsAFileNamedByItsSource) {

@@ -6,7 +6,9 @@
 #include <zlib.h>
 
 #include <filesystem>
+#include <exception>
 #include <fstream>
+#include <utility>
 
 #include "app/commands/data_show.h"
 #include "common/error.h"
@@ -190,6 +192,27 @@ TEST(DataShowSheet, ShowsTheAugmentationTrainingDraws) {
   const data::CropFlip cf = data::draw_crop_flip(o.augmentation, 5, 2, id);
   if (cf.dx != 0 || cf.dy != 0 || cf.flip) {
     EXPECT_GT(differs_from_raw, 0);
+  }
+}
+
+TEST(DataShowSheet, RefusesZoomsAndCountsPastItsBound) {
+  ScratchDir dir;
+  testing::write_mnist_dir(dir.path(), 20, 10);
+  const auto d = data::load_dataset("mnist", dir.path(), true);
+  // 28 * 2^62 wraps to 0 in int64: refused before any product
+  for (const auto& [per_class, zoom] : {std::pair<int64_t, int64_t>{1, int64_t{1} << 62},
+                                        {int64_t{1} << 62, 1}, {1, 4097}, {0, 1}}) {
+    app::SheetOptions o;
+    o.per_class = per_class;
+    o.zoom = zoom;
+    try {
+      app::contact_sheet(d, o);
+      ADD_FAILURE() << per_class << " per class, zoom " << zoom << " accepted";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("per_class and zoom must be 1 to 4096"),
+                std::string::npos)
+          << e.what();
+    }
   }
 }
 

@@ -83,8 +83,11 @@ data::Image contact_sheet(const data::Dataset& d, const SheetOptions& o) {
   if (d.channels != 1 && d.channels != 3) {
     fail_input(d.source, ": cannot show images of ", d.channels, " channels (1 or 3)");
   }
-  if (o.per_class < 1 || o.zoom < 1) {
-    fail_input("data show: per_class and zoom must be >= 1 (got ", o.per_class, ", ", o.zoom, ")");
+  // Bounded before any product: the sheet's size is checked below.
+  constexpr int64_t kMost = 4096;
+  if (o.per_class < 1 || o.zoom < 1 || o.per_class > kMost || o.zoom > kMost) {
+    fail_input("data show: per_class and zoom must be 1 to ", kMost, " (got ", o.per_class, ", ",
+               o.zoom, ")");
   }
   const int64_t cell_h = d.height * o.zoom, cell_w = d.width * o.zoom;
   const int64_t label_w = label_column_width(d.class_names, cell_h);

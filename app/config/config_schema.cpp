@@ -88,7 +88,7 @@ std::vector<Key> make_schema() {
           .fixed_on_resume(),
       key("image_size", &C::image_size,
           "folder: resize every image to S x S pixels (0: keep; all images must share one size)")
-          .range(between(0, 65536), "pixels")
+          .range(between(0, 16384), "pixels")
           .commands(kShow)
           .fixed_on_resume(),
       key("skip_bad_images", &C::skip_bad_images,
@@ -141,9 +141,9 @@ std::vector<Key> make_schema() {
       key("dampening", &C::dampening, "sgd dampening").range(at_least(0)),
       key("nesterov", &C::nesterov, "sgd Nesterov momentum"),
       key("weight_decay", &C::weight_decay, "L2 penalty added to the gradient").range(at_least(0)),
-      key("adam_beta1", &C::adam_beta1, "adam first-moment decay").range(between(0, 1)),
-      key("adam_beta2", &C::adam_beta2, "adam second-moment decay").range(between(0, 1)),
-      key("adam_eps", &C::adam_eps, "adam denominator epsilon").range(at_least(0)),
+      key("adam_beta1", &C::adam_beta1, "adam first-moment decay").range(below(0, 1)),
+      key("adam_beta2", &C::adam_beta2, "adam second-moment decay").range(below(0, 1)),
+      key("adam_eps", &C::adam_eps, "adam denominator epsilon").range(positive()),
       key("lr_schedule", &C::lr_schedule, "learning-rate schedule"),
       key("lr_milestones", &C::lr_milestones,
           "step schedule: epochs where lr is multiplied by lr_gamma")

@@ -57,11 +57,13 @@ std::string enum_name(E value) {
 }
 
 // Inclusive bounds of a number (of each element, for lists of numbers);
-// min_exclusive turns the lower bound into "> min". Numbers are always finite.
+// min_exclusive turns the lower bound into "> min", max_exclusive the upper
+// one into "< max". Numbers are always finite.
 struct Range {
   double min = -std::numeric_limits<double>::max();
   double max = std::numeric_limits<double>::max();
   bool min_exclusive = false;
+  bool max_exclusive = false;
 };
 
 inline Range between(double min, double max) {
@@ -73,6 +75,10 @@ inline Range at_least(double min) {
 // > 0 (up to max).
 inline Range positive(double max = std::numeric_limits<double>::max()) {
   return {0, max, true};
+}
+// >= min and < max.
+inline Range below(double min, double max) {
+  return {min, max, false, true};
 }
 
 // What resuming from a checkpoint may do with a key (app/checkpoint/resume_policy.h).

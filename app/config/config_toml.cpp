@@ -3,6 +3,7 @@
 // against its key's type in the schema.
 #include <toml++/toml.h>
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
@@ -146,9 +147,17 @@ std::string format_node(const toml::node& node) {
 }  // namespace
 
 void apply_config_file(const std::string& path, Command command, TrainConfig& config) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    fail_input("config file ", path, ": is a folder, not a TOML file");
+  }
   std::ifstream in(path, std::ios::binary);
   std::string text;
-  if (in) text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  try {
+    if (in) text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  } catch (const std::exception& e) {  // libstdc++ throws for some unreadable files
+    fail_input("config file ", path, ": cannot be read: ", e.what());
+  }
   if (!in || in.bad()) fail_input("config file ", path, ": cannot be read (missing?)");
   apply_config_text(text, path, command, config);
 }

@@ -124,8 +124,9 @@ std::vector<T> from_text(const Key& key, const std::vector<std::string>& values,
 void check_number(const Key& key, double v) {
   const Range& r = key.range;
   const bool low = r.min_exclusive ? !(v > r.min) : !(v >= r.min);
+  const bool high = r.max_exclusive ? !(v < r.max) : !(v <= r.max);
   if (!std::isfinite(v)) fail_input("config key ", key.name, " must be a finite number, got ", v);
-  if (low || !(v <= r.max)) {
+  if (low || high) {
     fail_input("config key ", key.name, " must be ", describe_allowed(key), ", got ",
                format_number(v));
   }
@@ -192,12 +193,13 @@ std::string describe_allowed(const Key& key) {
   const Range any;
   const bool has_min = r.min != any.min, has_max = r.max != any.max;
   const std::string low = (r.min_exclusive ? "> " : ">= ") + format_number(r.min);
+  const std::string high = (r.max_exclusive ? "< " : "<= ") + format_number(r.max);
   if (has_min && has_max) {
-    if (r.min_exclusive) return low + " and <= " + format_number(r.max);
+    if (r.min_exclusive || r.max_exclusive) return low + " and " + high;
     return "from " + format_number(r.min) + " to " + format_number(r.max);
   }
   if (has_min) return low;
-  if (has_max) return "<= " + format_number(r.max);
+  if (has_max) return high;
   return std::holds_alternative<uint64_t C::*>(key.field) ? "" : "finite";
 }
 
