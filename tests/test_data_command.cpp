@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
-#include <filesystem>
 #include <exception>
+#include <filesystem>
 #include <fstream>
 #include <utility>
 
@@ -201,7 +201,9 @@ TEST(DataShowSheet, RefusesZoomsAndCountsPastItsBound) {
   const auto d = data::load_dataset("mnist", dir.path(), true);
   // 28 * 2^62 wraps to 0 in int64: refused before any product
   for (const auto& [per_class, zoom] : {std::pair<int64_t, int64_t>{1, int64_t{1} << 62},
-                                        {int64_t{1} << 62, 1}, {1, 4097}, {0, 1}}) {
+                                        {int64_t{1} << 62, 1},
+                                        {1, 4097},
+                                        {0, 1}}) {
     app::SheetOptions o;
     o.per_class = per_class;
     o.zoom = zoom;
