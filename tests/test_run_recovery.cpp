@@ -171,12 +171,28 @@ TEST(RunRecovery, ResumePolicyFollowsTheSchemasOnResumeAttribute) {
     if (key.on_resume == app::OnResume::kFixed) fixed.insert(key.name);
     if (key.on_resume == app::OnResume::kLaunchOnly) launch_only.insert(key.name);
   }
-  EXPECT_EQ(fixed,
-            (std::set<std::string>{"augment", "dataset", "image_channels", "image_size", "layers",
-                                   "loss", "model", "normalize_mean", "normalize_std",
-                                   "skip_bad_images", "test_subset", "train_subset"}));
+  EXPECT_EQ(fixed, (std::set<std::string>{"augment", "dataset", "image_channels", "image_size",
+                                          "layers", "loss", "model", "normalize_mean",
+                                          "normalize_std", "skip_bad_images", "test_subset",
+                                          "train_subset", "val_fraction"}));
   EXPECT_EQ(launch_only, (std::set<std::string>{"overwrite", "progress", "resident_data_mb",
                                                 "resume", "timeline"}));
+}
+
+// The seed may change on resume (listed), except where it drew the
+// validation split: then it would move samples between the two sets.
+TEST(RunRecovery, SeedIsFixedOnResumeOnlyWhereItDrewTheValidationSplit) {
+  app::TrainConfig stored, current;
+  current.seed = stored.seed + 1;
+  EXPECT_NO_THROW(app::refuse_model_or_data_changes(stored, current, "ck.lsck"));
+  stored.val_fraction = current.val_fraction = 0.1;
+  try {
+    app::refuse_model_or_data_changes(stored, current, "ck.lsck");
+    ADD_FAILURE() << "a new seed was accepted with val_fraction 0.1";
+  } catch (const InputError& e) {
+    EXPECT_TRUE(contains(e.what(), "ck.lsck: ")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "(seed ")) << e.what();
+  }
 }
 
 TEST(RunRecovery, NonFiniteLossStopsTrainingWithoutACheckpoint) {

@@ -68,7 +68,10 @@ void refuse_model_or_data_changes(const TrainConfig& stored, const TrainConfig& 
                                   const std::string& path) {
   std::string refused;
   for (const Change& c : changes(stored, current)) {
-    if (on_resume(c.key) != OnResume::kFixed) continue;
+    // The seed draws the validation split (with val_fraction): it moves
+    // samples between training and validation.
+    const bool draws_split = c.key == "seed" && stored.val_fraction > 0;
+    if (on_resume(c.key) != OnResume::kFixed && !draws_split) continue;
     refused += (refused.empty() ? "" : "; ") + c.key + " " + c.before + " -> " + c.after;
   }
   if (refused.empty()) return;

@@ -131,7 +131,7 @@ std::string options_markdown() {
   out << "\nEvery key must have the same value on every rank (checked at start-up), except "
       << per_rank << ".\n"
       << "\nA resumed run may change any key except those that alter the model or the data "
-      << "(refused): " << fixed << ".\n";
+      << "(refused): " << fixed << "; and `seed` where `val_fraction` drew a validation split.\n";
   return out.str();
 }
 

@@ -305,7 +305,8 @@ std::vector<Key> make_schema() {
           .commands(kTrain | kEvaluate),
       key("val_fraction", &C::val_fraction,
           "hold out this fraction of each class of the training set for validation (0: none)")
-          .range(between(0, 1)),
+          .range(between(0, 1))
+          .fixed_on_resume(),
       key("keep_best", &C::keep_best,
           "keep the checkpoint of the best validation accuracy as run_dir/best.lsck"),
       key("patience", &C::patience,
