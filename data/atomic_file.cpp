@@ -7,11 +7,27 @@
 #include <filesystem>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include "common/error.h"
 
 namespace lockstep::data {
 namespace {
+
+// The folder holding path ("." for a bare name).
+std::filesystem::path folder_of(const std::string& path) {
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  return dir.empty() ? std::filesystem::path(".") : dir;
+}
+
+// fsync of a folder: 0, or the errno (a folder that cannot be synced,
+// EINVAL, counts as done).
+int sync_folder(const std::filesystem::path& dir) {
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int err = dir_fd < 0 || ::fsync(dir_fd) != 0 ? errno : 0;
+  if (dir_fd >= 0) ::close(dir_fd);
+  return err == EINVAL ? 0 : err;
+}
 
 std::string errno_text(int err) {
   return std::generic_category().message(err);
@@ -62,15 +78,32 @@ void AtomicFile::commit(bool sync) {
   }
   committed_ = true;
   if (!sync) return;
-  std::filesystem::path dir = std::filesystem::path(path_).parent_path();
-  if (dir.empty()) dir = std::filesystem::path(".");
-  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  const int err = dir_fd < 0 || ::fsync(dir_fd) != 0 ? errno : 0;
-  if (dir_fd >= 0) ::close(dir_fd);
-  if (err != 0 && err != EINVAL) {
+  const std::filesystem::path dir = folder_of(path_);
+  if (const int err = sync_folder(dir); err != 0) {
     fail_input(what_, " ", path_, " was written but its directory ", dir.string(),
                " could not be synced: ", errno_text(err),
                "; check the file system before trusting this ", what_);
+  }
+}
+
+void create_folders_durably(const std::string& path, const std::string& what,
+                            const std::string& remedy) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> made;  // the folders this call creates, deepest first
+  std::error_code ec;
+  for (fs::path p = fs::path(path).lexically_normal(); !p.empty() && !fs::exists(p, ec);
+       p = p.parent_path()) {
+    made.push_back(p);
+    if (p == p.parent_path()) break;
+  }
+  fs::create_directories(path, ec);
+  if (ec) fail_input("cannot create ", what, " ", path, ": ", ec.message(), "; ", remedy);
+  for (auto it = made.rbegin(); it != made.rend(); ++it) {
+    const fs::path above = folder_of(it->string());
+    if (const int err = sync_folder(above); err != 0) {
+      fail_input("created ", what, " ", path, " but could not sync ", above.string(), ": ",
+                 errno_text(err), "; check the file system");
+    }
   }
 }
 

@@ -41,4 +41,11 @@ class AtomicFile {
   bool committed_ = false;
 };
 
+// Creates folder `path` and any missing parents, then syncs the folder
+// above each one it made, so that the new entries survive a crash (as
+// AtomicFile::commit's rename does). Errors: InputError "cannot create
+// <what> <path>: <reason>; <remedy>".
+void create_folders_durably(const std::string& path, const std::string& what,
+                            const std::string& remedy);
+
 }  // namespace lockstep::data

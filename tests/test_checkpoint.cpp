@@ -445,6 +445,23 @@ TEST_F(CheckpointSave, RefusesADirectoryThatDoesNotExist) {
   EXPECT_TRUE(fs::is_empty(dir_));
 }
 
+TEST_F(CheckpointStoreTest, MakesItsFoldersOrNamesWhyNot) {
+  // A store under folders that do not exist yet makes them (each synced
+  // into the folder above).
+  CheckpointStore store(file("run/a/checkpoints"), 0);
+  const std::string written = store.save(1, 10, sample_checkpoint());
+  EXPECT_TRUE(fs::exists(written)) << written;
+  EXPECT_EQ(fs::path(written).parent_path(), fs::path(file("run/a/checkpoints")));
+  // Below a file: refused, the folder named.
+  std::ofstream(file("plain")) << "x";
+  CheckpointStore blocked(file("plain/checkpoints"), 0);
+  const std::string msg = input_error([&] { blocked.save(1, 10, sample_checkpoint()); });
+  EXPECT_NE(msg.find("cannot create checkpoint directory " + file("plain/checkpoints") + ": "),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("choose a writable checkpoint directory"), std::string::npos) << msg;
+}
+
 TEST_F(CheckpointStoreTest, NamesSortByEpochThenStep) {
   EXPECT_EQ(CheckpointStore::file_name(3, 360), "checkpoint-epoch0003-step00000360.lsck");
   EXPECT_EQ(CheckpointStore::file_name(12345, 0), "checkpoint-epoch12345-step00000000.lsck");

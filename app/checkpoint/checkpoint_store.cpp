@@ -15,6 +15,7 @@
 #include "app/checkpoint/checkpoint.h"
 #include "app/checkpoint/checkpoint_format.h"
 #include "common/error.h"
+#include "data/atomic_file.h"
 
 namespace lockstep::app {
 
@@ -104,11 +105,8 @@ std::string CheckpointStore::save(int64_t epoch, int64_t step, const Checkpoint&
                                   const SaveOptions& options) {
   const std::string name = file_name(epoch, step);
   std::error_code ec;
-  fs::create_directories(dir_, ec);
-  if (ec) {
-    fail_input("cannot create checkpoint directory ", dir_, ": ", ec.message(),
-               "; choose a writable checkpoint directory");
-  }
+  data::create_folders_durably(dir_, "checkpoint directory",
+                               "choose a writable checkpoint directory");
   // Temporaries of crashed writers go first: they may be what fills the disk.
   for (const auto& item : fs::directory_iterator(dir_, ec)) {
     std::string_view tail;

@@ -16,6 +16,7 @@
 #include "app/run/training_guard.h"
 #include "common/clock.h"
 #include "common/error.h"
+#include "data/atomic_file.h"
 #include "data/catalog.h"
 #include "data/sampler.h"
 #include "data/validation_split.h"
@@ -38,7 +39,7 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm, TrainerHoo
   const bool files = !config_.run_dir.empty();
   if (root && files) {
     prepare_run_dir(config_);  // refuses to mix a fresh run with another run's checkpoints
-    std::filesystem::create_directories(config_.run_dir);
+    data::create_folders_durably(config_.run_dir, "run directory", "choose a writable run_dir");
   }
   report_ = std::make_unique<Report>(root, config_.progress,
                                      files ? config_.run_dir + "/metrics.csv" : "",
