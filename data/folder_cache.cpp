@@ -104,9 +104,18 @@ bool read_body(Reader& in, const std::string& key, FolderDataset& out) {
     if (!in.get_string(message)) return false;
   }
   out.stats.skipped = static_cast<int64_t>(skipped);
+  // Sizes from the file, multiplied without overflow (a cache that does
+  // not add up is decoded again).
   const auto n = static_cast<size_t>(samples);
-  const auto pixels = static_cast<size_t>(d.channels * d.height * d.width);
-  if (in.left() != n * sizeof(int32_t) + n * pixels) return false;
+  size_t pixels = 0, image_bytes = 0, total = 0;
+  if (__builtin_mul_overflow(static_cast<size_t>(d.channels), static_cast<size_t>(d.height),
+                             &pixels) ||
+      __builtin_mul_overflow(pixels, static_cast<size_t>(d.width), &pixels) ||
+      __builtin_mul_overflow(n, pixels, &image_bytes) ||
+      __builtin_add_overflow(image_bytes, n * sizeof(int32_t), &total) ||
+      n > in.left() || in.left() != total) {
+    return false;
+  }
   d.labels.resize(n);
   d.images.resize(n * pixels);
   d.num_classes = static_cast<int64_t>(classes);

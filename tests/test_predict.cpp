@@ -199,6 +199,17 @@ TEST(PredictErrors, UnreadableImageIsNamed) {
   const auto r = run_lockstep("predict --checkpoint " + ckpt + " " + dir.file("x.png"));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("x.png: not a PNG, JPEG or BMP image"), std::string::npos) << r.output;
+  // A checkpoint that names no classes: refused, not read out of range.
+  app::Checkpoint c = app::load_checkpoint(ckpt);
+  c.meta["class_names"] = nlohmann::json::array();
+  const std::string no_classes = dir.file("no_classes.lsck");
+  app::save_checkpoint(no_classes, c);
+  data::Image gray{28, 28, 1, std::vector<uint8_t>(28 * 28, 128)};
+  testing::write_bytes(dir.file("y.png"), data::encode_png(gray));
+  const auto e = run_lockstep("predict --checkpoint " + no_classes + " " + dir.file("y.png"));
+  EXPECT_NE(e.exit_code, 0);
+  EXPECT_NE(e.output.find(no_classes + ": checkpoint names no classes"), std::string::npos)
+      << e.output;
 }
 
 }  // namespace

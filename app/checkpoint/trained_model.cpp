@@ -71,6 +71,7 @@ TrainedModel load_trained_model(const std::string& path) {
   card.loss = config.loss;
   card.dataset = config.dataset;
   card.class_names = meta_value<std::vector<std::string>>(ckpt.meta, "class_names", path);
+  if (card.class_names.empty()) fail_input(path, ": checkpoint names no classes (class_names)");
   card.input_shape = meta_value<nn::Shape>(ckpt.meta, "input_shape", path);
   card.normalization = train_normalization(config);
   card.epoch = ckpt.meta.value("epoch", int64_t{0});
