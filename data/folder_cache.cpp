@@ -112,8 +112,8 @@ bool read_body(Reader& in, const std::string& key, FolderDataset& out) {
                              &pixels) ||
       __builtin_mul_overflow(pixels, static_cast<size_t>(d.width), &pixels) ||
       __builtin_mul_overflow(n, pixels, &image_bytes) ||
-      __builtin_add_overflow(image_bytes, n * sizeof(int32_t), &total) ||
-      n > in.left() || in.left() != total) {
+      __builtin_add_overflow(image_bytes, n * sizeof(int32_t), &total) || n > in.left() ||
+      in.left() != total) {
     return false;
   }
   d.labels.resize(n);
