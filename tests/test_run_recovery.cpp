@@ -9,10 +9,12 @@
 #include <set>
 #include <sstream>
 #include <type_traits>
+#include <vector>
 
 #include "app/checkpoint/checkpoint.h"
 #include "app/checkpoint/resume_policy.h"
 #include "app/config/config_schema.h"
+#include "app/run/report.h"
 #include "common/error.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"
@@ -69,10 +71,29 @@ TEST(RunRecovery, ResumeAutoSkipsCorruptCheckpointsAndNamesThem) {
   }
   EXPECT_TRUE(contains(r.output, "resuming from " + paths[0])) << r.output;
   EXPECT_TRUE(contains(r.output, "epoch   2/4")) << r.output;
+  // metrics.csv holds each epoch of the resumed history once: the rows of
+  // the abandoned epochs 2 and 3 went.
+  std::vector<std::string> epochs;
+  for (const std::string& line : testing::lines_of(testing::read_file(dir.file("metrics.csv"))))
+    epochs.push_back(line.substr(0, line.find(',')));
+  EXPECT_EQ(epochs, (std::vector<std::string>{"epoch", "1", "2", "3", "4"}));
   // An explicit path to a bad file stays an error that names it.
   r = run_lockstep(small_run(dir.path(), 4) + " --resume " + corrupt);
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, corrupt)) << r.output;
+}
+
+TEST(RunRecovery, MetricsThatCannotBeWrittenAreAnError) {
+  // /dev/full: every write fails with ENOSPC, as on a full disk.
+  try {
+    app::Report report(true, "none", "/dev/full", false);
+    app::EpochResult r;
+    r.epoch = 1;
+    report.epoch(r, 1);
+    ADD_FAILURE() << "writes to /dev/full were not noticed";
+  } catch (const InputError& e) {
+    EXPECT_TRUE(contains(e.what(), "/dev/full: cannot write metrics file: ")) << e.what();
+  }
 }
 
 TEST(RunRecovery, FinishedRunSaysAlreadyCompleteAndTrainsNothing) {

@@ -2,29 +2,71 @@
 
 #include <unistd.h>
 
+#include <cerrno>
+#include <charconv>
 #include <cmath>
+#include <cstring>
+#include <fstream>
 
 #include "common/error.h"
+#include "data/atomic_file.h"
 
 namespace lockstep::app {
 
 Report::Report(bool active, const std::string& mode, const std::string& metrics_path, bool append)
     : active_(active),
       live_(active && (mode == "auto" && isatty(STDOUT_FILENO))),
-      quiet_(mode == "none") {
+      quiet_(mode == "none"),
+      metrics_path_(metrics_path) {
   if (!active_ || metrics_path.empty()) return;
-  const bool exists = append && access(metrics_path.c_str(), F_OK) == 0;
-  metrics_ = std::fopen(metrics_path.c_str(), exists ? "a" : "w");
-  if (metrics_ == nullptr) fail_input(metrics_path, ": cannot write metrics file");
-  if (!exists) {
-    std::fprintf(
-        metrics_,
-        "epoch,lr,train_loss,train_accuracy,train_samples,test_loss,test_accuracy,"
-        "test_samples,seconds,images_per_second,compute_s,comm_wait_s,data_s,eval_s,"
-        "checkpoint_s,test_top_k_accuracy,val_loss,val_accuracy,precision,kernels,straggler_rank,"
-        "straggler_node,straggler_slowdown\n");
-    std::fflush(metrics_);
+  open_metrics(append);
+}
+
+void Report::open_metrics(bool append) {
+  const bool exists = append && access(metrics_path_.c_str(), F_OK) == 0;
+  metrics_ = std::fopen(metrics_path_.c_str(), exists ? "a" : "w");
+  if (metrics_ == nullptr) {
+    fail_input(metrics_path_, ": cannot write metrics file: ", std::strerror(errno));
   }
+  if (!exists) {
+    check_metrics_write(
+        std::fputs("epoch,lr,train_loss,train_accuracy,train_samples,test_loss,test_accuracy,"
+                   "test_samples,seconds,images_per_second,compute_s,comm_wait_s,data_s,eval_s,"
+                   "checkpoint_s,test_top_k_accuracy,val_loss,val_accuracy,precision,kernels,"
+                   "straggler_rank,straggler_node,straggler_slowdown\n",
+                   metrics_) >= 0);
+  }
+}
+
+void Report::check_metrics_write(bool ok) {
+  const bool flushed = std::fflush(metrics_) == 0;
+  if (!ok || !flushed || std::ferror(metrics_)) {
+    fail_input(metrics_path_, ": cannot write metrics file: ", std::strerror(errno),
+               "; free space or choose another run_dir");
+  }
+}
+
+void Report::resume_at(int64_t epochs_done) {
+  if (metrics_ == nullptr) return;
+  std::fclose(metrics_);
+  metrics_ = nullptr;
+  std::ifstream in(metrics_path_);
+  std::string header, row, kept;
+  if (std::getline(in, header)) {
+    kept = header + "\n";
+    while (std::getline(in, row)) {
+      int64_t epoch = 0;
+      const auto [end, ec] = std::from_chars(row.data(), row.data() + row.size(), epoch);
+      // A row cut short by a crash (no epoch, or no newline) goes too.
+      if (ec != std::errc() || end == row.data() || *end != ',' || epoch > epochs_done) continue;
+      kept += row + "\n";
+    }
+  }
+  in.close();
+  data::AtomicFile out(metrics_path_, metrics_path_ + ".tmp", "metrics file");
+  out.write(kept.data(), kept.size());
+  out.commit(true);
+  open_metrics(!kept.empty());
 }
 
 Report::~Report() {
@@ -100,18 +142,18 @@ void Report::epoch(const EpochResult& r, int64_t epochs) {
   }
   if (metrics_ != nullptr) {
     const double nan = std::nan("");
-    std::fprintf(metrics_,
-                 "%lld,%.8g,%.8g,%.8g,%lld,%.8g,%.8g,%lld,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.8g,%"
-                 ".8g,%.8g,%s,%s,%d,%s,%.4g\n",
-                 static_cast<long long>(r.epoch), r.lr, r.train_loss, r.train_accuracy,
-                 static_cast<long long>(r.train_samples), r.evaluated ? r.test_loss : nan,
-                 r.evaluated ? r.test_accuracy : nan, static_cast<long long>(r.test_samples),
-                 r.seconds, r.images_per_second, r.compute_seconds, r.comm_wait_seconds,
-                 r.data_seconds, r.eval_seconds, r.checkpoint_seconds,
-                 r.evaluated ? r.test_top_k_accuracy : nan, r.validated ? r.val_loss : nan,
-                 r.validated ? r.val_accuracy : nan, precision_.c_str(), kernels_.c_str(),
-                 r.straggler_rank, r.straggler_node.c_str(), r.straggler_slowdown);
-    std::fflush(metrics_);
+    const int written = std::fprintf(
+        metrics_,
+        "%lld,%.8g,%.8g,%.8g,%lld,%.8g,%.8g,%lld,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.8g,%"
+        ".8g,%.8g,%s,%s,%d,%s,%.4g\n",
+        static_cast<long long>(r.epoch), r.lr, r.train_loss, r.train_accuracy,
+        static_cast<long long>(r.train_samples), r.evaluated ? r.test_loss : nan,
+        r.evaluated ? r.test_accuracy : nan, static_cast<long long>(r.test_samples), r.seconds,
+        r.images_per_second, r.compute_seconds, r.comm_wait_seconds, r.data_seconds, r.eval_seconds,
+        r.checkpoint_seconds, r.evaluated ? r.test_top_k_accuracy : nan,
+        r.validated ? r.val_loss : nan, r.validated ? r.val_accuracy : nan, precision_.c_str(),
+        kernels_.c_str(), r.straggler_rank, r.straggler_node.c_str(), r.straggler_slowdown);
+    check_metrics_write(written >= 0);
   }
 }
 

@@ -63,11 +63,20 @@ class Report {
   bool progress_due(int64_t step, int64_t steps) const;
   void progress(int64_t epoch, int64_t epochs, int64_t step, int64_t steps, double loss,
                 double images_per_second);
+  // Appends the epoch's row to metrics.csv; a failed write (a full disk)
+  // is an InputError naming the file.
   void epoch(const EpochResult& result, int64_t epochs);
+  // A resumed run: drops the rows of epochs after epochs_done from
+  // metrics.csv (the abandoned ones a later checkpoint had written), so that
+  // the file holds each epoch of this run's history once.
+  void resume_at(int64_t epochs_done);
 
  private:
   void clear_progress();
+  void open_metrics(bool append);
+  void check_metrics_write(bool ok);
   bool active_, live_, quiet_;
+  std::string metrics_path_;
   std::FILE* metrics_ = nullptr;
   std::string precision_ = "fp32", kernels_;
   bool progress_shown_ = false;

@@ -113,6 +113,7 @@ void Trainer::resume() {
   const auto position = nlohmann::json::parse(meta_text);
   epochs_done_ = position.at("epoch").get<int64_t>();
   global_step_ = position.at("step").get<int64_t>();
+  report_->resume_at(epochs_done_);
   best_.restore(position.at("best"));
   resume_world_size(position.at("world_size").get<int64_t>(),
                     position.at("batch_size").get<int64_t>(),
