@@ -83,6 +83,32 @@ TEST(RunRecovery, ResumeAutoSkipsCorruptCheckpointsAndNamesThem) {
   EXPECT_TRUE(contains(r.output, corrupt)) << r.output;
 }
 
+TEST(RunRecovery, ExplicitResumeToAnEarlierCheckpointDiscardsTheLaterOnlyWithOverwrite) {
+  REQUIRE_FASHION_MNIST();
+  ScratchDir dir;
+  auto r = run_lockstep(small_run(dir.path(), 3));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const app::CheckpointStore store(dir.file("checkpoints"), 0);
+  const auto paths = store.numbered();
+  ASSERT_EQ(paths.size(), 3u);
+  // Back to epoch 1: epochs 2 and 3 belong to the abandoned timeline, which
+  // a later --resume auto would otherwise take up.
+  r = run_lockstep(small_run(dir.path(), 2) + " --resume " + paths[0]);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "holds 2 later checkpoints (newest " + paths[2] + ")"))
+      << r.output;
+  EXPECT_TRUE(contains(r.output, "--overwrite")) << r.output;
+  EXPECT_EQ(store.numbered(), paths);
+  r = run_lockstep(small_run(dir.path(), 2) + " --resume " + paths[0] + " --overwrite");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const std::string& later : {paths[1], paths[2]}) {
+    EXPECT_EQ(count_lines_with(r.output, "resume: removed the later checkpoint " + later), 1u)
+        << r.output;
+  }
+  // Epoch 2 written again; epoch 3 gone.
+  EXPECT_EQ(store.numbered(), (std::vector<std::string>{paths[0], paths[1]}));
+}
+
 TEST(RunRecovery, MetricsThatCannotBeWrittenAreAnError) {
   // /dev/full: every write fails with ENOSPC, as on a full disk.
   try {

@@ -115,6 +115,8 @@ class CheckpointStore {
   std::vector<std::string> list() const;
   // Paths of every numbered checkpoint, complete or not, oldest first.
   std::vector<std::string> numbered() const;
+  // Those named after (epoch, step): written by a run that went on past it.
+  std::vector<std::string> numbered_after(int64_t epoch, int64_t step) const;
 
   const std::string& dir() const { return dir_; }
   // "checkpoint-epoch0003-step00000360.lsck"

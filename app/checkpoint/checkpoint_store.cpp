@@ -138,6 +138,14 @@ std::vector<std::string> CheckpointStore::numbered() const {
   return paths;
 }
 
+std::vector<std::string> CheckpointStore::numbered_after(int64_t epoch, int64_t step) const {
+  std::vector<std::string> paths;
+  for (StoredCheckpoint& c : scan(dir_, /*complete_only=*/false)) {
+    if (std::tie(c.epoch, c.step) > std::tie(epoch, step)) paths.push_back(std::move(c.path));
+  }
+  return paths;
+}
+
 std::string CheckpointStore::latest() const {
   const std::vector<StoredCheckpoint> all = scan(dir_, /*complete_only=*/false);
   for (auto it = all.rbegin(); it != all.rend(); ++it) {

@@ -116,6 +116,7 @@ class Trainer {
   // batches_ for config_.batch_size (again when a resume changes it).
   void make_batches();
   void resume();
+  void discard_later_checkpoints(int64_t epoch, int64_t step, const std::string& path);
   void resume_world_size(int64_t stored_ranks, int64_t stored_batch, const std::string& path);
   // numbered: the next numbered checkpoint; best: run_dir/best.lsck.
   void save_checkpoint(bool numbered = true, bool best = false);

@@ -2,11 +2,15 @@
 // state, the training position) and resuming from one.
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
+
 #include "app/checkpoint/checkpoint.h"
 #include "app/checkpoint/resume_policy.h"
 #include "app/run/loss_scaling.h"
 #include "app/run/reproducible.h"
 #include "app/run/trainer.h"
+
+#include <filesystem>
 #include "app/run/training_guard.h"
 #include "common/error.h"
 
@@ -69,6 +73,30 @@ void Trainer::resume_world_size(int64_t stored_ranks, int64_t stored_batch,
                                config_.batch_size * comm_.size()));
 }
 
+// Checkpoints of this run_dir after the one an explicit resume names belong
+// to the timeline it abandons: left there, a later --resume auto would pick
+// them up. They are deleted only with --overwrite. (Under --resume auto the
+// later ones are those it could not read and said so: kept, in case the
+// fault was passing; the run writes those epochs again under their names.)
+void Trainer::discard_later_checkpoints(int64_t epoch, int64_t step, const std::string& path) {
+  if (config_.resume == "auto") return;
+  const CheckpointStore store(config_.run_dir + "/checkpoints", 0);
+  const std::vector<std::string> later = store.numbered_after(epoch, step);
+  if (later.empty()) return;
+  if (!config_.overwrite) {
+    fail_input("resume from ", path, ": ", store.dir(), " holds ", later.size(),
+               " later checkpoint", later.size() == 1 ? "" : "s", " (newest ", later.back(),
+               ") of the run that went on from it; pass --overwrite to delete them, or resume "
+               "into another --run-dir");
+  }
+  for (const std::string& old : later) {
+    std::error_code ec;
+    std::filesystem::remove(old, ec);
+    if (ec) fail_input("resume: cannot remove the later checkpoint ", old, ": ", ec.message());
+    report_->line("resume: removed the later checkpoint " + old);
+  }
+}
+
 void Trainer::resume() {
   if (config_.resume.empty()) return;
   std::string meta_text;
@@ -90,6 +118,9 @@ void Trainer::resume() {
         report_->line("resume: setting changed since the checkpoint: " + change);
       }
       restore_tensors(source.checkpoint, path, state_tensors());
+      if (!config_.run_dir.empty()) {
+        discard_later_checkpoints(m.value("epoch", int64_t{0}), m.value("step", int64_t{0}), path);
+      }
       nlohmann::json position;
       try {
         optimizer_->set_steps(m.at("optimizer").at("steps").get<int64_t>());
