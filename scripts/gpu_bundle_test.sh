@@ -57,7 +57,15 @@ echo "gpu_bundle_test: lockstep info, doctor and a CPU training run work from th
 unset LD_LIBRARY_PATH
 check=$bundle.dry_run
 rm -rf "$check"
-GPU_CHECK_DRY_RUN=1 bash "$bundle/gpu_check.sh" "$check" || fail "gpu_check.sh dry run failed"
+rm -rf "$check.pack"
+GPU_CHECK_DRY_RUN=1 bash "$bundle/gpu_check.sh" "$check" "$check.pack" ||
+  fail "gpu_check.sh dry run failed"
+# What a machine that returns a few files sends back: three files.
+for f in summary.md summary.json results.tar.xz; do
+  [[ -f $check.pack/$f ]] || fail "the packed results lack $f"
+done
+listing=$(tar -tJf "$check.pack/results.tar.xz")  # whole: grep -q would cut tar's pipe
+grep -q '/gpu_tests.xml$' <<<"$listing" || fail "results.tar.xz lacks gpu_tests.xml"
 grep -q '"status": "pass", "mode": "dry run"' "$check/summary.json" ||
   fail "summary.json: $(cat "$check/summary.json")"
 grep -q '| train_fp32 | no GPU |' "$check/summary.md" || fail "summary.md: no 'no GPU' step"

@@ -2,7 +2,15 @@
 # The GPU check of a lockstep bundle (scripts/gpu_bundle.sh), the whole
 # procedure on a bare GPU node:
 #
-#   bash BUNDLE/gpu_check.sh RESULTS_DIR
+#   bash BUNDLE/gpu_check.sh RESULTS_DIR [PACK_DIR]
+#
+# PACK_DIR (the device tool's $OUT): at the end, however the check ends,
+# summary.md, summary.json and results.tar.xz (RESULTS_DIR without
+# checkpoints, weights or images) are copied there: three files at its top,
+# for a machine that sends back only a few files, two folders deep. The
+# bundle's archives are unpacked into a scratch folder ($GPU_CHECK_WORK, or
+# a new one under $TMPDIR), never beside this script: the bundle stays as
+# small as it was made, and stale binaries are never run.
 #
 # Steps, most valuable first, each under its own timeout and all within
 # $GPU_CHECK_BUDGET_S (470 s):
@@ -35,32 +43,54 @@
 # every GPU step reports "no GPU". CI runs it so (tests/CMakeLists.txt).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-results=${1:?usage: bash gpu_check.sh RESULTS_DIR}
+results=${1:?usage: bash gpu_check.sh RESULTS_DIR [PACK_DIR]}
+pack=${2:-}
 mkdir -p "$results"
 results=$(cd "$results" && pwd)
 deadline=$(($(date +%s) + ${GPU_CHECK_BUDGET_S:-470}))
-# The bundle's archives (scripts/gpu_bundle.sh), unpacked beside this script.
-for archive in programs data; do
-  if [[ -f $here/$archive.tar.xz && ! -f $here/.unpacked-$archive ]]; then
-    tar -C "$here" -xJf "$here/$archive.tar.xz"
-    touch "$here/.unpacked-$archive"
-  fi
-done
-bundle_version=$(head -n1 "$here/MANIFEST" 2>/dev/null || echo "not a bundle")
 # shellcheck source=scripts/gpu_check_lib.sh
 source "$here/gpu_check_lib.sh"
-lockstep=$here/bin/lockstep
-tests=$here/tests
-export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# The bundle's archives (scripts/gpu_bundle.sh), unpacked into a scratch
+# folder (removed at the end unless given); a bundle already unpacked (bin/
+# beside this script) runs in place.
+root=$here scratch=""
+if [[ -f $here/programs.tar.xz ]]; then
+  if [[ -n ${GPU_CHECK_WORK:-} ]]; then
+    root=$GPU_CHECK_WORK
+    mkdir -p "$root"
+  else
+    scratch=$(mktemp -d "${TMPDIR:-/tmp}/lockstep_gpu_check.XXXXXX") root=$scratch
+  fi
+fi
+trap 'pack_results "$pack"; [[ -z $scratch ]] || rm -rf "$scratch"' EXIT
+if [[ $root != "$here" ]]; then
+  for archive in programs data; do tar -C "$root" -xJf "$here/$archive.tar.xz"; done
+fi
+bundle_version=$(head -n1 "$root/MANIFEST" 2>/dev/null || echo "not a bundle")
+lockstep=$root/bin/lockstep
+tests=$root/tests
+node_library_path=${LD_LIBRARY_PATH:-}  # PyTorch runs with the node's own
+export LD_LIBRARY_PATH="$root/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # The bundle's C++ runtime only when the node's lacks a version it needs
 # (ldd's whole output first: grep -q leaving a pipe early would end ldd with
 # SIGPIPE, a failure under pipefail).
-needs=$(ldd "$here/bin/lockstep" "$here/tests/lockstep_tests" 2>&1 || true)
+needs=$(ldd "$root/bin/lockstep" "$root/tests/lockstep_tests" 2>&1 || true)
 if grep -Eq "(libstdc\+\+|libgcc_s)[^ ]* => not found|version .GLIBCXX|version .GCC_" <<<"$needs"; then
-  LD_LIBRARY_PATH="$here/lib:$here/lib/fallback${LD_LIBRARY_PATH#"$here/lib"}"
+  LD_LIBRARY_PATH="$root/lib:$root/lib/fallback${LD_LIBRARY_PATH#"$root/lib"}"
 fi
-export PATH="$here/bin:$PATH"
-python=${PYTHON:-$(command -v python3 || true)}
+export PATH="$root/bin:$PATH"
+# The Python with PyTorch and NVIDIA's wheels: $PYTHON, python3 when it has
+# torch, else the lent GPU machines' venv.
+python=${PYTHON:-}
+if [[ -z $python ]]; then
+  for candidate in "$(command -v python3 || true)" /opt/torch/.venv/bin/python3; do
+    if [[ -x $candidate ]] && "$candidate" -c 'import torch' >/dev/null 2>&1; then
+      python=$candidate
+      break
+    fi
+  done
+  python=${python:-$(command -v python3 || true)}
+fi
 
 # cuDNN, cuBLAS, NCCL, the runtime: the system's copies first; what the loader
 # cannot find there comes from the pip wheels (site-packages/nvidia/*/lib).
@@ -73,7 +103,7 @@ for p in nvidia.__path__: print("\n".join(sorted(glob.glob(p + "/*/lib"))))' 2>/
 fi
 for _ in 1 2 3 4; do  # again: a wheel's library may need another wheel's
   added=0
-  for soname in $(ldd "$here/bin/liblockstep_cuda.so" "$tests/lockstep_tests" 2>/dev/null |
+  for soname in $(ldd "$root/bin/liblockstep_cuda.so" "$tests/lockstep_tests" 2>/dev/null |
     awk '/not found/ { print $1 }' | sort -u); do
     for dir in "${wheel_dirs[@]}"; do
       if [[ -e $dir/$soname && :$LD_LIBRARY_PATH: != *:$dir:* ]]; then
@@ -85,8 +115,13 @@ for _ in 1 2 3 4; do  # again: a wheel's library may need another wheel's
   ((added)) || break
 done
 
+# A GPU node: nvidia-smi lists a GPU, or (nvidia-smi missing) a device file
+# is there; a dry run only without either, or when asked for.
 mode=gpu
-if [[ ${GPU_CHECK_DRY_RUN:-0} == 1 ]] || ! nvidia-smi -L >/dev/null 2>&1; then mode="dry run"; fi
+if [[ ${GPU_CHECK_DRY_RUN:-0} == 1 ]] ||
+  { ! nvidia-smi -L >/dev/null 2>&1 && [[ ! -e /dev/nvidia0 ]]; }; then
+  mode="dry run"
+fi
 gpu_step() { [[ $mode == gpu ]]; }
 no_gpu() { record "$1" "no GPU" 0 "${2:-}"; }
 
@@ -101,11 +136,15 @@ metric[libraries]=$(sed -n 's/^ *\(lib[a-z]*\.so\) from /\1 /p' <<<"$info" | pas
 if gpu_step; then
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader \
     >>"$results/versions.log" 2>&1 || true
-  metric[gpu]=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -n1)
+  metric[gpu]=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null |
+    head -n1 || true)
 fi
 detail="${metric[versions]}; LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 if ((run_rc != 0)) || [[ -z $runtime || -z $libs ]]; then
   record versions fail "$run_seconds" "lockstep info failed or shows no plugin (versions.log)"
+  # On a GPU nothing after this can run: stop, leaving the slot's time for
+  # a second try.
+  gpu_step && exit 1
 elif gpu_step && [[ -z $driver || ${driver%%.*} -lt ${runtime%%.*} ]]; then
   record versions refused "$run_seconds" "the driver supports CUDA ${driver:-none}, the runtime needs \
 ${runtime}: update the NVIDIA driver (or bring a bundle built with an older toolkit)"
@@ -146,7 +185,10 @@ gtest_step() {
 gpu_filter='Cuda*:Cudnn*:*/Cuda*:CheckpointFormat.DeviceTensors*:-CudaPlugin.*:CudaLibraries.*'
 gtest_step gpu_tests "$results/gpu_tests.xml" 180 "$tests/lockstep_tests" \
   "--gtest_filter=$gpu_filter" "--gtest_output=xml:$results/gpu_tests.xml"
-gtest_step nccl_tests "$results/nccl_tests.xml" 90 mpiexec -n 1 "$tests/lockstep_mpi_tests" \
+# One rank, started by MPICH's fork launcher (no ssh, no host name to
+# resolve); NCCL says why, should it fail.
+export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
+gtest_step nccl_tests "$results/nccl_tests.xml" 90 mpiexec -launcher fork -n 1 "$tests/lockstep_mpi_tests" \
   --expect-ranks=1 '--gtest_filter=Nccl*' "--gtest_output=xml:$results/nccl_tests.xml"
 
 # --- 3 lockstep train, 32 epochs ---------------------------------------------------------------
@@ -155,8 +197,8 @@ gtest_step nccl_tests "$results/nccl_tests.xml" 90 mpiexec -n 1 "$tests/lockstep
 train_step() {
   local name=$1 limit=$2
   shift 2
-  run_logged "$name" "$limit" "$lockstep" train --config "$here/configs/fashion_mnist.toml" \
-    --data-dir "$here/data" --run-dir "$results/$name" --checkpoint-every 0 "$@"
+  run_logged "$name" "$limit" "$lockstep" train --config "$root/configs/fashion_mnist.toml" \
+    --data-dir "$root/data" --run-dir "$results/$name" --checkpoint-every 0 "$@"
   status=$(status_of "$run_rc")
   metrics_summary "$results/$name/metrics.csv"
   detail="wall $run_seconds s, ${csv_summary:-no epoch finished}"
@@ -191,12 +233,12 @@ fi
 resume_step() {
   local dir=$results/resume first epochs
   rm -rf "$dir" "$results/resume.log"
-  run_logged resume_first 90 "$lockstep" train --config "$here/configs/fashion_mnist.toml" \
-    --data-dir "$here/data" --run-dir "$dir" --checkpoint-every 1 --epochs 2 "$@"
+  run_logged resume_first 90 "$lockstep" train --config "$root/configs/fashion_mnist.toml" \
+    --data-dir "$root/data" --run-dir "$dir" --checkpoint-every 1 --epochs 2 "$@"
   first=$run_seconds
   if ((run_rc == 0)); then
-    run_logged resume 90 "$lockstep" train --config "$here/configs/fashion_mnist.toml" \
-      --data-dir "$here/data" --run-dir "$dir" --checkpoint-every 1 --epochs 3 --resume auto "$@"
+    run_logged resume 90 "$lockstep" train --config "$root/configs/fashion_mnist.toml" \
+      --data-dir "$root/data" --run-dir "$dir" --checkpoint-every 1 --epochs 3 --resume auto "$@"
   fi
   status=$(status_of "$run_rc")
   detail="2 epochs in $first s, then --resume auto to 3"
@@ -220,7 +262,8 @@ fi
 if gpu_step && ! "$python" -c 'import torch' >"$results/torch.log" 2>&1; then
   record torch "no torch" 0 "no PyTorch in ${python:-python3} (torch.log)"
 elif gpu_step; then
-  run_logged torch 150 "$python" "$here/torch_reference.py" --epochs 32 --data-dir "$here/data"
+  run_logged torch 150 env LD_LIBRARY_PATH="$node_library_path" "$python" \
+    "$root/torch_reference.py" --epochs 32 --data-dir "$root/data"
   status=$(status_of "$run_rc")
   detail=$(tail -n1 "$results/torch.log")
   # The ratio on what both time: the epochs (training and evaluation, the
@@ -245,7 +288,19 @@ else
 fi
 
 # --- 5 compute-sanitizer ---------------------------------------------------------------------
-sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+# compute-sanitizer: PATH, the toolkit's folders, NVIDIA's images, the pip
+# wheel (nvidia-cuda-sanitizer-api).
+sanitizer=$(command -v compute-sanitizer || true)
+if [[ -z $sanitizer ]]; then
+  for candidate in /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda*/compute-sanitizer/compute-sanitizer \
+    /usr/local/cuda*/bin/compute-sanitizer /opt/nvidia/*/compute-sanitizer/compute-sanitizer \
+    "${wheel_dirs[@]/%\/lib/\/compute-sanitizer\/compute-sanitizer}"; do
+    if [[ -x $candidate ]]; then
+      sanitizer=$candidate
+      break
+    fi
+  done
+fi
 subset='CudaBackendTest.ReluMatchesCpuExactly:CudaBackendTest.GemmMatchesCpu:CudaBackendTest.LossesMatchCpu'
 subset+=':CudaBackendTest.SgdMatchesCpu:CudaBackendTest.DropoutMasksAreBitIdenticalToCpu'
 subset+=':CudaShapes/CudaPoolTest.MatchesCpuExactly/n8_c10_24x24_k2_s2:CudaBackendTest.BatchNormMatchesCpu'
@@ -255,15 +310,18 @@ subset+=':CudaBackendTest.BatchNormTrainingOpsMatchCpuWithoutAHostWait'
 # namespace, lockstep::nn::cuda): hazards inside cuBLAS or cuDNN are not ours
 # to fix, and checking them is slow. memcheck checks every kernel (a bad
 # argument of ours shows up in the library's).
+# (--help read whole: grep -q leaving a pipe early would end the writer with
+# SIGPIPE, a failure under pipefail, and the filter would silently go.)
 ours=()
-if [[ -x $sanitizer ]] && "$sanitizer" --help 2>&1 | grep -q -- '--kernel-name'; then
-  ours=(--kernel-name kns=lockstep)
+if [[ -n $sanitizer ]]; then
+  sanitizer_help=$("$sanitizer" --help 2>&1 || true)
+  [[ $sanitizer_help == *--kernel-name* ]] && ours=(--kernel-name kns=lockstep)
 fi
 for tool in memcheck racecheck synccheck; do
   if ! gpu_step; then
     no_gpu "$tool" "compute-sanitizer --tool $tool on a subset of the GPU tests"
-  elif [[ ! -x $sanitizer ]]; then
-    record "$tool" fail 0 "compute-sanitizer not found (PATH, /usr/local/cuda/bin)"
+  elif [[ -z $sanitizer ]]; then
+    record "$tool" unsupported 0 "compute-sanitizer not found (PATH, /usr/local/cuda*, /opt/nvidia, the pip wheel): not lockstep's failure"
   else
     filter=()
     [[ $tool == memcheck ]] || filter=("${ours[@]}")

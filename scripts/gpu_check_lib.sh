@@ -16,10 +16,11 @@ declare -A metric=()
 
 # run_logged NAME SECONDS CMD...: runs CMD with its output in
 # $results/NAME.log under a timeout cut to the deadline; sets run_rc (124 on
-# timeout, 125 when not started: less than half of SECONDS left) and
-# run_seconds. Never fails itself.
+# timeout, 125 when not started: less than half of SECONDS left, or stopped
+# at the deadline when its limit had been cut to it: the budget ran out,
+# the step did not fail) and run_seconds. Never fails itself.
 run_logged() {
-  local name=$1 limit=$2 left start
+  local name=$1 limit=$2 left start cut=0
   shift 2
   left=$((deadline - $(date +%s)))
   start=$(date +%s.%N)
@@ -28,11 +29,30 @@ run_logged() {
       >"$results/$name.log"
     run_rc=125
   else
-    ((left < limit)) && limit=$left
+    ((left < limit)) && limit=$left cut=1
     run_rc=0
     timeout --kill-after=10 "$limit" "$@" >"$results/$name.log" 2>&1 || run_rc=$?
+    if ((cut && (run_rc == 124 || run_rc == 137))); then
+      echo "gpu_check: stopped at the end of the budget ($limit s were left of it): no time" \
+        >>"$results/$name.log"
+      run_rc=125
+    fi
   fi
   run_seconds=$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { printf "%.1f", e - s }')
+}
+
+# pack_results DIR: summary.md, summary.json and results.tar.xz (every log,
+# XML and metrics.csv; no checkpoints, weights or images) into DIR: three
+# files at its top, what a machine that returns only a few files, two
+# folders deep, can send back.
+pack_results() {
+  local into=$1
+  [[ -n $into ]] || return 0
+  mkdir -p "$into"
+  cp "$results/summary.md" "$results/summary.json" "$into/" 2>/dev/null || true
+  tar -C "$(dirname "$results")" -cJf "$into/results.tar.xz" --exclude='*.lsck' \
+    --exclude='*.safetensors' --exclude='*.png' --exclude='tensorboard' \
+    "$(basename "$results")" 2>/dev/null || true
 }
 
 # record NAME STATUS SECONDS DETAIL: adds a step and rewrites the summary.

@@ -48,6 +48,12 @@ grep -q "needs up to 60 s: not started" "$results/late.log" || fail "late.log: $
 run_logged cut 30 touch "$results/cut_ran"
 expect "cut status" pass "$(status_of "$run_rc")"
 [[ -e $results/cut_ran ]] || fail "a step with more than half its limit left did not run"
+# Stopped by the end of the budget after its limit was cut to it: no time
+# (the check is incomplete), not a timeout (a failure).
+deadline=$(($(date +%s) + 2))
+run_logged budget 3 sleep 30
+expect "budget status" "no time" "$(status_of "$run_rc")"
+grep -q "stopped at the end of the budget" "$results/budget.log" || fail "budget.log: $(cat "$results/budget.log")"
 
 # The verdict.
 verdict() {  # verdict STATUS...: overall_status of steps with these statuses
@@ -90,4 +96,16 @@ if command -v python3 >/dev/null; then
   python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["steps"][1]["status"] == "no time"' \
     "$results/summary.json" || fail "summary.json is not the JSON expected"
 fi
+# The results packed for a machine that returns only a few files: the two
+# summaries and one archive of the logs, without checkpoints.
+mkdir -p "$results/run/checkpoints"
+echo ckpt >"$results/run/checkpoints/x.lsck"
+echo log >"$results/run.log"
+pack_results "$results/out"
+for f in summary.md summary.json results.tar.xz; do
+  [[ -f $results/out/$f ]] || fail "pack_results left no $f"
+done
+listing=$(tar -tJf "$results/out/results.tar.xz")
+grep -q 'run.log$' <<<"$listing" || fail "results.tar.xz lacks run.log: $listing"
+! grep -q '\.lsck$' <<<"$listing" || fail "results.tar.xz holds a checkpoint: $listing"
 echo "gpu_check_lib_test: passed"
