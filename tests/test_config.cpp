@@ -270,6 +270,14 @@ TEST(ConfigFlags, CommandLineWinsOverTheFile) {
   EXPECT_EQ(c.epochs, 2);
   EXPECT_EQ(c.lr, 0.5);
   EXPECT_EQ(c.config_file, dir.file("c.toml"));
+  // A value out of range in the file: the command line may replace it; kept,
+  // it is refused with the file and line.
+  std::ofstream(dir.file("bad.toml")) << "epochs = 5\nbatch_size = 0\n";
+  ASSERT_EQ(parse_train({"--config", dir.file("bad.toml"), "--batch-size", "5"}, &c), "");
+  EXPECT_EQ(c.batch_size, 5);
+  EXPECT_EQ(parse_train({"--config", dir.file("bad.toml"), "--epochs", "2"}),
+            "config file " + dir.file("bad.toml") +
+                ":2: config key batch_size must be > 0 and <= 16777216, got 0");
 }
 
 // Each subcommand's help lists the keys it uses and no others.

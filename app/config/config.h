@@ -158,14 +158,22 @@ TrainConfig read_config(const CLI::App& cmd, Command command);
 // Overrides the keys of `command` given as flags on cmd (no validation).
 void apply_command_line(const CLI::App& cmd, Command command, TrainConfig& config);
 
+// Where each value a file set came from: (key, "config file PATH:LINE: "),
+// in file order.
+using FileLines = std::vector<std::pair<std::string, std::string>>;
+
 // Applies a TOML file's top-level `key = value` entries for the keys that
 // `command` uses (other known keys are accepted and ignored). Throws
 // InputError naming the file and line for a syntax error, a duplicate or
-// unknown key (with a suggestion), a section, or a value of the wrong type.
-void apply_config_file(const std::string& path, Command command, TrainConfig& config);
+// unknown key (with a suggestion), a section, a value of the wrong type,
+// or (lines null) a value out of its range. With lines, ranges are left to
+// the caller, which may replace a value first (the command line wins), and
+// lines says where each value came from.
+void apply_config_file(const std::string& path, Command command, TrainConfig& config,
+                       FileLines* lines = nullptr);
 // The same for the text of such a file; path is only used in messages.
 void apply_config_text(std::string_view text, const std::string& path, Command command,
-                       TrainConfig& config);
+                       TrainConfig& config, FileLines* lines = nullptr);
 
 // Checks every key's range or allowed values, then combinations of keys;
 // throws InputError naming the key.

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "app/config/config_schema.h"
+#include "common/error.h"
 
 namespace lockstep::app {
 namespace {
@@ -90,11 +91,23 @@ void apply_command_line(const CLI::App& cmd, Command command, TrainConfig& confi
 TrainConfig read_config(const CLI::App& cmd, Command command) {
   TrainConfig config;
   const CLI::Option* file = cmd.get_option_no_throw("--config");
+  FileLines from_file;
   if (file != nullptr && file->count() > 0) {
     config.config_file = file->results().back();
-    apply_config_file(config.config_file, command, config);
+    apply_config_file(config.config_file, command, config, &from_file);
   }
   apply_command_line(cmd, command, config);
+  // The file's values the command line kept, range-checked with their line
+  // (a value the command line replaced is not the file's concern).
+  for (const auto& [name, where] : from_file) {
+    const Key* key = find_key(name);
+    if (key == nullptr || given(cmd, *key) != nullptr) continue;
+    try {
+      check_value(*key, config);
+    } catch (const InputError& e) {
+      fail_input(where, e.what());
+    }
+  }
   validate(config);
   return config;
 }

@@ -146,7 +146,8 @@ std::string format_node(const toml::node& node) {
 
 }  // namespace
 
-void apply_config_file(const std::string& path, Command command, TrainConfig& config) {
+void apply_config_file(const std::string& path, Command command, TrainConfig& config,
+                       FileLines* lines) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
     fail_input("config file ", path, ": is a folder, not a TOML file");
@@ -159,11 +160,11 @@ void apply_config_file(const std::string& path, Command command, TrainConfig& co
     fail_input("config file ", path, ": cannot be read: ", e.what());
   }
   if (!in || in.bad()) fail_input("config file ", path, ": cannot be read (missing?)");
-  apply_config_text(text, path, command, config);
+  apply_config_text(text, path, command, config, lines);
 }
 
 void apply_config_text(std::string_view text, const std::string& path, Command command,
-                       TrainConfig& config) {
+                       TrainConfig& config, FileLines* lines) {
   toml::table table;
   try {
     table = toml::parse(text, path);
@@ -207,6 +208,10 @@ void apply_config_text(std::string_view text, const std::string& path, Command c
     if (!typed) {
       fail_input(where, "key ", key->name, " has value ", one_line(format_node(node)),
                  " of the wrong type (", type_name(*key), " expected)");
+    }
+    if (lines != nullptr) {
+      lines->emplace_back(key->name, where);
+      continue;
     }
     try {
       check_value(*key, config);
