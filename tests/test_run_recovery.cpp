@@ -147,10 +147,14 @@ TEST(RunRecovery, FreshRunRefusesAnotherRunsCheckpointsUnlessOverwrite) {
     EXPECT_TRUE(contains(r.output, remedy)) << remedy << " missing from\n" << r.output;
   }
   EXPECT_EQ(count_lines_with(r.output, "lockstep: rank"), 1u) << r.output;
+  // The other run's best checkpoint goes with the rest of its results.
+  testing::write_bytes(dir.file("best.lsck"), {'o', 'l', 'd'});
   r = run_lockstep(small_run(dir.path(), 1) + " --seed 3 --overwrite");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(lines_in(dir.file("metrics.csv")), 2u);
   EXPECT_EQ(app::CheckpointStore(dir.file("checkpoints"), 0).numbered().size(), 1u);
+  EXPECT_FALSE(fs::exists(dir.file("best.lsck")));
+  EXPECT_TRUE(fs::exists(dir.file("model.safetensors")));  // this run's
 }
 
 TEST(RunRecovery, ResumePrintsChangedSettingsAndRefusesModelOrDataChanges) {

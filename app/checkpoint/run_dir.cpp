@@ -23,13 +23,20 @@ void prepare_run_dir(const TrainConfig& config) {
     fail_input("run_dir ", config.run_dir, " holds ", existing.size(), " checkpoint",
                existing.size() == 1 ? "" : "s", " of another run (newest ", existing.back(),
                "); continue it with --resume auto, choose another --run-dir, or pass --overwrite "
-               "to delete its checkpoints and metrics.csv");
+               "to delete its checkpoints and results");
   }
   for (const std::string& path : existing) {
     fs::remove(path, ec);
     if (ec) fail_input("--overwrite: cannot remove ", path, ": ", ec.message());
   }
-  fs::remove(dir / "metrics.csv", ec);
+  // And the other run's results, which this run would otherwise leave
+  // beside its own (a best.lsck of the other run, its weights, its curves).
+  for (const char* name :
+       {"metrics.csv", "best.lsck", "model.safetensors", "per_class_accuracy.csv",
+        "confusion_matrix.csv", "confusion_matrix.png", "tensorboard"}) {
+    fs::remove_all(dir / name, ec);
+    if (ec) fail_input("--overwrite: cannot remove ", (dir / name).string(), ": ", ec.message());
+  }
 }
 
 void mark_run_complete(const std::string& run_dir, int64_t epochs_done, int64_t epochs) {

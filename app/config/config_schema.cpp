@@ -253,7 +253,8 @@ std::vector<Key> make_schema() {
       key("resume", &C::resume, "\"\" | auto (newest in run_dir) | checkpoint path").launch_only(),
       // Issue 12 (robust resume): a fresh run may replace another run's checkpoints.
       key("overwrite", &C::overwrite,
-          "fresh run into a run_dir holding checkpoints: delete them and metrics.csv; resume "
+          "fresh run into a run_dir holding checkpoints: delete them and the old run's results; "
+          "resume "
           "from a named checkpoint: delete the run_dir's later ones (else both refused)")
           .launch_only(),
       key("timeline", &C::timeline, "write a Chrome-trace JSON timeline to this file")
