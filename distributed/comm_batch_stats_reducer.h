@@ -21,6 +21,9 @@ class CommBatchStatsReducer final : public nn::BatchStatsReducer {
   CommBatchStatsReducer(Communicator& comm, Timeline* timeline);
   void sum(std::span<double> values, std::string_view what) override;
   void sum_exact(nn::BinnedSum& sums, std::string_view what) override;
+  // The stall policy of the reducer's collectives (the duplicate keeps the
+  // one in force when it was made until told otherwise).
+  void set_stall_policy(StallPolicy policy) { comm_.set_stall_policy(policy); }
 
  private:
   std::unique_ptr<Communicator> own_;  // the duplicate, or null

@@ -49,11 +49,22 @@ class PolicyRecorder final : public Communicator {
     abort_s_ = policy.abort_seconds;
   }
   void set_stall_label(std::string label) override { label_ = std::move(label); }
+  // As MPI's: a second communicator with the policy in force now, recording
+  // into the same list.
+  std::unique_ptr<Communicator> duplicate() override {
+    auto copy = std::make_unique<PolicyRecorder>(calls_);
+    copy->abort_s_ = abort_s_;
+    return copy;
+  }
+
+  PolicyRecorder() = default;
+  explicit PolicyRecorder(std::vector<std::pair<std::string, double>>& shared) : calls_(shared) {}
 
   std::vector<std::pair<std::string, double>> calls;  // (label, abort limit)
 
  private:
-  void record() { calls.emplace_back(label_, abort_s_); }
+  void record() { calls_.emplace_back(label_, abort_s_); }
+  std::vector<std::pair<std::string, double>>& calls_ = calls;
   std::unique_ptr<Communicator> inner_ = distributed::make_single_communicator();
   std::string label_;
   double abort_s_ = -1.0;  // none set yet
@@ -90,11 +101,45 @@ TEST(StallExemption, StartUpFirstStepAndFirstEvaluationRunWithoutTheAbortLimit) 
   EXPECT_EQ(limit_at(comm, "evaluation metrics"), 0.0);         // the first evaluation
   EXPECT_EQ(limit_at(comm, "epoch 2 step-count check"), 77.0);
   EXPECT_EQ(limit_at(comm, "evaluation metrics", true), 77.0);  // the second
+  // The last collective waits for rank 0's final writes under the limit
+  // (MPI's end of the job waits without one).
+  ASSERT_FALSE(comm.calls.empty());
+  EXPECT_EQ(comm.calls.back(),
+            std::make_pair(std::string("end of training: rank 0 writing its results"), 77.0));
   // Before the first step, no collective ran under the limit.
   for (const auto& [label, limit] : comm.calls) {
     if (label == "epoch 1 step-count check") break;
     EXPECT_EQ(limit, 0.0) << "start-up collective [" << label << "] under the abort limit";
   }
+}
+
+// SyncBatchNorm's collectives run on a duplicate of the communicator, made
+// while start-up had lifted the limit: they too run under it after the
+// first step.
+TEST(StallExemption, SyncBatchNormCollectivesRunUnderTheLimitAfterTheFirstStep) {
+  testing::ScratchDir dir;
+  testing::write_mnist_dir(dir.path(), 128, 40);
+  app::TrainConfig config;
+  config.dataset = "mnist";
+  config.data_dir = dir.path();
+  config.run_dir.clear();
+  config.progress = "none";
+  config.threads = 1;
+  config.epochs = 2;
+  config.stall_abort_s = 77.0;
+  config.model = "custom";
+  config.layers = {"conv2d out=4 kernel=3", "batchnorm2d relu=true",
+                   "max_pool2d kernel=2",   "flatten",
+                   "linear out=10",         "log_softmax"};
+  config.sync_batchnorm = true;
+  PolicyRecorder comm;
+  app::Trainer trainer(config, comm);
+  trainer.run();
+  int under_limit = 0;
+  for (const auto& [label, limit] : comm.calls) {
+    if (label.starts_with("sync_batchnorm ")) under_limit += limit == 77.0;
+  }
+  EXPECT_GT(under_limit, 0) << "no SyncBatchNorm collective ran under the abort limit";
 }
 
 }  // namespace

@@ -139,6 +139,7 @@ void Trainer::arm_stall_abort(bool armed) {
   stall.abort_seconds = armed ? config_.stall_abort_s : 0.0;
   comm_.set_stall_policy(stall);
   if (gradient_comm_) gradient_comm_->set_stall_policy(stall);
+  if (batch_stats_) batch_stats_->set_stall_policy(stall);  // SyncBatchNorm's duplicate
   stall_abort_armed_ = armed;
 }
 
@@ -177,6 +178,12 @@ void Trainer::run() {
   if (comm_.rank() == 0 && !config_.run_dir.empty() && epochs_done_ >= config_.epochs) {
     mark_run_complete(config_.run_dir, epochs_done_, config_.epochs);
   }
+  // Every rank waits here for rank 0's last writes, under the stall abort
+  // limit and with the liveness monitor still running: after this the job's
+  // end (MPI's) waits without a limit, so a rank 0 stuck writing, or its
+  // node lost, would otherwise leave the other ranks waiting for ever.
+  comm_.set_stall_label("end of training: rank 0 writing its results");
+  comm_.barrier();
 }
 
 EpochResult Trainer::train_epoch(int64_t epoch) {

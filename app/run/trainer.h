@@ -24,6 +24,7 @@
 #include "app/run/train_settings.h"
 #include "data/dataset.h"
 #include "data/transform.h"
+#include "distributed/comm_batch_stats_reducer.h"
 #include "distributed/communicator.h"
 #include "distributed/distributed_optimizer.h"
 #include "distributed/exact_gradients.h"
@@ -149,7 +150,7 @@ class Trainer {
   // NCCL for gradient buckets on GPUs (null: comm_); outlives dopt_.
   std::unique_ptr<distributed::Communicator> gradient_comm_;
   std::unique_ptr<distributed::DistributedOptimizer> dopt_;
-  std::unique_ptr<nn::BatchStatsReducer> batch_stats_;  // sync_batchnorm only
+  std::unique_ptr<distributed::CommBatchStatsReducer> batch_stats_;  // sync_batchnorm only
   // reproducible only: exact gradient sums, and the size-1 communicator
   // that makes the DistributedOptimizer a local step on their result.
   std::unique_ptr<distributed::ExactGradients> exact_;
