@@ -262,6 +262,16 @@ TEST(ConfigFlags, OutOfRangeNumbersAreErrorsNotClamped) {
   EXPECT_EQ(c.normalize_mean, (std::vector<float>{0.5f, 0.25f}));
 }
 
+// Ranks must agree on what decides their collectives: the timeline (made
+// and merged collectively), not the threads each rank runs.
+TEST(ConfigFingerprint, CoversTheTimelineButNotTheThreads) {
+  TrainConfig a, b;
+  b.threads = a.threads + 1;
+  EXPECT_EQ(app::fingerprint_items(a), app::fingerprint_items(b));
+  b.timeline = "t.json";
+  EXPECT_NE(app::fingerprint_items(a), app::fingerprint_items(b));
+}
+
 TEST(ConfigFlags, CommandLineWinsOverTheFile) {
   ScratchDir dir;
   std::ofstream(dir.file("c.toml")) << "epochs = 5\nlr = 0.5\n";

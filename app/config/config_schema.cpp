@@ -257,8 +257,8 @@ std::vector<Key> make_schema() {
           "resume "
           "from a named checkpoint: delete the run_dir's later ones (else both refused)")
           .launch_only(),
+      // The same on every rank: making and merging a timeline are collectives.
       key("timeline", &C::timeline, "write a Chrome-trace JSON timeline to this file")
-          .ranks_may_differ()
           .launch_only(),
       key("progress", &C::progress, "auto (live line on a terminal) | plain | none")
           .allowed({"auto", "plain", "none"})
