@@ -84,12 +84,17 @@ void BinnedSum::add(const double* x) {
 }
 
 // Digits at top T, with s = x * 2^-(32 (T - 1)) (exact: a power of two),
-// |s| < 2^64: hi = round(s / 2^32), lo = round(s - hi * 2^32), rounded to
-// nearest (ties to even), |hi| <= 2^32, |lo| <= 2^31. Every step is exact
-// but the two roundings, so hi * 2^32 + lo = round(s) depends on x and T
-// only, and after a raise by one bin the old hi is what the new lo would
-// have been. Rounding uses the 2^52 trick: (v + 1.5 * 2^52) holds round(v)
-// in its low mantissa bits for |v| < 2^51.
+// |s| < 2^64: hi = trunc(s / 2^32), lo = trunc(s - hi * 2^32), truncated
+// toward zero, |hi| < 2^32, |lo| < 2^32. Every step is exact but the two
+// truncations, so hi * 2^32 + lo = trunc(s) depends on x and T only. After
+// a raise by one bin the old hi is what the new lo would have been, and
+// the new hi 0; after a raise by two or more both are 0 (|x| is below the
+// new grid's unit): so raise_top is exact for any raise. (Rounding to
+// nearest was not: a term rounded up to one unit at the new grid, but the
+// sums it was added to before a raise by two were zeroed, and the sum
+// depended on the order; ReproBLAS truncates too.) The integer-valued
+// doubles become int64 with the 2^52 trick: (v + 1.5 * 2^52) holds v in its
+// low mantissa bits for an integer |v| < 2^51.
 namespace {
 
 constexpr double kMagic = 0x1.8p52;
@@ -102,10 +107,9 @@ int64_t bits_of(double v) {
 
 inline void add_digits(double s, double to_hi, double hi_unit, int64_t& hi, int64_t& lo) {
   static const int64_t magic_bits = bits_of(kMagic);
-  const double hm = s * to_hi + kMagic;
-  const double h = hm - kMagic;
-  hi += bits_of(hm) - magic_bits;
-  lo += bits_of((s - h * hi_unit) + kMagic) - magic_bits;
+  const double h = std::trunc(s * to_hi);
+  hi += bits_of(h + kMagic) - magic_bits;
+  lo += bits_of(std::trunc(s - h * hi_unit) + kMagic) - magic_bits;
 }
 
 // Four floats at a time (AVX2, the build's baseline); the same digits.
@@ -116,10 +120,12 @@ int64_t add_digits_avx2(const float* x, int64_t n, double to_lo, double to_hi, d
   const __m256i magic_bits = _mm256_castpd_si256(magic);
   int64_t i = 0;
   for (; i + 4 <= n; i += 4) {
+    constexpr int kToZero = _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC;
     const __m256d s = _mm256_mul_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + i)), lo_scale);
-    const __m256d hm = _mm256_add_pd(_mm256_mul_pd(s, hi_scale), magic);
-    const __m256d h = _mm256_sub_pd(hm, magic);
-    const __m256d lm = _mm256_add_pd(_mm256_sub_pd(s, _mm256_mul_pd(h, unit)), magic);
+    const __m256d h = _mm256_round_pd(_mm256_mul_pd(s, hi_scale), kToZero);
+    const __m256d hm = _mm256_add_pd(h, magic);
+    const __m256d lm =
+        _mm256_add_pd(_mm256_round_pd(_mm256_sub_pd(s, _mm256_mul_pd(h, unit)), kToZero), magic);
     auto* hp = reinterpret_cast<__m256i*>(hi + i);
     auto* lp = reinterpret_cast<__m256i*>(lo + i);
     _mm256_storeu_si256(hp,

@@ -6,8 +6,8 @@
 // Each added value x is cut on a fixed grid of binary bins: bin j holds
 // the digit of x at 2^(32 j). A sum keeps, per element, the integer sums of
 // the digits of its two highest bins, `top` and `top - 1`, where top is the
-// bin of the largest magnitude added to the whole array so far: x rounded to
-// a multiple of 2^(32 (top - 1)) (to nearest), split in two digits. The
+// bin of the largest magnitude added to the whole array so far: x truncated
+// to a multiple of 2^(32 (top - 1)) (toward zero), split in two digits. The
 // kept part depends only on x and top, so integer sums of digits are exact
 // and associative: adding in any order, in any groups, then raising every
 // group to the largest top and adding their bins gives the same integers.

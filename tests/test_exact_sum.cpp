@@ -64,6 +64,33 @@ TEST(BinnedSum, AnySplitAndOrderGivesTheSameBits) {
   EXPECT_TRUE(same_bits(one, split_sum(terms, 5))) << "shuffled, 5 parts";
 }
 
+// When an array's largest term jumps by two bins or more (2^33 and up), the
+// digits kept before the jump are dropped: a term added after it must drop
+// the same way. (Digits rounded to nearest counted 1.5 * 2^31 as one unit of
+// 2^32 after such a jump and as nothing before it: 1 rank and 2 ranks
+// disagreed.) Every order of these terms and every split gives the same bits.
+TEST(BinnedSum, AJumpOfTwoBinsDropsTermsWhateverTheirOrder) {
+  const float a = std::ldexp(1.5f, 31), b = std::ldexp(1.0f, 64), c = -b;
+  std::vector<std::vector<float>> terms = {std::vector<float>(kN, b), std::vector<float>(kN, a),
+                                           std::vector<float>(kN, c)};
+  const std::vector<float> one = split_sum(terms, 1);  // b, a, c on one rank
+  // Ranks take samples round-robin: [b, c] and [a] on two.
+  EXPECT_TRUE(same_bits(one, split_sum({terms[0], terms[2], terms[1]}, 1))) << "b, c, a";
+  EXPECT_TRUE(same_bits(one, split_sum({terms[1], terms[0], terms[2]}, 1))) << "a, b, c";
+  EXPECT_TRUE(same_bits(one, split_sum({terms[0], terms[1], terms[2]}, 2))) << "2 parts";
+  EXPECT_TRUE(same_bits(one, split_sum(terms, 3))) << "3 parts";
+  // a is 2^-33 of the largest term: below the window, so the sum is 0.
+  EXPECT_EQ(one[0], 0.0f);
+  // The double path and a single element (no vector loop) agree.
+  for (const auto& order : {std::vector<double>{b, a, c}, std::vector<double>{a, b, c}}) {
+    BinnedSum s(1);
+    for (double v : order) s.add(&v);
+    double out = -1.0;
+    s.result(1.0, &out);
+    EXPECT_EQ(out, 0.0) << order[0];
+  }
+}
+
 TEST(BinnedSum, IsAccurateToTheLargestTerm) {
   const auto terms = make_terms(64, 11);
   const std::vector<float> got = split_sum(terms, 4);
