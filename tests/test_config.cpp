@@ -302,7 +302,8 @@ TEST(ConfigHelp, EachSubcommandListsOnlyItsKeys) {
   }
   const auto eval = run_lockstep("evaluate --help");
   ASSERT_EQ(eval.exit_code, 0) << eval.output;
-  for (const char* used : {"--checkpoint", "--data-dir", "--test-subset", "--threads"}) {
+  for (const char* used : {"--checkpoint", "--data-dir", "--test-subset", "--threads",
+                           "--liveness-timeout-s", "--heartbeat-interval-s"}) {
     EXPECT_NE(eval.output.find(used), std::string::npos) << used << "\n" << eval.output;
   }
   EXPECT_EQ(eval.output.find("--epochs"), std::string::npos) << eval.output;

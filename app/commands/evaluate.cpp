@@ -9,6 +9,7 @@
 #include "app/run/train_settings.h"
 #include "data/catalog.h"
 #include "distributed/fingerprint.h"
+#include "distributed/liveness.h"
 #include "nn/model_zoo.h"
 
 namespace lockstep::app {
@@ -27,6 +28,13 @@ int run_evaluate(const CLI::App& cmd, const EvaluateArgs& args, distributed::Com
   config.threads = 0;  // this machine's, unless --threads says otherwise
   apply_command_line(cmd, kEvaluate, config);
   validate(config);
+  // As in training: a frozen, cut-off or powered-off node ends the job
+  // (its heartbeat falls silent) instead of leaving the other ranks waiting
+  // in the evaluation's collectives for ever.
+  distributed::LivenessPolicy liveness;
+  liveness.timeout_seconds = config.liveness_timeout_s;
+  liveness.heartbeat_seconds = config.heartbeat_interval_s;
+  const auto monitor = distributed::start_liveness(comm, liveness);
 
   const int threads = compute_threads(config, comm);
   std::vector<std::string> notes;  // image folders: skipped files, cache trouble

@@ -187,11 +187,13 @@ std::vector<Key> make_schema() {
           "end the job when a rank's heartbeat has been silent this long (a frozen, cut-off or "
           "powered-off node; a crashed one ends it at once); 0: no heartbeat. Slowness alone "
           "never ends a job: that is stall_abort_s")
-          .range(at_least(0), "s"),
+          .range(at_least(0), "s")
+          .commands(kTrain | kEvaluate),
       key("heartbeat_interval_s", &C::heartbeat_interval_s,
           "seconds between liveness heartbeats (a byte each way between rank 0 and every rank, on "
           "a TCP connection of their own)")
-          .range(at_least(0), "s"),
+          .range(at_least(0), "s")
+          .commands(kTrain | kEvaluate),
       key("straggler_threshold", &C::straggler_threshold,
           "after each epoch, name the slowest rank (with its node) when its median step time "
           "(forward, backward, optimizer and its loader waits; not its waits for the other ranks "
