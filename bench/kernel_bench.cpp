@@ -349,10 +349,14 @@ void bench_resnet20(int threads) {
         running(2 * n.channels), tracked(1), coef(5 * n.channels), dweight(n.channels),
         dbias(n.channels);
     std::vector<double> stats(static_cast<size_t>(2 * n.channels));
-    const lockstep::nn::BatchNormTrainState s{
-        .weight = weight.p(), .bias = bias.p(), .running_mean = running.p(),
-        .running_var = running.p() + n.channels, .num_batches_tracked = tracked.p(),
-        .stats = stats.data(), .coef = coef.p(), .mask_from_x = true};
+    const lockstep::nn::BatchNormTrainState s{.weight = weight.p(),
+                                              .bias = bias.p(),
+                                              .running_mean = running.p(),
+                                              .running_var = running.p() + n.channels,
+                                              .num_batches_tracked = tracked.p(),
+                                              .stats = stats.data(),
+                                              .coef = coef.p(),
+                                              .mask_from_x = true};
     const double us =
         median_us([&] { b->batchnorm_train_forward(g, s, x.p(), true, y.p()); }, 7, flush) +
         median_us(

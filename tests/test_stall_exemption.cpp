@@ -81,8 +81,8 @@ double limit_at(const PolicyRecorder& comm, const std::string& label, bool last 
   return found;
 }
 
-TEST(StallExemption, StartUpFirstStepAndFirstEvaluationRunWithoutTheAbortLimit) {
-  testing::ScratchDir dir;
+// Two epochs on a small MNIST set in dir, abort limit 77 s, no files.
+app::TrainConfig two_epochs(const testing::ScratchDir& dir) {
   testing::write_mnist_dir(dir.path(), 128, 40);
   app::TrainConfig config;
   config.dataset = "mnist";
@@ -92,6 +92,12 @@ TEST(StallExemption, StartUpFirstStepAndFirstEvaluationRunWithoutTheAbortLimit) 
   config.threads = 1;
   config.epochs = 2;
   config.stall_abort_s = 77.0;
+  return config;
+}
+
+TEST(StallExemption, StartUpFirstStepAndFirstEvaluationRunWithoutTheAbortLimit) {
+  testing::ScratchDir dir;
+  const app::TrainConfig config = two_epochs(dir);
   PolicyRecorder comm;
   app::Trainer trainer(config, comm);
   trainer.run();
@@ -118,15 +124,7 @@ TEST(StallExemption, StartUpFirstStepAndFirstEvaluationRunWithoutTheAbortLimit) 
 // first step.
 TEST(StallExemption, SyncBatchNormCollectivesRunUnderTheLimitAfterTheFirstStep) {
   testing::ScratchDir dir;
-  testing::write_mnist_dir(dir.path(), 128, 40);
-  app::TrainConfig config;
-  config.dataset = "mnist";
-  config.data_dir = dir.path();
-  config.run_dir.clear();
-  config.progress = "none";
-  config.threads = 1;
-  config.epochs = 2;
-  config.stall_abort_s = 77.0;
+  app::TrainConfig config = two_epochs(dir);
   config.model = "custom";
   config.layers = {"conv2d out=4 kernel=3", "batchnorm2d relu=true",
                    "max_pool2d kernel=2",   "flatten",
