@@ -161,7 +161,18 @@ std::vector<Socket> accept_ranks(const Socket& listener, int size, double deadli
     pollfd p{listener.fd(), POLLIN, 0};
     if (poll(&p, 1, poll_ms(seconds_left(deadline))) != 1) continue;
     Socket s(accept4(listener.fd(), nullptr, nullptr, SOCK_CLOEXEC));
-    if (!s.valid()) continue;
+    if (!s.valid()) {
+      // Out of descriptors: every later accept fails the same way, and the
+      // deadline's message would blame the network.
+      if (errno == EMFILE || errno == ENFILE) {
+        throw LibraryError(detail::concat(
+            "liveness: rank 0 cannot accept the other ranks' connections: ", std::strerror(errno),
+            " (it holds one per rank: raise the open-file limit, ulimit -n / RLIMIT_NOFILE, to "
+            "more than ",
+            size, ")"));
+      }
+      continue;
+    }
     const int rank = read_hello(s.fd(), std::max(1.0, seconds_left(deadline)));
     if (rank <= 0 || rank >= size || peers[static_cast<size_t>(rank)].valid()) continue;
     make_nonblocking(s.fd());

@@ -3,9 +3,19 @@
 // tests/cluster/cluster_test.sh (crash, freeze, partition, slow link).
 #include "distributed/liveness.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <string>
+
 #include <gtest/gtest.h>
 
 #include "common/error.h"
+#include "distributed/liveness_socket.h"
 
 namespace lockstep::distributed {
 namespace {
@@ -114,6 +124,40 @@ TEST(Liveness, SlowLinkNamesTheNodeWhoseRoundTripsAreAllLong) {
   EXPECT_EQ(slow_link_line(links({0, 0.001, 0.04}, {"n0", "n1", "n2"})), "");  // under the floor
   // Nothing measured yet.
   EXPECT_EQ(slow_link_line(links({0, 0, 0}, {"n0", "n1", "n2"})), "");
+}
+
+// Rank 0 out of file descriptors (the default limit of 1024 against about
+// a thousand ranks): one line naming the limit, at once, not a wait for the
+// deadline ending in "is TCP between the nodes blocked?".
+TEST(LivenessSockets, RankZeroOutOfDescriptorsNamesTheLimit) {
+  uint16_t port = 0;
+  const liveness_detail::Socket listener = liveness_detail::listen_any(port);
+  const liveness_detail::Socket client(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ASSERT_TRUE(client.valid());
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(port);
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(client.fd(), reinterpret_cast<const sockaddr*>(&to), sizeof(to)), 0);
+  // The lowest free descriptor becomes the limit: the next accept fails.
+  const int lowest = dup(0);
+  ASSERT_GE(lowest, 0);
+  close(lowest);
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &old), 0);
+  rlimit low = old;
+  low.rlim_cur = static_cast<rlim_t>(lowest);
+  ASSERT_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::string message;
+  try {
+    liveness_detail::accept_ranks(listener, 2, 30.0);
+  } catch (const LibraryError& e) {
+    message = e.what();
+  }
+  setrlimit(RLIMIT_NOFILE, &old);
+  EXPECT_NE(message.find("rank 0 cannot accept the other ranks' connections"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("RLIMIT_NOFILE"), std::string::npos) << message;
 }
 
 }  // namespace
