@@ -9,7 +9,7 @@
 #include <fstream>
 
 #include "common/error.h"
-#include "data/atomic_file.h"
+#include "data/image_io.h"
 
 namespace lockstep::app {
 
@@ -63,9 +63,8 @@ void Report::resume_at(int64_t epochs_done) {
     }
   }
   in.close();
-  data::AtomicFile out(metrics_path_, metrics_path_ + ".tmp", "metrics file");
-  out.write(kept.data(), kept.size());
-  out.commit(true);
+  data::write_file_atomically(metrics_path_,
+                              {reinterpret_cast<const uint8_t*>(kept.data()), kept.size()});
   open_metrics(!kept.empty());
 }
 

@@ -9,8 +9,6 @@
 #include "app/run/loss_scaling.h"
 #include "app/run/reproducible.h"
 #include "app/run/trainer.h"
-
-#include <filesystem>
 #include "app/run/training_guard.h"
 #include "common/error.h"
 

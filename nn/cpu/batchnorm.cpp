@@ -223,6 +223,17 @@ template <typename F>
   }
 }
 
+// The sums and sums of squares of channels [c0, c1) of x (N, C, S), one
+// ChannelSums each.
+std::vector<ChannelSums> block_stats(const BatchNormGeometry& g, const float* x, int64_t c0,
+                                     int64_t c1) {
+  std::vector<ChannelSums> sums(static_cast<size_t>(c1 - c0));
+  for_each_plane(g, c0, c1, [&](int64_t at, int64_t c) {
+    add_stats_plane(sums[static_cast<size_t>(c - c0)], x + at, g.spatial);
+  });
+  return sums;
+}
+
 // The blocks of channels the ops run in parallel: one per thread, so that
 // each sample's block is one contiguous run (the work is even: no smaller
 // chunks for balance). Measured: 2 threads over 2 blocks of resnet20's
@@ -248,10 +259,7 @@ void plane_backward_apply(const float* x, const ReluMask& mask, const float* y, 
 void batchnorm_stats(ThreadPool& pool, const BatchNormGeometry& g, const float* x, double* sum,
                      double* sumsq) {
   pool.parallel_for(g.channels, channel_grain(pool, g), [=](int64_t c0, int64_t c1, int) {
-    std::vector<ChannelSums> sums(static_cast<size_t>(c1 - c0));
-    for_each_plane(g, c0, c1, [&](int64_t at, int64_t c) {
-      add_stats_plane(sums[static_cast<size_t>(c - c0)], x + at, g.spatial);
-    });
+    std::vector<ChannelSums> sums = block_stats(g, x, c0, c1);
     for (int64_t c = c0; c < c1; ++c) sums[static_cast<size_t>(c - c0)].result(sum[c], sumsq[c]);
   });
 }
@@ -277,10 +285,7 @@ void batchnorm_train_forward(ThreadPool& pool, const BatchNormGeometry& g,
   const int64_t S = g.spatial, C = g.channels;
   const auto count = static_cast<double>(g.batch * S);
   pool.parallel_for(C, channel_grain(pool, g), [=](int64_t c0, int64_t c1, int) {
-    std::vector<ChannelSums> sums(static_cast<size_t>(c1 - c0));
-    for_each_plane(g, c0, c1, [&](int64_t at, int64_t c) {
-      add_stats_plane(sums[static_cast<size_t>(c - c0)], x + at, S);
-    });
+    std::vector<ChannelSums> sums = block_stats(g, x, c0, c1);
     for (int64_t c = c0; c < c1; ++c) {
       double sum = 0.0, sumsq = 0.0;
       sums[static_cast<size_t>(c - c0)].result(sum, sumsq);
