@@ -33,7 +33,9 @@
 
 #include <climits>
 #include <cstddef>
+#include <functional>
 #include <memory>
+#include <string>
 
 #include "distributed/communicator.h"
 
@@ -76,7 +78,10 @@ class MpiEnvironment {
   // already waiting in the launcher's barrier waits forever (tried here: 3
   // in 12 two-node jobs of a plain MPI program on an idle machine, 12 in 16
   // on a loaded one). The launcher sees each process finalize and exit with
-  // its code.
+  // its code. Under any other launcher (srun, aprun, mpiexec when the
+  // handshake fails) a job of several ranks runs MPI_Finalize here, under
+  // finalize_within's deadline (kFinalizeDeadlineSeconds): past it the rank
+  // says so and exits with `exit_code`.
   int end_job(std::unique_ptr<Communicator> comm, int exit_code, const char* launcher_fd);
 
  private:
@@ -104,6 +109,16 @@ std::unique_ptr<Communicator> make_mpi_communicator(MPI_Comm comm,
 // (a node cut off by a partition): after `deadline_seconds` this process
 // ends itself with `exit_code` (std::_Exit) instead. Prints nothing.
 [[noreturn]] void abort_job(int exit_code, double deadline_seconds = 5.0) noexcept;
+
+// Runs `finalize` (MPI_Finalize) under a deadline: when it has not returned
+// after `deadline_seconds`, writes `line` to stderr and ends this process
+// with `exit_code` (std::_Exit), so that a rank whose work is done never
+// stays behind in a finalize that waits on a peer for ever.
+void finalize_within(double deadline_seconds, int exit_code, const std::string& line,
+                     const std::function<void()>& finalize);
+
+// How long end_job lets MPI_Finalize run once every rank is done.
+inline constexpr double kFinalizeDeadlineSeconds = 30.0;
 
 // "MPICH 4.0.2", "Open MPI v4.1.4": the first line of MPI_Get_library_version.
 std::string mpi_library_version();

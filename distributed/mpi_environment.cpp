@@ -4,11 +4,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <system_error>
 #include <thread>
 
 #include "common/error.h"
@@ -109,7 +113,46 @@ int MpiEnvironment::end_job(std::unique_ptr<Communicator> comm, int exit_code,
     std::fflush(nullptr);
     std::_Exit(exit_code);
   }
+  if (several && owns_) {
+    const std::string line =
+        detail::concat("lockstep: rank ", world_rank_, ": MPI_Finalize has not returned after ",
+                       kFinalizeDeadlineSeconds,
+                       " s (MPICH over TCP can wait for ever on a peer that already "
+                       "left); this rank's work is done, ending it with exit code ",
+                       exit_code, "\n");
+    finalize_within(kFinalizeDeadlineSeconds, exit_code, line, [] { MPI_Finalize(); });
+  }
   return exit_code;
+}
+
+void finalize_within(double deadline_seconds, int exit_code, const std::string& line,
+                     const std::function<void()>& finalize) {
+  std::fflush(nullptr);  // what this rank printed is out, whichever way it ends
+  std::mutex mutex;
+  std::condition_variable returned;
+  bool done = false;
+  std::thread watchdog;
+  try {
+    watchdog = std::thread([&] {
+      std::unique_lock<std::mutex> lock(mutex);
+      if (returned.wait_for(lock, std::chrono::duration<double>(deadline_seconds),
+                            [&] { return done; })) {
+        return;
+      }
+      std::fputs(line.c_str(), stderr);
+      std::fflush(stderr);
+      std::_Exit(exit_code);
+    });
+  } catch (const std::system_error&) {
+    // No thread: finalize without a deadline.
+  }
+  finalize();
+  {
+    const std::lock_guard<std::mutex> lock(mutex);
+    done = true;
+  }
+  returned.notify_one();
+  if (watchdog.joinable()) watchdog.join();
 }
 
 void abort_job(int exit_code, double deadline_seconds) noexcept {

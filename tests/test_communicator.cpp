@@ -4,7 +4,11 @@
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "common/error.h"
@@ -63,6 +67,43 @@ TEST(MpiEnvironment, AdoptsAnInitializedMpiAndLeavesItRunning) {
   int finalized = 1;
   MPI_Finalized(&finalized);
   EXPECT_EQ(finalized, 0);
+}
+
+// A rank whose MPI_Finalize never returns (MPICH over TCP, a peer already
+// gone) ends itself past the deadline, with its own exit code and one line.
+TEST(FinalizeWithin, AFinalizeThatNeverReturnsEndsTheRankWithItsCode) {
+  int err[2];
+  ASSERT_EQ(pipe(err), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    dup2(err[1], STDERR_FILENO);
+    close(err[0]);
+    int never[2];
+    if (pipe(never) != 0) _exit(90);
+    finalize_within(0.05, 7, "rank 3: finalize stuck\n", [&] {
+      char byte = 0;
+      while (read(never[0], &byte, 1) != 0) {
+      }  // nobody writes: blocks for ever
+    });
+    _exit(91);  // finalize returned: the test fails
+  }
+  close(err[1]);
+  std::string said;
+  char buffer[256];
+  for (ssize_t n; (n = read(err[0], buffer, sizeof(buffer))) > 0;) said.append(buffer, n);
+  close(err[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 7);
+  EXPECT_EQ(said, "rank 3: finalize stuck\n");
+}
+
+TEST(FinalizeWithin, AFinalizeThatReturnsReturns) {
+  int calls = 0;
+  finalize_within(600.0, 7, "never printed\n", [&] { ++calls; });
+  EXPECT_EQ(calls, 1);
 }
 
 TEST(MpiCheck, ThrowsLibraryErrorNamingCallFileAndMpiText) {
