@@ -52,7 +52,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm parent, const MpiCommunicatorOptions& 
   // Commutative: a + b and b + a round alike, so every rank gets the same bits.
   MPI_CHECK(MPI_Op_create(&sum_16bit<Compression::kFp16>, 1, &fp16_sum_.handle));
   MPI_CHECK(MPI_Op_create(&sum_16bit<Compression::kBf16>, 1, &bf16_sum_.handle));
-  if (rank_ == 0) {
+  if (rank_ < kRankNamers) {
     reports_.resize(static_cast<size_t>(size_));
     for (WaitReport& r : reports_) r.rank = -1;
   }
@@ -69,7 +69,7 @@ MpiCommunicator::~MpiCommunicator() {
       MPI_Request_free(&request);
     }
   }
-  if (rank_ == 0) {
+  if (rank_ < kRankNamers) {
     try {
       receive_wait_reports();
     } catch (const std::exception&) {

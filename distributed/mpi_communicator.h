@@ -24,8 +24,9 @@
 // between polls so that a long wait leaves the core to compute threads. When
 // the wait passes warning_seconds, the waiting rank reports (see
 // distributed/stall.h); ranks that have waited half the warning time post
-// their position to rank 0 on a side communicator, so that rank 0's report
-// names the missing ranks. With both limits 0 the collectives are the plain
+// their position to ranks 0 and 1 on a side communicator, so that rank 0's
+// report names the missing ranks (rank 1's, when rank 0 is one of them).
+// With both limits 0 the collectives are the plain
 // blocking MPI calls.
 #pragma once
 

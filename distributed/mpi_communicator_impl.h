@@ -49,6 +49,10 @@ struct WaitReport {
   char label[232] = {};
 };
 inline constexpr int kWaitReportTag = 17;
+// Ranks 0 and 1 receive every waiting rank's wait reports: rank 0 names the
+// ranks missing from a stalled collective, and rank 1 does when rank 0 is
+// one of them (stuck writing a checkpoint, say), which rank 0 cannot say.
+inline constexpr int kRankNamers = 2;
 
 template <typename T>
 MPI_Datatype mpi_type();
@@ -204,9 +208,10 @@ class MpiCommunicator final : public Communicator {
 
   std::atomic<bool> busy_{false};
   uint64_t sequence_ = 0;
-  // Rank > 0: wait reports posted to rank 0 and their send requests.
+  // Wait reports posted to ranks 0 and 1 (the other one of them, for
+  // those two) and their send requests.
   std::list<std::pair<MPI_Request, WaitReport>> posted_;
-  // Rank 0: the latest wait report from each rank (rank < 0: none yet).
+  // Ranks 0 and 1: the latest wait report from each rank (rank < 0: none yet).
   std::vector<WaitReport> reports_;
 };
 

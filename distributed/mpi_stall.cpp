@@ -1,5 +1,5 @@
 // The MPI communicator's polled waits: the stall watchdog's ticks, wait
-// reports posted to rank 0 on the side communicator, and stall reports.
+// reports posted to ranks 0 and 1 on the side communicator, and stall reports.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -61,9 +61,8 @@ void MpiCommunicator::Collective::on_tick(double waited) {
   next_tick_ = waited + 1e-3;
   const StallSchedule::Action action = schedule_.at(waited);
   if (warning_ > 0.0 && owner_.size_ > 1) {
-    if (owner_.rank_ == 0) {
-      owner_.receive_wait_reports();
-    } else if (!posted_ && waited >= warning_ / 2) {
+    if (owner_.rank_ < kRankNamers) owner_.receive_wait_reports();
+    if (!posted_ && waited >= warning_ / 2) {
       owner_.post_wait_report(operation_, sequence_, waited);
       posted_ = true;
     }
@@ -72,7 +71,7 @@ void MpiCommunicator::Collective::on_tick(double waited) {
     }
   }
   if (action == StallSchedule::Action::kAbort) {
-    if (owner_.rank_ == 0) owner_.receive_wait_reports();
+    if (owner_.rank_ < kRankNamers) owner_.receive_wait_reports();
     owner_.report_stall(operation_, sequence_, waited, true);
     owner_.abort(1);
   }
@@ -94,9 +93,12 @@ void MpiCommunicator::post_wait_report(Operation operation, uint64_t sequence, d
     std::lock_guard lock(settings_mutex_);
     std::strncpy(report.label, label_.c_str(), sizeof(report.label) - 1);
   }
-  auto& [request, stored] = posted_.emplace_back(MPI_REQUEST_NULL, report);
-  MPI_CHECK(MPI_Isend(&stored, sizeof(WaitReport), MPI_BYTE, 0, kWaitReportTag, side_comm_.handle,
-                      &request));
+  for (int namer = 0; namer < std::min(kRankNamers, size_); ++namer) {
+    if (namer == rank_) continue;
+    auto& [request, stored] = posted_.emplace_back(MPI_REQUEST_NULL, report);
+    MPI_CHECK(MPI_Isend(&stored, sizeof(WaitReport), MPI_BYTE, namer, kWaitReportTag,
+                        side_comm_.handle, &request));
+  }
 }
 
 void MpiCommunicator::receive_wait_reports() {
@@ -111,7 +113,7 @@ void MpiCommunicator::receive_wait_reports() {
     MPI_CHECK(MPI_Mrecv(&report, sizeof(WaitReport), MPI_BYTE, &message, MPI_STATUS_IGNORE));
     report.label[sizeof(report.label) - 1] = '\0';
     const int source = status.MPI_SOURCE;
-    if (source > 0 && source < size_ && report.rank == source) {
+    if (source != rank_ && source >= 0 && source < size_ && report.rank == source) {
       reports_[static_cast<size_t>(source)] = report;
     }
   }
@@ -131,18 +133,25 @@ void MpiCommunicator::report_stall(Operation operation, uint64_t sequence, doubl
     report.label = label_;
     callback = policy_.on_stall;
   }
-  if (rank_ == 0) {
-    report.ranks_known = true;
-    for (int r = 1; r < size_; ++r) {
+  if (rank_ < kRankNamers) {
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
       const WaitReport& other = reports_[static_cast<size_t>(r)];
       if (other.rank != r || other.sequence < sequence) {
-        report.missing_ranks.push_back(r);  // not waiting in a collective, as far as rank 0 knows
+        report.missing_ranks.push_back(r);  // not waiting in a collective, as far as we know
       } else if (other.sequence != sequence || other.operation != operation) {
         std::string where = detail::concat("rank ", r, " in ", operation_name(other.operation),
                                            " #", other.sequence);
         if (other.label[0] != '\0') where += detail::concat(" [", other.label, "]");
         report.elsewhere.push_back(std::move(where));
       }
+    }
+    // Rank 1 names them only when rank 0 is missing: otherwise rank 0 does.
+    report.ranks_known =
+        rank_ == 0 || (!report.missing_ranks.empty() && report.missing_ranks[0] == 0);
+    if (!report.ranks_known) {
+      report.missing_ranks.clear();
+      report.elsewhere.clear();
     }
   }
   if (callback) {

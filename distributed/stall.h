@@ -7,7 +7,9 @@
 // extra metric allreduce). After `warning_seconds` every waiting rank reports
 // its wait (operation, sequence number, label, seconds), and rank 0 also
 // names the ranks that have not reported waiting in the same collective (as
-// Horovod's stall inspector does). After `abort_seconds` the job ends.
+// Horovod's stall inspector does); so does rank 1 when rank 0 is one of them
+// (rank 0 stuck writing its files says nothing itself). After
+// `abort_seconds` the job ends.
 //
 // The label is free text the trainer sets before its collectives
 // ("step 1234 bucket 3", "epoch 2 eval metrics"); it appears in every report.
@@ -30,9 +32,10 @@ struct StallReport {
   std::string label;            // the stall label when the wait was reported
   double waited_seconds = 0.0;  // how long this rank has waited so far
   bool aborting = false;        // abort_seconds passed: the job ends after the callback
-  // Rank 0 only (ranks_known true): ranks that have not reported waiting in
-  // this collective yet, and one entry per rank that reported waiting in a
-  // different collective ("rank 2 in broadcast #56 [load]").
+  // Rank 0, or rank 1 when rank 0 is missing (ranks_known true): ranks that
+  // have not reported waiting in this collective yet, and one entry per rank
+  // that reported waiting in a different collective ("rank 2 in broadcast
+  // #56 [load]").
   bool ranks_known = false;
   std::vector<int> missing_ranks;
   std::vector<std::string> elsewhere;

@@ -1,6 +1,7 @@
 // The stall watchdog: a rank that joins a collective late makes the waiting
-// ranks report (with the label, and on rank 0 the missing rank), and the
-// collective still completes with the right result.
+// ranks report (with the label, and on rank 0 the missing rank, or on rank 1
+// when rank 0 is the late one), and the collective still completes with the
+// right result.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -99,6 +100,53 @@ TEST(StallWatchdog, LateRankIsReportedAndTheResultIsStillRight) {
   }
   EXPECT_NE(last.message().find("allreduce #1 [stall test step 7] has waited"), std::string::npos)
       << last.message();
+}
+
+// Rank 0 late (stuck writing its files, say) says nothing itself: rank 1
+// names it, and only rank 1 does.
+TEST(StallWatchdog, LateRankZeroIsNamedByRankOne) {
+  Recorder recorder;
+  MPI_Comm_dup(MPI_COMM_WORLD, &recorder.side);
+  recorder.late = 0;
+  // Rank 1 waits until every other waiting rank has told it, so that only
+  // rank 0 is missing (or 30 s: then the checks below fail, not hang); the
+  // others release rank 0 after their first report.
+  recorder.enough = [](const std::vector<StallReport>& reports) {
+    const StallReport& last = reports.back();
+    return last.rank != 1 || last.missing_ranks == std::vector<int>{0} ||
+           last.waited_seconds >= 30.0;
+  };
+  MpiCommunicatorOptions options;
+  options.stall.warning_seconds = 0.5;
+  options.stall.abort_seconds = 600.0;
+  options.stall.on_stall = recorder.callback();
+  auto comm = make_mpi_communicator(MPI_COMM_WORLD, options);
+  const int rank = comm->rank(), size = comm->size();
+  comm->barrier();
+  comm->set_stall_label("end of training: rank 0 writing its results");
+  if (rank == 0) wait_until_released(recorder.side, size);
+  comm->barrier();
+
+  std::lock_guard lock(recorder.mutex);
+  MPI_Comm_free(&recorder.side);
+  if (rank == 0) {
+    EXPECT_TRUE(recorder.reports.empty()) << recorder.reports.front().message();
+    return;
+  }
+  ASSERT_FALSE(recorder.reports.empty());
+  const StallReport& last = recorder.reports.back();
+  EXPECT_EQ(last.operation, "barrier");
+  EXPECT_EQ(last.ranks_known, rank == 1) << last.message();
+  if (rank == 1) {
+    EXPECT_EQ(last.missing_ranks, std::vector<int>{0}) << last.message();
+    EXPECT_TRUE(last.elsewhere.empty()) << last.message();
+    EXPECT_NE(last.message().find("[end of training: rank 0 writing its results] has waited"),
+              std::string::npos)
+        << last.message();
+    EXPECT_NE(last.message().find("missing ranks: 0"), std::string::npos) << last.message();
+  } else {
+    EXPECT_TRUE(last.missing_ranks.empty()) << last.message();
+  }
 }
 
 TEST(StallWatchdog, NoReportsWhenNobodyIsLate) {
