@@ -41,8 +41,12 @@ void LivenessPolicy::validate() const {
   }
 }
 
-std::string LivenessLoss::message() const {
-  // Group the lost ranks by node, in order of first appearance.
+namespace {
+
+// `ranks` (on `nodes`) grouped by node, in order of first appearance; the
+// `whole` nodes named as nodes.
+std::string group_by_node(const std::vector<int>& ranks, const std::vector<std::string>& nodes,
+                          const std::vector<std::string>& whole) {
   std::vector<std::pair<std::string, std::vector<int>>> by_node;
   for (size_t i = 0; i < ranks.size(); ++i) {
     auto it = std::find_if(by_node.begin(), by_node.end(),
@@ -53,11 +57,48 @@ std::string LivenessLoss::message() const {
   std::string what;
   for (const auto& [node, node_ranks] : by_node) {
     if (!what.empty()) what += ", ";
-    const bool whole = std::find(whole_nodes.begin(), whole_nodes.end(), node) != whole_nodes.end();
+    const bool all = std::find(whole.begin(), whole.end(), node) != whole.end();
     const std::string list =
         detail::concat(node_ranks.size() == 1 ? "rank " : "ranks ", format_rank_list(node_ranks));
-    what += whole ? detail::concat("node ", node, " (", list, ")") : list + " on " + node;
+    what += all ? detail::concat("node ", node, " (", list, ")") : list + " on " + node;
   }
+  return what;
+}
+
+// The nodes of `nodes` (the listed ranks' nodes) all of whose ranks are
+// listed, by `hosts` (every rank's node).
+std::vector<std::string> whole_nodes_of(const std::vector<std::string>& nodes,
+                                        const std::vector<std::string>& hosts) {
+  std::vector<std::string> whole;
+  for (const std::string& node : nodes) {
+    const auto on_node = [&](const std::vector<std::string>& names) {
+      return std::count(names.begin(), names.end(), node);
+    };
+    const bool seen = std::find(whole.begin(), whole.end(), node) != whole.end();
+    if (!seen && on_node(nodes) == on_node(hosts)) whole.push_back(node);
+  }
+  return whole;
+}
+
+}  // namespace
+
+std::string ranks_by_node(const std::vector<int>& ranks, const std::vector<std::string>& hosts) {
+  std::vector<std::string> nodes;
+  for (const int r : ranks) nodes.push_back(hosts.at(static_cast<size_t>(r)));
+  return group_by_node(ranks, nodes, whole_nodes_of(nodes, hosts));
+}
+
+std::string unreached_line(const std::vector<int>& absent, const std::vector<std::string>& hosts,
+                           const std::string& addresses, int port, double seconds) {
+  return detail::concat(
+      "liveness: ", absent.empty() ? std::string("a rank") : ranks_by_node(absent, hosts),
+      " could not connect to rank 0 (", hosts.at(0), ") at ", addresses, " port ", port, " within ",
+      seconds,
+      " s: is TCP between the nodes blocked? liveness_timeout_s = 0 turns the monitor off");
+}
+
+std::string LivenessLoss::message() const {
+  const std::string what = group_by_node(ranks, nodes, whole_nodes);
   std::string line = detail::concat("rank ", reporter, " (", reporter_node, "): lost ", what, ": ");
   if (closed) {
     line += "the connection closed without a goodbye (crashed or killed)";
@@ -217,36 +258,37 @@ void LivenessMonitor::Impl::connect_peers() {
   }
   comm_.broadcast_values(std::span<Where>(&where, 1), 0);
   std::vector<uint32_t> addresses(where.addresses.begin(), where.addresses.begin() + where.count);
-  std::string missing;
+  // Which ranks rank 0 did not hear from: every rank names them alike.
+  std::vector<int64_t> unreached(static_cast<size_t>(comm_.size()), 0);
+  bool connected = true;
   if (comm_.rank() == 0) {
     std::vector<Socket> sockets =
         liveness_detail::accept_ranks(listener, comm_.size(), policy_.connect_seconds);
-    std::vector<int> absent;
     for (int r = 1; r < comm_.size(); ++r) {
-      if (!sockets[static_cast<size_t>(r)].valid()) absent.push_back(r);
+      if (!sockets[static_cast<size_t>(r)].valid()) unreached[static_cast<size_t>(r)] = 1;
       peers_.push_back({r, std::move(sockets[static_cast<size_t>(r)]), Clock::now()});
     }
-    if (!absent.empty()) missing = "ranks " + format_rank_list(absent);
   } else {
     if (hosts_[static_cast<size_t>(comm_.rank())] == hosts_[0]) {
       addresses.insert(addresses.begin(), htonl(INADDR_LOOPBACK));  // same node: loopback first
     }
     Socket s = liveness_detail::connect_and_greet(addresses, where.port, comm_.rank(),
                                                   policy_.connect_seconds);
-    if (!s.valid()) missing = detail::concat("rank ", comm_.rank());
+    connected = s.valid();
     peers_.push_back({0, std::move(s), Clock::now()});
   }
-  std::array<int64_t, 1> ok = {missing.empty() ? 1 : 0};
+  comm_.broadcast_values(std::span<int64_t>(unreached), 0);
+  std::vector<int> absent;
+  for (int r = 1; r < comm_.size(); ++r) {
+    if (unreached[static_cast<size_t>(r)] != 0) absent.push_back(r);
+  }
+  std::array<int64_t, 1> ok = {connected && absent.empty() ? 1 : 0};
   comm_.allreduce(std::span<int64_t>(ok), ReduceOp::kMin);
   if (ok[0] == 1) return;
   std::string to;
   for (const uint32_t a : addresses)
     to += (to.empty() ? "" : ", ") + liveness_detail::format_ipv4(a);
-  throw LibraryError(detail::concat(
-      "liveness: ", missing.empty() ? std::string("another rank") : missing,
-      " could not connect to rank 0 (", hosts_[0], ") at ", to, " port ", where.port, " within ",
-      policy_.connect_seconds,
-      " s: is TCP between the nodes blocked? liveness_timeout_s = 0 turns the monitor off"));
+  throw LibraryError(unreached_line(absent, hosts_, to, where.port, policy_.connect_seconds));
 }
 
 void LivenessMonitor::Impl::run() {
@@ -349,14 +391,7 @@ void LivenessMonitor::Impl::report(std::vector<const Peer*> lost, double silent)
     loss.ranks.push_back(p->rank);
     loss.nodes.push_back(hosts_[static_cast<size_t>(p->rank)]);
   }
-  for (const std::string& node : loss.nodes) {
-    const auto on_node = [&](const std::vector<std::string>& names) {
-      return std::count(names.begin(), names.end(), node);
-    };
-    const bool seen =
-        std::find(loss.whole_nodes.begin(), loss.whole_nodes.end(), node) != loss.whole_nodes.end();
-    if (!seen && on_node(loss.nodes) == on_node(hosts_)) loss.whole_nodes.push_back(node);
-  }
+  loss.whole_nodes = whole_nodes_of(loss.nodes, hosts_);
   if (on_loss_) {
     on_loss_(loss);
     return;

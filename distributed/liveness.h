@@ -70,6 +70,18 @@ struct LivenessLoss {
   std::string message() const;
 };
 
+// Ranks named by node, in order of first appearance: "node node1 (ranks 2,
+// 3)" for a node all of whose ranks are listed (`hosts`: every rank's node),
+// "rank 5 on node2" otherwise, comma-joined.
+std::string ranks_by_node(const std::vector<int>& ranks, const std::vector<std::string>& hosts);
+
+// The start-up error when ranks could not reach rank 0's liveness listener
+// (`absent`, as rank 0 saw it; every rank says the same), e.g. "liveness:
+// node node1 (ranks 2, 3) could not connect to rank 0 (node0) at 192.0.2.1
+// port 4000 within 60 s: is TCP ...".
+std::string unreached_line(const std::vector<int>& absent, const std::vector<std::string>& hosts,
+                           const std::string& addresses, int port, double seconds);
+
 // Heartbeat round trips as rank 0 measured them since the last look, in
 // seconds, per rank: the longest and the median (0: rank 0 itself, or not
 // measured yet), and each rank's node.

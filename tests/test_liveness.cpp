@@ -83,6 +83,19 @@ TEST(Liveness, ReportNamesSomeRanksOfANodeAsRanks) {
             "closed without a goodbye (crashed or killed); ending the job");
 }
 
+// Every rank names the ranks rank 0 did not hear from at start-up, by node.
+TEST(Liveness, UnreachedRanksAreNamedByNode) {
+  const std::vector<std::string> hosts = {"node0", "node0", "node1", "node1", "node2", "node2"};
+  EXPECT_EQ(ranks_by_node({2, 3, 5}, hosts), "node node1 (ranks 2, 3), rank 5 on node2");
+  EXPECT_EQ(ranks_by_node({1}, hosts), "rank 1 on node0");
+  EXPECT_EQ(unreached_line({2, 3}, hosts, "192.0.2.1, 10.0.0.1", 4000, 60.0),
+            "liveness: node node1 (ranks 2, 3) could not connect to rank 0 (node0) at 192.0.2.1, "
+            "10.0.0.1 port 4000 within 60 s: is TCP between the nodes blocked? "
+            "liveness_timeout_s = 0 turns the monitor off");
+  EXPECT_EQ(unreached_line({}, hosts, "192.0.2.1", 4000, 60.0).substr(0, 44),
+            "liveness: a rank could not connect to rank 0");
+}
+
 TEST(Liveness, ACutOffRankEndsItself) {
   LivenessLoss loss;
   loss.reporter = 3;
