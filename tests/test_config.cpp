@@ -327,6 +327,17 @@ TEST(ConfigDocs, ReadmeIsCurrent) {
   EXPECT_NE(table.find("| `overlap` | true/false | `true` |"), std::string::npos) << table;
 }
 
+// bench starts the liveness monitor as train does: its two keys reach it.
+TEST(ConfigErrors, BenchLivenessKeysAreChecked) {
+  const auto r = run_lockstep(
+      "bench --model mnist_net --threads 1 --seconds 0.01 --liveness-timeout-s 1 "
+      "--heartbeat-interval-s 2");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("heartbeat_interval_s (2)"), std::string::npos) << r.output;
+  const auto help = run_lockstep("bench --help");
+  EXPECT_NE(help.output.find("--liveness-timeout-s"), std::string::npos) << help.output;
+}
+
 TEST(ConfigErrors, TooManyThreadsIsAOneLineError) {
   const auto r = run_lockstep("train --threads 100000");
   EXPECT_NE(r.exit_code, 0);

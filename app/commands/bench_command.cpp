@@ -9,6 +9,7 @@
 #include "app/commands/bench.h"
 #include "app/config/config.h"
 #include "common/error.h"
+#include "distributed/liveness.h"
 #include "distributed/stall.h"
 #include "nn/resnet_zoo.h"
 
@@ -120,12 +121,26 @@ void add_bench_options(CLI::App& cmd, BenchArgs& args) {
                  "as train's key; 0 makes collectives plain blocking MPI calls (not polled)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  cmd.add_option("--liveness-timeout-s,--liveness_timeout_s", args.liveness_timeout_s,
+                 "as train's key: across nodes, a frozen or cut-off node ends the job; 0: no "
+                 "heartbeat")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd.add_option("--heartbeat-interval-s,--heartbeat_interval_s", args.heartbeat_interval_s,
+                 "as train's key")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
 }
 
 int run_bench_command(const BenchArgs& args, distributed::Communicator& comm) {
   distributed::StallPolicy stall;
   stall.warning_seconds = args.stall_warning_s;
   comm.set_stall_policy(stall);
+  // As in training: a frozen, cut-off or powered-off node ends the job.
+  distributed::LivenessPolicy liveness;
+  liveness.timeout_seconds = args.liveness_timeout_s;
+  liveness.heartbeat_seconds = args.heartbeat_interval_s;
+  const auto monitor = distributed::start_liveness(comm, liveness);
   if (args.allreduce) return bench_allreduce(args, comm);
   std::unique_ptr<distributed::Timeline> timeline;
   if (!args.timeline.empty()) timeline = distributed::make_timeline(args.timeline, comm);

@@ -25,8 +25,10 @@ struct BenchArgs {
   double first_bucket_mb = 1.0;
   int repeats = 10;
   bool no_overlap = false;
-  double stall_warning_s = 60.0;   // as train's default; 0: blocking MPI calls
-  std::string precision = "fp32";  // fp32 | bf16, as train's key
+  double stall_warning_s = 60.0;      // as train's default; 0: blocking MPI calls
+  double liveness_timeout_s = 15.0;   // as train's key; 0: no heartbeat
+  double heartbeat_interval_s = 1.0;  // as train's key
+  std::string precision = "fp32";     // fp32 | bf16, as train's key
   // off | on | both: the reproducible mode; both alternates the two modes
   // over kModeRounds rounds per case and prints their medians and the cost.
   std::string reproducible = "off";
