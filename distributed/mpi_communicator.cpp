@@ -60,14 +60,21 @@ MpiCommunicator::MpiCommunicator(MPI_Comm parent, const MpiCommunicatorOptions& 
 
 MpiCommunicator::~MpiCommunicator() {
   if (mpi_finalized()) return;
-  // Reports still in flight are dropped: nothing here may wait on another rank.
-  for (auto& [request, report] : posted_) {
+  // Reports still in flight are let go: nothing here may wait on another
+  // rank. MPI may still read an unfinished send's buffer, so its entry moves
+  // to a list that lives as long as the process.
+  static std::mutex kept_mutex;
+  static auto* const kept = new std::list<std::pair<MPI_Request, WaitReport>>();
+  for (auto it = posted_.begin(); it != posted_.end();) {
+    const auto next = std::next(it);
     int done = 0;
-    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+    MPI_Test(&it->first, &done, MPI_STATUS_IGNORE);
     if (!done) {
-      MPI_Cancel(&request);
-      MPI_Request_free(&request);
+      MPI_Request_free(&it->first);
+      const std::lock_guard lock(kept_mutex);
+      kept->splice(kept->end(), posted_, it);
     }
+    it = next;
   }
   if (rank_ < kRankNamers) {
     try {

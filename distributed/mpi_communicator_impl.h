@@ -196,7 +196,7 @@ class MpiCommunicator final : public Communicator {
   void report_stall(Operation operation, uint64_t sequence, double waited, bool aborting);
 
   CommHandle comm_;               // the collectives
-  CommHandle side_comm_;          // wait reports to rank 0, never matched with collectives
+  CommHandle side_comm_;          // wait reports to ranks 0 and 1, never matched with collectives
   OpHandle fp16_sum_, bf16_sum_;  // 16-bit sums on MPI_UINT16_T
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, node_count_ = 1;
   std::string host_name_, library_;

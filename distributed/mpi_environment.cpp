@@ -1,5 +1,6 @@
 // The MPI environment (MPI_Init_thread / MPI_Finalize), the end of a job
 // (end_job, abort_job) and the library version string.
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -128,31 +129,38 @@ int MpiEnvironment::end_job(std::unique_ptr<Communicator> comm, int exit_code,
 void finalize_within(double deadline_seconds, int exit_code, const std::string& line,
                      const std::function<void()>& finalize) {
   std::fflush(nullptr);  // what this rank printed is out, whichever way it ends
-  std::mutex mutex;
-  std::condition_variable returned;
-  bool done = false;
-  std::thread watchdog;
+  struct Watch {
+    std::mutex mutex;
+    std::condition_variable returned;
+    bool done = false;
+    std::thread thread;
+    // Also when finalize throws: a joinable thread must not be destroyed.
+    ~Watch() {
+      {
+        const std::lock_guard<std::mutex> lock(mutex);
+        done = true;
+      }
+      returned.notify_one();
+      if (thread.joinable()) thread.join();
+    }
+  } watch;
   try {
-    watchdog = std::thread([&] {
-      std::unique_lock<std::mutex> lock(mutex);
-      if (returned.wait_for(lock, std::chrono::duration<double>(deadline_seconds),
-                            [&] { return done; })) {
+    watch.thread = std::thread([&] {
+      std::unique_lock<std::mutex> lock(watch.mutex);
+      if (watch.returned.wait_for(lock, std::chrono::duration<double>(deadline_seconds),
+                                  [&] { return watch.done; })) {
         return;
       }
-      std::fputs(line.c_str(), stderr);
-      std::fflush(stderr);
+      // Neither stdio's lock (finalize may hold it) nor a full pipe to a
+      // launcher that went away may keep this process alive.
+      fcntl(STDERR_FILENO, F_SETFL, fcntl(STDERR_FILENO, F_GETFL) | O_NONBLOCK);
+      [[maybe_unused]] const ssize_t said = ::write(STDERR_FILENO, line.data(), line.size());
       std::_Exit(exit_code);
     });
   } catch (const std::system_error&) {
     // No thread: finalize without a deadline.
   }
   finalize();
-  {
-    const std::lock_guard<std::mutex> lock(mutex);
-    done = true;
-  }
-  returned.notify_one();
-  if (watchdog.joinable()) watchdog.join();
 }
 
 void abort_job(int exit_code, double deadline_seconds) noexcept {

@@ -78,7 +78,7 @@ void MpiCommunicator::Collective::on_tick(double waited) {
 }
 
 void MpiCommunicator::post_wait_report(Operation operation, uint64_t sequence, double waited) {
-  // Forget reports rank 0 has received (or that MPI has buffered).
+  // Forget reports ranks 0 and 1 have received (or that MPI has buffered).
   for (auto it = posted_.begin(); it != posted_.end();) {
     int done = 0;
     MPI_CHECK(MPI_Test(&it->first, &done, MPI_STATUS_IGNORE));

@@ -8,7 +8,9 @@
 // its wait (operation, sequence number, label, seconds), and rank 0 also
 // names the ranks that have not reported waiting in the same collective (as
 // Horovod's stall inspector does); so does rank 1 when rank 0 is one of them
-// (rank 0 stuck writing its files says nothing itself). After
+// (rank 0 stuck writing its files says nothing itself), on its own, less
+// frequent schedule. Each names the ranks it has not heard from: a rank that
+// entered less than half the warning time ago counts as missing. After
 // `abort_seconds` the job ends.
 //
 // The label is free text the trainer sets before its collectives
