@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -292,6 +293,7 @@ void LivenessMonitor::Impl::connect_peers() {
 }
 
 void LivenessMonitor::Impl::run() {
+  pthread_setname_np(pthread_self(), kLivenessThreadName);
   const auto interval = std::chrono::duration<double>(policy_.heartbeat_seconds);
   Clock::time_point next_beat = Clock::now();
   while (!stopping_.load()) {

@@ -21,6 +21,8 @@
 // ends itself, so no rank is left running on the far side of a partition.
 // A slow but live rank keeps sending heartbeats from its own thread: only
 // the stall watchdog (distributed/stall.h) ends a job for slowness.
+// The thread is named kLivenessThreadName (`top -H`, gdb, /proc/PID/task):
+// it runs once this rank's connections are made.
 #pragma once
 
 #include <algorithm>
@@ -33,6 +35,8 @@
 #include "distributed/communicator.h"
 
 namespace lockstep::distributed {
+
+inline constexpr const char* kLivenessThreadName = "ls-liveness";
 
 struct LivenessPolicy {
   // Seconds between heartbeats.

@@ -4,8 +4,8 @@
 #
 #   tests/cluster/cluster_test.sh CASE BUILD_DIR
 #
-# CASE: exit | topology | same_numbers | crash | freeze | partition |
-# slow_link | sigterm | stall_partition | scale | reproducible. Each case makes its own cluster (prefix "c" + case)
+# CASE: exit | topology | same_numbers | crash | freeze | evaluate |
+# partition | slow_link | sigterm | stall_partition | scale | reproducible. Each case makes its own cluster (prefix "c" + case)
 # and tears it down, also on failure. Where namespaces cannot be made (not
 # root, no iproute2) a case skips (exit 77) saying why, except under CI=true,
 # where it fails: CI runs as root and must run them.
@@ -237,6 +237,56 @@ case_freeze() {
   bash "$fc" thaw -p "$prefix" node1
   expect_no_leftovers "freeze (after thawing node1)" 30
   resume_and_compare freeze
+}
+
+# Waits until both lockstep ranks on NODE run their liveness thread (named
+# ls-liveness: their heartbeat connections are made) while PID lives.
+wait_for_liveness() {
+  local node=$1 pid=$2 running p
+  while :; do
+    kill -0 "$pid" 2>/dev/null || fail "the job ended before $node's liveness threads ran: $(tail -n 3 "$work/faulted.txt")"
+    running=0
+    for p in $(bash "$fc" pids -p "$prefix" "$node"); do
+      [ "$(cat "/proc/$p/comm" 2>/dev/null)" = lockstep ] || continue
+      if grep -qx ls-liveness /proc/"$p"/task/*/comm 2>/dev/null; then running=$((running + 1)); fi
+    done
+    [ "$running" -lt 2 ] || return 0
+    sleep 0.1
+  done
+}
+
+case_evaluate() {
+  # lockstep evaluate across nodes has the heartbeat too: a node that
+  # freezes during an evaluation ends the job, named, instead of leaving
+  # the other ranks waiting in its collectives.
+  bash "$fc" up -p "$prefix" -n 2
+  # A resnet20 checkpoint (one rank, one short epoch), whose evaluation of
+  # the 10,000 test images lasts seconds on 4 ranks.
+  # shellcheck disable=SC2046
+  cluster_mpiexec 1 1 "$lockstep" $(train_args --model resnet20 --epochs 1 --train-subset 128 \
+    --run-dir "$work/ckpt") >"$work/ckpt.txt" 2>&1 || fail "checkpoint run: $(tail -n 3 "$work/ckpt.txt")"
+  local checkpoint
+  checkpoint=$(find "$work/ckpt" -name 'checkpoint-*.lsck' | head -n 1)
+  [ -n "$checkpoint" ] || fail "the checkpoint run wrote no checkpoint"
+  cluster_mpiexec 2 2 "$lockstep" evaluate --checkpoint "$checkpoint" --test-subset 0 --threads 1 \
+    >"$work/faulted.txt" 2>&1 &
+  job_pid=$!
+  # Node1's ranks are connected to rank 0's monitor; once frozen, the
+  # evaluation's collectives cannot finish without them.
+  wait_for_liveness node1 "$job_pid"
+  fault_start=$(date +%s.%N)
+  bash "$fc" freeze -p "$prefix" node1
+  finish_faulted_run evaluate "rank 0 \(node0\): lost node node1 \(ranks 2, 3\): silent for"
+  # Node0's ranks end with the job (polled: the launcher may return while
+  # they are still on their way out); node1's once thawed.
+  local start=$SECONDS
+  while [ -n "$(bash "$fc" pids -p "$prefix" node0)" ]; do
+    [ $((SECONDS - start)) -lt 10 ] ||
+      fail "evaluate: processes left on node0: $(bash "$fc" pids -p "$prefix" node0 | xargs -r ps -o comm= -p)"
+    sleep 0.2
+  done
+  bash "$fc" thaw -p "$prefix" node1
+  expect_no_leftovers "evaluate (after thawing node1)" 30
 }
 
 case_partition() {
