@@ -4,8 +4,9 @@
 # and writes one log per run (into $LOG_DIR, else the run directory) that
 # starts with the host, date, git revision, launcher command and the resolved
 # config (the TOML file as it is, then the command-line overrides). It
-# returns 0 only when the run reached its last epoch: lockstep's rank 0 then
-# writes RUN_DIR/COMPLETE, which is removed before the launch. A launcher
+# returns 0 only when the run finished (its last epoch, or an early stop by
+# patience): lockstep's rank 0 then writes RUN_DIR/COMPLETE, which is
+# removed before the launch. A launcher
 # that reports success for a run cut short (mpiexec after SIGTERM) or a
 # failure after it finished does not decide.
 #   job_arguments, default_option: argument handling of the batch scripts.

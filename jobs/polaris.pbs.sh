@@ -10,7 +10,9 @@
 # one rank per GPU, each on its own NUMA domain (--depth 8 --cpu-bind depth:
 # lockstep starts one thread per CPU of its mask), GPUs assigned in reverse
 # local-rank order by jobs/gpu_affinity.sh. Submit
-# from the repository root (PBS passes no arguments: use -v):
+# from the repository root (PBS passes no arguments and none of the
+# submitting shell's variables: every setting goes through -v, DOCTOR=1,
+# DEVICE, RANKS_PER_NODE, DEPTH, SLINGSHOT, LOCKSTEP, RESUME and LOG_DIR too):
 #   qsub -A <project> -v CONFIG=configs/cifar10.toml,LOCKSTEP_ARGS="--epochs 32" jobs/polaris.pbs.sh
 # GPU runs take NCCL over Slingshot with ALCF's settings (jobs/common.sh:
 # slingshot_nccl; the plugin from AWS_OFI_NCCL_DIR, default ALCF's

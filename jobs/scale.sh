@@ -10,7 +10,10 @@
 # {n} is the rank count (inside a batch job), e.g.
 #   LAUNCHER='aprun -n {n} -N 4 -d 32 -j 2 -cc depth' jobs/scale.sh ...
 # Locally, rank counts above the core count run with --threads 1 and are
-# marked oversubscribed.
+# marked oversubscribed. GPU runs on HPE Slingshot take NCCL through the
+# aws-ofi-nccl plugin, as the site scripts do (jobs/common.sh:
+# slingshot_nccl; SLINGSHOT=0: none). A rank count whose run fails is named
+# in the table and the exit status (1); the others' rows are kept.
 # shellcheck source-path=SCRIPTDIR
 set -euo pipefail
 # shellcheck source=common.sh
@@ -45,9 +48,13 @@ for n in "${rank_list[@]}"; do
 done
 command -v gnuplot >/dev/null || echo "scale: gnuplot not found, scaling.png will be missing (scripts/setup.sh installs gnuplot-nox)" >&2
 mkdir -p "$out"
+# shellcheck disable=SC2119  # the plugin's folders come from the environment
+if [ "$(option_value device "${extra[@]}")" != cpu ]; then
+  slingshot_nccl /soft/libraries/aws-ofi-nccl/v1.9.1-aws || true
+fi
 
 # One row per rank count, from the wall clock and rank 0's metrics.csv.
-rows=()
+rows=() failed=()
 for n in "${rank_list[@]}"; do
   run_dir=$out/n$n
   rm -rf "$run_dir"
@@ -64,17 +71,30 @@ for n in "${rank_list[@]}"; do
   fi
   echo "scale: $n rank(s), $epochs epoch(s) ${note:+($note)}" >&2
   start=$(date +%s.%N)
-  LOG_DIR=$run_dir RESUME="" lockstep_train "$config" "${launcher[@]}" -- "${args[@]}" ||
-    die "the run with $n ranks failed; its log is in $run_dir"
+  if ! LOG_DIR=$run_dir RESUME="" lockstep_train "$config" "${launcher[@]}" -- "${args[@]}"; then
+    echo "scale: the run with $n rank(s) failed; its log is in $run_dir" >&2
+    failed+=("$n")
+    continue
+  fi
   wall=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
-  rows+=("$n,$wall,$(awk -F, '
-    NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+  # Columns by name (a missing one is an error, not a sum of $0); the last
+  # test accuracy that was measured (nan: not evaluated that epoch).
+  figures=$(awk -F, '
+    NR == 1 {
+      for (i = 1; i <= NF; i++) col[$i] = i
+      split("seconds compute_s comm_wait_s eval_s data_s checkpoint_s test_accuracy", need, " ")
+      for (i in need) if (!(need[i] in col)) { print "no column " need[i]; bad = 1; exit 1 }
+      next
+    }
     { s += $col["seconds"]; c += $col["compute_s"]; w += $col["comm_wait_s"]
       e += $col["eval_s"]; d += $col["data_s"]; k += $col["checkpoint_s"]
-      if ($col["test_accuracy"] != "") acc = $col["test_accuracy"] }
-    END { printf "%.2f,%.4f,%.2f,%.2f,%.2f,%.2f,%.2f", s, acc, c, w, e, d, k }
-  ' "$run_dir/metrics.csv"),$note")
+      if ($col["test_accuracy"] != "" && $col["test_accuracy"] != "nan") acc = $col["test_accuracy"] }
+    END { if (!bad) printf "%.2f,%.4f,%.2f,%.2f,%.2f,%.2f,%.2f", s, acc, c, w, e, d, k }
+  ' "$run_dir/metrics.csv") || die "$run_dir/metrics.csv: $figures"
+  rows+=("$n,$wall,$figures,$note")
 done
+[ ${#rows[@]} -gt 0 ] || die "every run failed (ranks ${failed[*]}); their logs are in $out/n*"
+base=${rows[0]%%,*}  # the rank count speedups are measured against
 
 # scaling.csv with speedup and efficiency against the first rank count.
 csv=$out/scaling.csv
@@ -97,9 +117,13 @@ csv=$out/scaling.csv
     $1, $2, $11, 100 * $12, 100 * $4, $3, $5, $6, $7, $8, $9, $10 }' "$csv"
   echo
   echo "Time: wall time of the whole launch (start-up, data loading, training, evaluation,"
-  echo "checkpoints); speedup and efficiency come from it, against ${rank_list[0]} rank(s)."
+  echo "checkpoints); speedup and efficiency come from it, against $base rank(s)."
   echo "Epochs sum: metrics.csv \`seconds\` summed. Compute, allreduce wait (not hidden by"
   echo "backward), eval, data (waiting for the loader), checkpoint: rank 0's seconds summed."
+  if [ ${#failed[@]} -gt 0 ]; then
+    echo
+    echo "**Failed:** the runs with ${failed[*]} rank(s) (their logs: $out/n<ranks>/)."
+  fi
 } >"$out/scaling.md"
 
 if command -v gnuplot >/dev/null; then
@@ -116,7 +140,8 @@ set logscale xy 2
 set key left top
 set grid
 plot "$csv" every ::1 using 1:11:xtic(1) with linespoints lw 2 pt 7 title "measured", \
-     "$csv" every ::1 using 1:(\$1 / ${rank_list[0]}) with lines dt 2 title "ideal"
+     "$csv" every ::1 using 1:(\$1 / $base) with lines dt 2 title "ideal"
 EOF
 fi
 cat "$out/scaling.md"
+[ ${#failed[@]} -eq 0 ] || die "the runs with ${failed[*]} rank(s) failed; the table has the others"

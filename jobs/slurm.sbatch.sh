@@ -10,8 +10,8 @@
 # cpus-per-task cores: since Slurm 22.05 srun does not inherit
 # --cpus-per-task, so it is passed as -c; lockstep starts one thread per CPU
 # of its task). Submit from the repository root, adding what the site needs
-# (-A account, -q qos, -C gpu, --mpi=pmi2 in SRUN_ARGS):
-#   sbatch -A <account> jobs/slurm.sbatch.sh configs/cifar10.toml --epochs 32
+# (-A account, -q qos, -C gpu on Perlmutter, --mpi=pmi2 in SRUN_ARGS):
+#   sbatch -A <account> -C gpu jobs/slurm.sbatch.sh configs/cifar10.toml --epochs 32
 # CPU-only nodes: sbatch --gpus-per-task=0 and DEVICE=cpu. GPU runs on HPE
 # Slingshot take NCCL through the aws-ofi-nccl plugin when it is found (the
 # site's module on LD_LIBRARY_PATH, or AWS_OFI_NCCL_DIR), with HPE's settings

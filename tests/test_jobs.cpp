@@ -133,6 +133,34 @@ TEST(Jobs, ScaleWritesTableCsvAndChart) {
   expect_png(out.file("scaling.png"));
 }
 
+// A rank count whose run fails is named, in the table and the exit status;
+// the others' rows are kept (a long study is not lost to one launch), and
+// speedups count from the first count that ran.
+TEST(Jobs, ScaleKeepsTheRowsOfTheRunsThatFinished) {
+  REQUIRE_FASHION_MNIST();
+  ScratchDir out;
+  const auto r = run_command(
+      "cd " + kSource +
+      " && LOCKSTEP=" LOCKSTEP_BINARY
+      " LAUNCHER='bash tests/helpers/fail_for_ranks.sh {n} 1 mpiexec -n {n}' bash jobs/scale.sh "
+      "--config configs/fashion_mnist.toml --ranks 1,2 --epochs 1 --train-subset 256 "
+      "--test-subset 128 --eval-every 0 --out " +
+      out.path());
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("the runs with 1 rank(s) failed; the table has the others"),
+            std::string::npos)
+      << r.output;
+  const auto csv = lines_of(read_file(out.file("scaling.csv")));
+  ASSERT_EQ(csv.size(), 2u) << r.output;
+  EXPECT_EQ(csv[1].rfind("2,", 0), 0u) << csv[1];
+  // Its own base: speedup and efficiency 1; no test accuracy measured (0, not nan).
+  EXPECT_NE(csv[1].find(",1.000,1.000"), std::string::npos) << csv[1];
+  EXPECT_NE(csv[1].find(",0.0000,"), std::string::npos) << csv[1];
+  const std::string md = read_file(out.file("scaling.md"));
+  EXPECT_NE(md.find("**Failed:** the runs with 1 rank(s)"), std::string::npos) << md;
+  EXPECT_NE(md.find("against 2 rank(s)"), std::string::npos) << md;
+}
+
 // Every experiment file trains one epoch on a small subset: real
 // Fashion-MNIST, or small files in the real formats for the data sets that
 // are not installed.

@@ -125,9 +125,15 @@ TEST(ValidationSplit, KeepBestAndPatienceFollowTheValidationAccuracy) {
   ASSERT_EQ(newest.size(), 1u);
   EXPECT_EQ(app::load_checkpoint(newest[0]).meta.at("epoch").get<int64_t>(),
             static_cast<int64_t>(rows.size()));
+  // The run is finished, and says how: job scripts resubmit a run without
+  // the marker.
+  const std::string marker =
+      "complete: early stop after epoch " + std::to_string(rows.size()) + " of 30\n";
+  EXPECT_EQ(testing::read_file(dir.file("run/COMPLETE")), marker);
   // Resuming knows the best: it stops at once instead of training on.
   const auto again = run_lockstep(train + " --resume auto");
   ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_EQ(testing::read_file(dir.file("run/COMPLETE")), marker) << again.output;
   EXPECT_EQ(testing::read_csv(dir.file("run/metrics.csv")).size(), rows.size()) << again.output;
   EXPECT_NE(again.output.find("early stop after epoch " + std::to_string(rows.size())),
             std::string::npos)

@@ -1,11 +1,11 @@
 #include "app/checkpoint/run_dir.h"
 
 #include <filesystem>
-#include <fstream>
 #include <system_error>
 
 #include "app/checkpoint/checkpoint.h"
 #include "common/error.h"
+#include "data/image_io.h"
 
 namespace lockstep::app {
 
@@ -39,17 +39,12 @@ void prepare_run_dir(const TrainConfig& config) {
   }
 }
 
-void mark_run_complete(const std::string& run_dir, int64_t epochs_done, int64_t epochs) {
-  const fs::path marker = fs::path(run_dir) / kCompleteMarker;
-  const fs::path temporary = marker.string() + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::trunc);
-    out << "complete: epoch " << epochs_done << " of " << epochs << "\n";
-    if (!out.flush()) fail_input(temporary.string(), ": cannot write the completion marker");
-  }
-  std::error_code ec;
-  fs::rename(temporary, marker, ec);
-  if (ec) fail_input(marker.string(), ": cannot write the completion marker: ", ec.message());
+void mark_run_complete(const std::string& run_dir, int64_t epochs_done, int64_t epochs,
+                       bool early_stop) {
+  const std::string text = detail::concat("complete: ", early_stop ? "early stop after " : "",
+                                          "epoch ", epochs_done, " of ", epochs, "\n");
+  data::write_file_atomically((fs::path(run_dir) / kCompleteMarker).string(),
+                              {reinterpret_cast<const uint8_t*>(text.data()), text.size()});
 }
 
 }  // namespace lockstep::app

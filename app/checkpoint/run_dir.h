@@ -20,7 +20,10 @@ inline constexpr const char* kCompleteMarker = "COMPLETE";
 // completion marker is removed in every case (this launch has not finished).
 void prepare_run_dir(const TrainConfig& config);
 
-// Writes the completion marker (atomically: temporary file, rename).
-void mark_run_complete(const std::string& run_dir, int64_t epochs_done, int64_t epochs);
+// Writes the completion marker (atomically: temporary file, rename):
+// "complete: epoch 30 of 30", or with `early_stop` "complete: early stop
+// after epoch 12 of 30" (patience ended the run: it is finished too).
+void mark_run_complete(const std::string& run_dir, int64_t epochs_done, int64_t epochs,
+                       bool early_stop = false);
 
 }  // namespace lockstep::app

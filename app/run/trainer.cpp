@@ -149,9 +149,11 @@ void Trainer::run() {
                   std::to_string(epochs_done_) + " of " + std::to_string(config_.epochs) +
                   " epochs trained; nothing to train (raise epochs to train more)");
   }
+  bool stopped_early = false;
   for (int64_t epoch = epochs_done_; epoch < config_.epochs; ++epoch) {
     // Also true at once for a resumed run that had already stopped.
     if (best_.should_stop(epochs_done_)) {
+      stopped_early = true;
       report_->line(detail::concat("early stop after epoch ", epochs_done_,
                                    ": validation accuracy has not improved for ", config_.patience,
                                    " epochs (best ", 100.0 * best_.best_accuracy(), "% at epoch ",
@@ -175,8 +177,11 @@ void Trainer::run() {
       report_->line("timeline: could not merge " + lost);
     }
   }
-  if (comm_.rank() == 0 && !config_.run_dir.empty() && epochs_done_ >= config_.epochs) {
-    mark_run_complete(config_.run_dir, epochs_done_, config_.epochs);
+  // A run that patience stopped is finished too: a job script resubmitting
+  // it for want of the marker would stop again at once, for ever.
+  if (comm_.rank() == 0 && !config_.run_dir.empty() &&
+      (epochs_done_ >= config_.epochs || stopped_early)) {
+    mark_run_complete(config_.run_dir, epochs_done_, config_.epochs, stopped_early);
   }
   // Every rank waits here for rank 0's last writes, under the stall abort
   // limit and with the liveness monitor still running: after this the job's
