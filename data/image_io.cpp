@@ -254,7 +254,40 @@ std::vector<uint8_t> encode_jpeg(const Image& image, int quality) {
   return out;
 }
 
+namespace {
+
+// Writes bytes into an existing file that is not a regular one (a device,
+// a pipe, /dev/stdout), in place: nothing to replace atomically.
+void write_through(const std::string& path, std::span<const uint8_t> bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  int err = fd < 0 ? errno : 0;
+  for (size_t done = 0; err == 0 && done < bytes.size();) {
+    const ssize_t put = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (put < 0 && errno == EINTR) continue;
+    if (put <= 0) err = put < 0 ? errno : EIO;
+    if (put > 0) done += static_cast<size_t>(put);
+  }
+  if (fd >= 0 && ::close(fd) != 0 && err == 0) err = errno;
+  if (err != 0) fail_input("cannot write ", path, ": ", std::strerror(err));
+}
+
+}  // namespace
+
 void write_file_atomically(const std::string& path, std::span<const uint8_t> bytes, bool sync) {
+  // A symbolic link stays one: its target is replaced (beside itself). A
+  // device or pipe is written into, never replaced by a regular file.
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status status = fs::symlink_status(path, ec);
+  if (!ec && fs::is_symlink(status)) {
+    const fs::path target = fs::canonical(path, ec);
+    if (!ec) return write_file_atomically(target.string(), bytes, sync);
+    return write_through(path, bytes);  // dangling, or no path behind it (/dev/stdout's pipe)
+  }
+  if (!ec && fs::exists(status) && !fs::is_regular_file(status)) {
+    if (fs::is_directory(status)) fail_input("cannot write ", path, ": it is a folder");
+    return write_through(path, bytes);
+  }
   static std::atomic<uint64_t> counter{0};
   AtomicFile file(
       path,

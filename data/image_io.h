@@ -69,6 +69,8 @@ std::vector<uint8_t> encode_jpeg(const Image& image, int quality = 95);
 // Writes bytes to path atomically through an AtomicFile (atomic_file.h):
 // readers see the old file or the new one, never a part; sync: fsync the
 // file and its folder. Throws InputError naming path; the temporary is removed.
+// A symbolic link keeps pointing where it did (its target is replaced); an
+// existing device or pipe (/dev/null, /dev/stdout) is written into in place.
 void write_file_atomically(const std::string& path, std::span<const uint8_t> bytes,
                            bool sync = true);
 

@@ -1,0 +1,70 @@
+// data::write_file_atomically on targets that are not plain files: a
+// symbolic link stays a link, a device is written into and never replaced
+// (as root, a rename over /dev/full would have turned it into a file).
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "common/error.h"
+#include "data/image_io.h"
+#include "support/dataset_files.h"
+#include "support/run_files.h"
+
+namespace lockstep {
+namespace {
+
+std::span<const uint8_t> bytes_of(const std::string& text) {
+  return {reinterpret_cast<const uint8_t*>(text.data()), text.size()};
+}
+
+TEST(WriteFileAtomically, ALinkStaysALinkAndItsTargetIsReplaced) {
+  testing::ScratchDir dir;
+  data::write_file_atomically(dir.file("real.csv"), bytes_of("old\n"));
+  std::filesystem::create_symlink(dir.file("real.csv"), dir.file("link.csv"));
+  data::write_file_atomically(dir.file("link.csv"), bytes_of("new\n"));
+  EXPECT_TRUE(std::filesystem::is_symlink(dir.file("link.csv")));
+  EXPECT_EQ(testing::read_file(dir.file("real.csv")), "new\n");
+  int entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir.path())) ++entries;
+  EXPECT_EQ(entries, 2);  // no temporary left
+}
+
+// The devices are made in a scratch folder (mknod: root, as in CI), so that
+// a regression replaces those, not the machine's /dev/null and /dev/full.
+TEST(WriteFileAtomically, ADeviceIsWrittenIntoNotReplaced) {
+  testing::ScratchDir dir;
+  const std::string null = dir.file("null"), full = dir.file("full");
+  if (mknod(null.c_str(), S_IFCHR | 0666, makedev(1, 3)) != 0 ||
+      mknod(full.c_str(), S_IFCHR | 0666, makedev(1, 7)) != 0) {
+    GTEST_SKIP() << "mknod needs root (CI runs as root)";
+  }
+  data::write_file_atomically(null, bytes_of("discarded\n"));
+  struct stat st {};
+  ASSERT_EQ(stat(null.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode)) << null << " was replaced";
+  try {
+    data::write_file_atomically(full, bytes_of("no room\n"));
+    ADD_FAILURE() << "a write to " << full << " succeeded";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "cannot write " + full + ": No space left on device");
+  }
+  ASSERT_EQ(stat(full.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode)) << full << " was replaced";
+}
+
+TEST(WriteFileAtomically, AFolderIsRefusedByName) {
+  testing::ScratchDir dir;
+  try {
+    data::write_file_atomically(dir.path(), bytes_of("x"));
+    ADD_FAILURE() << "a write to a folder succeeded";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "cannot write " + dir.path() + ": it is a folder");
+  }
+}
+
+}  // namespace
+}  // namespace lockstep
