@@ -12,6 +12,7 @@
 #include "data/image_io.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"
+#include "support/run_files.h"
 
 namespace lockstep {
 namespace {
@@ -100,6 +101,50 @@ TEST(Plot, DrawsValidationCurvesForRunsThatHaveThem) {
   EXPECT_EQ(drawn, 2u) << text;
   EXPECT_EQ(text.find("plain validation"), std::string::npos) << text;
   EXPECT_NE(text.find("'plain test'"), std::string::npos) << text;
+}
+
+// Run names go into gnuplot as they are ("bob's run_a": no broken quote, no
+// subscript); a failing gnuplot leaves the previous PNG as it was and says
+// its first line; the temporary folder goes either way.
+TEST(Plot, QuotesRunNamesAndKeepsTheOldPngWhenGnuplotFails) {
+  ScratchDir dir;
+  write_run(dir.file("bob's run_a"), 2.0);
+  const std::string wrapper = dir.file("gnuplot.sh");
+  std::ofstream(wrapper) << "#!/bin/sh\ncp \"$1\" " << dir.file("kept.gp")
+                         << " && dirname \"$1\" > " << dir.file("tmp.txt")
+                         << " && gnuplot \"$1\"\n";
+  std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
+  std::string run = "'";  // the shell's quoting of the folder's name
+  run += dir.file("bob'\\''s run_a");
+  run += "'";
+  auto r = testing::run_lockstep("plot " + run + " --out " + dir.file("c.png") + " --gnuplot " +
+                                 wrapper);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::stringstream script;
+  script << std::ifstream(dir.file("kept.gp")).rdbuf();
+  EXPECT_NE(script.str().find("title 'bob''s run_a train'"), std::string::npos) << script.str();
+  EXPECT_NE(script.str().find("noenhanced"), std::string::npos) << script.str();
+  std::string tmp;
+  std::getline(std::ifstream(dir.file("tmp.txt")), tmp);
+  EXPECT_FALSE(tmp.empty());
+  EXPECT_FALSE(std::filesystem::exists(tmp)) << tmp << " was left behind";
+
+  const std::string old_png = testing::read_file(dir.file("c.png"));
+  ASSERT_GT(old_png.size(), 1000u);
+  const std::string failing = dir.file("failing.sh");
+  std::ofstream(failing) << "#!/bin/sh\ndirname \"$1\" > " << dir.file("tmp.txt")
+                         << "\necho 'first complaint'\necho 'second'\nexit 1\n";
+  std::filesystem::permissions(failing, std::filesystem::perms::owner_all);
+  r = testing::run_lockstep("plot " + run + " --out " + dir.file("c.png") + " --gnuplot " +
+                            failing);
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("failed writing " + dir.file("c.png") + ": first complaint\n"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("second"), std::string::npos) << r.output;
+  EXPECT_EQ(testing::read_file(dir.file("c.png")), old_png) << "the old PNG was touched";
+  std::getline(std::ifstream(dir.file("tmp.txt")), tmp);
+  EXPECT_FALSE(std::filesystem::exists(tmp)) << tmp << " was left behind";
 }
 
 TEST(Plot, AFolderWithoutMetricsIsAOneLineError) {

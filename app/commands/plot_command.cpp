@@ -2,14 +2,20 @@
 
 #include <unistd.h>
 #include <CLI/CLI.hpp>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <sstream>
+#include <vector>
 
 #include "common/error.h"
+#include "data/image_io.h"
 
 namespace lockstep::app {
 namespace {
@@ -41,10 +47,11 @@ std::string run_title(const std::string& run) {
   if (p.filename().empty()) p = p.parent_path();
   std::string t = p.filename().string();
   for (char& c : t)
-    if (c == '"' || c == '\\') c = '_';
+    if (c == '\n' || c == '\r') c = ' ';
   return t.empty() ? run : t;
 }
 
+// A gnuplot string in single quotes (in which only '' is special).
 std::string quoted(const std::string& s) {
   std::string out = "'";
   for (char c : s) out += c == '\'' ? std::string("''") : std::string(1, c);
@@ -55,17 +62,48 @@ std::string quoted(const std::string& s) {
 void curve(std::ostringstream& g, const std::string& data, int col, size_t run, int dash,
            const std::string& title) {
   g << quoted(data) << " using 1:" << col << " with linespoints lc " << run + 1 << " dt " << dash
-    << " title '" << title << "'";
+    << " title " << quoted(title);
+}
+
+// A folder of its own under the system's temporary folder, removed with
+// everything in it when this goes out of scope.
+class TempFolder {
+ public:
+  TempFolder() {
+    std::string pattern = (fs::temp_directory_path() / "lockstep-plot-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) {
+      fail_input("plot: cannot create a temporary folder under ",
+                 fs::temp_directory_path().string(), ": ", std::strerror(errno));
+    }
+    path_ = pattern;
+  }
+  ~TempFolder() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  TempFolder(const TempFolder&) = delete;
+  TempFolder& operator=(const TempFolder&) = delete;
+  fs::path file(const std::string& name) const { return path_ / name; }
+
+ private:
+  fs::path path_;
+};
+
+void write_text(const fs::path& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  if (!out.flush()) fail_input("plot: cannot write ", path.string(), " (is the disk full?)");
 }
 
 // data[i]: run i's points (epoch, train, test, val loss; the accuracies);
 // validated[i]: whether it has validation points.
-std::string gnuplot_script(const PlotArgs& args, const std::vector<std::string>& data,
+std::string gnuplot_script(const PlotArgs& args, const std::string& png,
+                           const std::vector<std::string>& data,
                            const std::vector<bool>& validated) {
   std::ostringstream g;
   g << "set terminal pngcairo size " << args.width << "," << args.height
-    << " enhanced font 'sans,10'\n"
-    << "set output " << quoted(args.out) << "\n"
+    << " noenhanced font 'sans,10'\n"
+    << "set output " << quoted(png) << "\n"
     << "set datafile missing 'nan'\nset key outside bottom center horizontal\n"
     << "set grid\nset xlabel 'epoch'\nset multiplot layout 1,2\n";
   for (int panel = 0; panel < 2; ++panel) {
@@ -103,7 +141,7 @@ std::vector<CurvePoint> read_curve(const std::string& path) {
   std::map<int64_t, CurvePoint> by_epoch;  // the last row of an epoch wins
   while (std::getline(in, line)) {
     const auto f = split(line);
-    if (f.size() < header.size()) continue;
+    if (f.size() < header.size() || !std::isfinite(number(f[col["epoch"]]))) continue;
     const auto optional = [&](const char* name) {
       return col.contains(name) ? number(f[col[name]]) : std::nan("");
     };
@@ -136,23 +174,27 @@ void add_plot_options(CLI::App& cmd, PlotArgs& args) {
 }
 
 int run_plot(const PlotArgs& args) {
-  const fs::path tmp = fs::temp_directory_path() / ("lockstep-plot-" + std::to_string(getpid()));
-  fs::create_directories(tmp);
+  std::vector<std::vector<CurvePoint>> curves;
+  for (const std::string& run : args.runs) curves.push_back(read_curve(metrics_path(run)));
+  const TempFolder tmp;
   std::vector<std::string> data;
   std::vector<bool> validated;
-  for (size_t i = 0; i < args.runs.size(); ++i) {
-    const auto points = read_curve(metrics_path(args.runs[i]));
-    data.push_back((tmp / ("run" + std::to_string(i) + ".dat")).string());
+  for (size_t i = 0; i < curves.size(); ++i) {
+    data.push_back(tmp.file("run" + std::to_string(i) + ".dat").string());
     validated.push_back(false);
-    std::ofstream out(data.back());
-    for (const CurvePoint& p : points) {
+    std::ostringstream out;
+    for (const CurvePoint& p : curves[i]) {
       out << p.epoch << " " << p.train_loss << " " << p.test_loss << " " << p.val_loss << " "
           << p.train_accuracy << " " << p.test_accuracy << " " << p.val_accuracy << "\n";
       if (!std::isnan(p.val_loss)) validated.back() = true;
     }
+    write_text(data.back(), out.str());
   }
-  const std::string script = (tmp / "plot.gp").string();
-  std::ofstream(script) << gnuplot_script(args, data, validated);
+  // gnuplot draws into the temporary folder; the PNG then replaces --out
+  // whole (a failed plot leaves the previous one as it was).
+  const std::string png = tmp.file("plot.png").string();
+  const std::string script = tmp.file("plot.gp").string();
+  write_text(script, gnuplot_script(args, png, data, validated));
   const std::string command = args.gnuplot + " " + quoted(script) + " 2>&1";
   std::string complaint;
   int status = -1;
@@ -162,12 +204,15 @@ int run_plot(const PlotArgs& args) {
     status = pclose(p);
   }
   std::error_code ec;
-  fs::remove_all(tmp, ec);
-  if (status != 0 || !fs::exists(args.out)) {
-    if (!complaint.empty() && complaint.back() == '\n') complaint.pop_back();
+  if (status != 0 || fs::file_size(png, ec) == 0 || ec) {
+    complaint = complaint.substr(0, complaint.find('\n'));  // one line
     fail_input("plot: ", args.gnuplot, " failed writing ", args.out,
                complaint.empty() ? " (is gnuplot installed? scripts/setup.sh)" : ": " + complaint);
   }
+  std::ifstream in(png, std::ios::binary);
+  const std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                                   std::istreambuf_iterator<char>());
+  data::write_file_atomically(args.out, bytes);
   std::printf("%s: %zu run%s, %lld x %lld pixels\n", args.out.c_str(), args.runs.size(),
               args.runs.size() == 1 ? "" : "s", static_cast<long long>(args.width),
               static_cast<long long>(args.height));
