@@ -2,7 +2,10 @@
 // Any error on any rank prints one line tagged with the rank and ends the
 // whole job non-zero (distributed/failure.h).
 #include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <vector>
 
@@ -18,6 +21,7 @@
 #include "app/config/config.h"
 #include "app/platform/build_info.h"
 #include "app/run/trainer.h"
+#include "common/error.h"
 #include "distributed/failure.h"
 #include "distributed/launcher_pmi.h"
 #include "distributed/mpi_communicator.h"
@@ -79,7 +83,7 @@ int main(int argc, char** argv) {
   }
 
   const bool root = comm->rank() == 0;
-  const int code = lockstep::distributed::run_guarded(*comm, [&]() -> int {
+  const auto run = [&]() -> int {
     if (*info_cmd) {
       if (root) std::cout << app::build_info() << "  ranks    : " << comm->describe() << "\n";
       return 0;
@@ -102,6 +106,16 @@ int main(int argc, char** argv) {
     app::Trainer trainer(app::read_config(*train_cmd, app::kTrain), *comm);
     trainer.run();
     return 0;
+  };
+  const int code = lockstep::distributed::run_guarded(*comm, [&]() -> int {
+    const int status = run();
+    // What a command printed is its result (predict's classes, info): a
+    // write that failed (a full disk behind `> file`) is an error, not 0.
+    std::cout.flush();
+    if (!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout)) {
+      lockstep::fail_input("cannot write the standard output: ", std::strerror(errno));
+    }
+    return status;
   });
   return mpi.end_job(std::move(comm), code, lockstep::distributed::hydra_pmi_fd_variable());
 }

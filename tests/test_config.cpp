@@ -327,6 +327,17 @@ TEST(ConfigDocs, ReadmeIsCurrent) {
   EXPECT_NE(table.find("| `overlap` | true/false | `true` |"), std::string::npos) << table;
 }
 
+// A command's output that cannot be written (a full disk behind `>`) is an
+// error, not exit 0 with nothing written.
+TEST(ConfigErrors, AnUnwritableStandardOutputIsAnError) {
+  const auto r = run_command("{ " LOCKSTEP_BINARY " info >/dev/full; }");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("cannot write the standard output: No space left on device"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(run_command(LOCKSTEP_BINARY " info >/dev/null").exit_code, 0);
+}
+
 // bench starts the liveness monitor as train does: its two keys reach it.
 TEST(ConfigErrors, BenchLivenessKeysAreChecked) {
   const auto r = run_lockstep(
