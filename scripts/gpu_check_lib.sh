@@ -55,11 +55,17 @@ pack_results() {
     "$(basename "$results")" 2>/dev/null || true
 }
 
-# record NAME STATUS SECONDS DETAIL: adds a step and rewrites the summary.
+# record NAME STATUS SECONDS DETAIL: adds a step and rewrites the summary,
+# also into the pack folder (small: it comes back even if the check is
+# killed before its exit trap packs the rest).
 record() {
   step_names+=("$1") step_status+=("$2") step_seconds+=("$3") step_detail+=("$4")
   printf 'gpu_check: %-16s %-8s %6s s  %s\n' "$1" "$2" "$3" "$4" >&2
   write_summary
+  if [[ -n ${pack:-} ]]; then
+    { mkdir -p "$pack" && cp "$results/summary.md" "$results/summary.json" "$pack/"; } 2>/dev/null ||
+      true
+  fi
 }
 
 # status_of RC: pass, timeout (124, 137), no time (125) or fail.
