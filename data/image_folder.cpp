@@ -272,8 +272,9 @@ FolderDataset load_image_folder(const std::string& root, bool train, const Folde
   if (options.channels != 0 && options.channels != 1 && options.channels != 3) {
     fail_input("image_channels is ", options.channels, "; expected 1, 3 or 0 (from the images)");
   }
-  if (options.image_size < 0 || options.image_size > 16384) {
-    fail_input("image_size is ", options.image_size, "; expected 0 (keep) to 16384 pixels");
+  if (options.image_size < 0 || options.image_size > kMaxImageSide) {
+    fail_input("image_size is ", options.image_size, "; expected 0 (keep) to ", kMaxImageSide,
+               " pixels");
   }
   FolderDataset out;
   Dataset& d = out.dataset;

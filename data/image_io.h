@@ -20,6 +20,9 @@ namespace lockstep::data {
 
 // Images with more pixels (width * height) are refused before decoding.
 inline constexpr int64_t kMaxImagePixels = 64'000'000;  // 64 megapixels
+// The largest side a model's input may have (image_size, a checkpoint's
+// input_shape).
+inline constexpr int64_t kMaxImageSide = 16384;
 
 struct Image {
   int64_t height = 0, width = 0, channels = 0;  // channels 1 (gray) or 3 (RGB)

@@ -5,6 +5,7 @@
 
 #include "app/config/data_setup.h"
 #include "common/error.h"
+#include "data/image_io.h"
 #include "nn/model_zoo.h"
 
 namespace lockstep::app {
@@ -60,6 +61,23 @@ std::map<std::string, std::string> card_metadata(const ModelCard& card) {
           {"lockstep_version", LOCKSTEP_VERSION}};
 }
 
+namespace {
+
+// Runs f; an InputError or Error it throws is rethrown naming the checkpoint
+// (what it says came from the checkpoint's own values).
+template <typename F>
+auto naming_checkpoint(const std::string& path, F&& f) {
+  try {
+    return f();
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    if (what.rfind(path, 0) == 0) throw;
+    fail_input(path, ": ", what);
+  }
+}
+
+}  // namespace
+
 TrainedModel load_trained_model(const std::string& path) {
   const Checkpoint ckpt = load_checkpoint(path);
   const TrainConfig config =
@@ -73,15 +91,24 @@ TrainedModel load_trained_model(const std::string& path) {
   card.class_names = meta_value<std::vector<std::string>>(ckpt.meta, "class_names", path);
   if (card.class_names.empty()) fail_input(path, ": checkpoint names no classes (class_names)");
   card.input_shape = meta_value<nn::Shape>(ckpt.meta, "input_shape", path);
-  card.normalization = train_normalization(config);
-  card.epoch = ckpt.meta.value("epoch", int64_t{0});
+  card.normalization = naming_checkpoint(path, [&] { return train_normalization(config); });
+  card.epoch = ckpt.meta.contains("epoch") ? meta_value<int64_t>(ckpt.meta, "epoch", path) : 0;
   const nn::Shape& shape = card.input_shape;
   if (shape.size() != 3 || (shape[0] != 1 && shape[0] != 3) || shape[1] <= 0 || shape[2] <= 0) {
     fail_input(path, ": input_shape ", nn::shape_string(shape),
                " is not (1 or 3 channels, height, width)");
   }
-  t.model = nn::build_model(config.model, config.layers, shape,
-                            static_cast<int64_t>(card.class_names.size()), config.loss);
+  // As training's image_size allows: no product below overflows.
+  if (shape[1] > data::kMaxImageSide || shape[2] > data::kMaxImageSide ||
+      shape[1] * shape[2] > data::kMaxImagePixels) {
+    fail_input(path, ": input_shape ", nn::shape_string(shape), " is larger than ",
+               data::kMaxImageSide, " x ", data::kMaxImageSide, " or ", data::kMaxImagePixels,
+               " pixels");
+  }
+  t.model = naming_checkpoint(path, [&] {
+    return nn::build_model(config.model, config.layers, shape,
+                           static_cast<int64_t>(card.class_names.size()), config.loss);
+  });
   t.model->reset_parameters(config.seed, nn::Device::kCpu);
   // The checkpoint's model state only (optimizer state is not needed).
   const std::vector<NamedTensor> targets = model_state(*t.model);

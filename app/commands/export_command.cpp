@@ -2,6 +2,8 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <filesystem>
+#include <system_error>
 
 #include "app/checkpoint/trained_model.h"
 #include "app/formats/onnx_export.h"
@@ -13,13 +15,27 @@ namespace lockstep::app {
 void add_model_export_options(CLI::App& cmd, ModelExportArgs& args) {
   cmd.add_option("--checkpoint", args.checkpoint, "checkpoint file (.lsck)")->required();
   cmd.add_option("--format", args.format,
-                 "safetensors (weights with PyTorch's state_dict names) | onnx (inference graph)")
-      ->capture_default_str()
+                 "safetensors (weights with PyTorch's state_dict names) | onnx (inference graph); "
+                 "default: from --out's extension (.onnx: onnx, else safetensors)")
       ->check(CLI::IsMember({"safetensors", "onnx"}));
   cmd.add_option("--out", args.out, "file to write")->required();
 }
 
-int run_model_export(const ModelExportArgs& args) {
+int run_model_export(const ModelExportArgs& given) {
+  ModelExportArgs args = given;
+  const std::string extension = std::filesystem::path(args.out).extension().string();
+  const std::string implied = extension == ".onnx"          ? "onnx"
+                              : extension == ".safetensors" ? "safetensors"
+                                                            : "";
+  if (args.format.empty()) args.format = implied.empty() ? "safetensors" : implied;
+  if (!implied.empty() && implied != args.format) {
+    fail_input("export: --out ", args.out, " ends in ", extension, " but --format is ", args.format,
+               " (drop --format, or name the file .", args.format, ")");
+  }
+  std::error_code ec;
+  if (std::filesystem::equivalent(args.out, args.checkpoint, ec)) {
+    fail_input("export: --out ", args.out, " is the checkpoint itself; write elsewhere");
+  }
   TrainedModel trained = load_trained_model(args.checkpoint);
   if (args.format == "onnx") {
     save_onnx(args.out, *trained.model, trained.card);

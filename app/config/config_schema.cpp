@@ -1,6 +1,8 @@
 // The table of config keys (app/config/config_schema.h says how to add one).
 #include "app/config/config_schema.h"
 
+#include "data/image_io.h"
+
 namespace lockstep::app {
 namespace {
 
@@ -88,7 +90,7 @@ std::vector<Key> make_schema() {
           .fixed_on_resume(),
       key("image_size", &C::image_size,
           "folder: resize every image to S x S pixels (0: keep; all images must share one size)")
-          .range(between(0, 16384), "pixels")
+          .range(between(0, static_cast<double>(data::kMaxImageSide)), "pixels")
           .commands(kShow)
           .fixed_on_resume(),
       key("skip_bad_images", &C::skip_bad_images,
