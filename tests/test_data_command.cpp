@@ -218,6 +218,17 @@ TEST(DataShowSheet, RefusesZoomsAndCountsPastItsBound) {
   }
 }
 
+TEST(DataShowSheet, ASheetTooLargeIsRefusedBeforeAnyAllocation) {
+  ScratchDir dir;
+  testing::write_mnist_dir(dir.file("idx"), 20, 20);
+  const auto r = testing::run_lockstep("data show --dataset mnist --data-dir " + dir.file("idx") +
+                                       " --per-class 4096 --zoom 4096 --out " + dir.file("s.png"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("sheet is too large; lower --per-class or --zoom"), std::string::npos)
+      << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("s.png")));
+}
+
 TEST(DataShowSheet, BadArgumentsAreNamed) {
   const auto r =
       testing::run_lockstep("data show --dataset mnist --data-dir /nonexistent --out x.png");

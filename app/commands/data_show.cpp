@@ -95,7 +95,9 @@ data::Image contact_sheet(const data::Dataset& d, const SheetOptions& o) {
                     label_w + o.per_class * (cell_w + kSheetGap) + kSheetGap,
                     3,
                     {}};
-  if (sheet.height * sheet.width > data::kMaxImagePixels) {
+  int64_t pixels = 0;
+  if (__builtin_mul_overflow(sheet.height, sheet.width, &pixels) ||
+      pixels > data::kMaxImagePixels) {
     fail_input("data show: a ", sheet.width, "x", sheet.height,
                " sheet is too large; lower --per-class or --zoom");
   }

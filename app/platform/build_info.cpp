@@ -9,6 +9,7 @@
 #include <string>
 
 #include "app/platform/cuda_plugin_loader.h"
+#include "distributed/mpi_communicator.h"
 
 namespace lockstep::app {
 
@@ -18,12 +19,7 @@ std::string build_info() {
   out << "  compiler : " << __VERSION__ << "\n";
   out << "  CPU      : Eigen " << EIGEN_WORLD_VERSION << "." << EIGEN_MAJOR_VERSION << "."
       << EIGEN_MINOR_VERSION << ", " << cpu_isa_description() << "\n";
-  char mpi_version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
-  int length = 0;
-  MPI_Get_library_version(mpi_version, &length);
-  std::string mpi(mpi_version, static_cast<size_t>(length));
-  if (auto eol = mpi.find('\n'); eol != std::string::npos) mpi.resize(eol);
-  out << "  MPI      : " << mpi << "\n";
+  out << "  MPI      : " << distributed::mpi_library_version() << "\n";
   out << cuda_plugin_info();
   return out.str();
 }
