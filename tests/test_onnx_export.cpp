@@ -18,15 +18,22 @@
 namespace lockstep {
 namespace {
 
+// A checkpoint of mnist_net after one epoch on 32 small images, in dir
+// ("" when training failed, which the caller's check then shows).
+std::string trained_checkpoint(const testing::ScratchDir& dir) {
+  testing::write_mnist_dir(dir.file("data"), 32, 16);
+  const auto r = testing::run_lockstep(testing::mnist_train_args(
+      dir.file("data"), dir.file("run"), "--epochs 1 --batch-size 16 --progress none"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return r.exit_code == 0 ? testing::newest_checkpoint(dir.file("run")) : "";
+}
+
 TEST(OnnxExport, WritesTheGraphOrSaysWhatToInstall) {
   testing::ScratchDir dir;
-  testing::write_mnist_dir(dir.file("data"), 32, 16);
-  auto r = testing::run_lockstep(testing::mnist_train_args(
-      dir.file("data"), dir.file("run"), "--epochs 1 --batch-size 16 --progress none"));
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::string ckpt = testing::newest_checkpoint(dir.file("run"));
-  r = testing::run_lockstep("export --checkpoint " + ckpt + " --format onnx --out " +
-                            dir.file("m.onnx"));
+  const std::string ckpt = trained_checkpoint(dir);
+  ASSERT_FALSE(ckpt.empty());
+  auto r = testing::run_lockstep("export --checkpoint " + ckpt + " --format onnx --out " +
+                                 dir.file("m.onnx"));
   if (!app::onnx_export_available()) {
     EXPECT_NE(r.exit_code, 0);
     EXPECT_NE(r.output.find("built without ONNX support; install libonnx-dev"), std::string::npos)
@@ -47,12 +54,10 @@ TEST(OnnxExport, WritesTheGraphOrSaysWhatToInstall) {
 // two is refused; the checkpoint itself is never the output.
 TEST(ModelExport, TheFormatFollowsTheExtension) {
   testing::ScratchDir dir;
-  testing::write_mnist_dir(dir.file("data"), 32, 16);
-  auto r = testing::run_lockstep(testing::mnist_train_args(
-      dir.file("data"), dir.file("run"), "--epochs 1 --batch-size 16 --progress none"));
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::string ckpt = testing::newest_checkpoint(dir.file("run"));
-  r = testing::run_lockstep("export --checkpoint " + ckpt + " --out " + dir.file("w.safetensors"));
+  const std::string ckpt = trained_checkpoint(dir);
+  ASSERT_FALSE(ckpt.empty());
+  auto r =
+      testing::run_lockstep("export --checkpoint " + ckpt + " --out " + dir.file("w.safetensors"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("written as safetensors"), std::string::npos) << r.output;
   r = testing::run_lockstep("export --checkpoint " + ckpt + " --format safetensors --out " +
@@ -77,11 +82,9 @@ TEST(ModelExport, TheFormatFollowsTheExtension) {
 // the key, and no input shape can overflow the sizes computed from it.
 TEST(ModelExport, BadCheckpointMetadataIsNamed) {
   testing::ScratchDir dir;
-  testing::write_mnist_dir(dir.file("data"), 32, 16);
-  const auto r = testing::run_lockstep(testing::mnist_train_args(
-      dir.file("data"), dir.file("run"), "--epochs 1 --batch-size 16 --progress none"));
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const app::Checkpoint good = app::load_checkpoint(testing::newest_checkpoint(dir.file("run")));
+  const std::string ckpt = trained_checkpoint(dir);
+  ASSERT_FALSE(ckpt.empty());
+  const app::Checkpoint good = app::load_checkpoint(ckpt);
   const auto edited = [&](const char* key, const nlohmann::json& value) {
     app::Checkpoint c = good;
     c.meta[key] = value;

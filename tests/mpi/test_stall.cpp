@@ -49,6 +49,16 @@ void wait_until_released(MPI_Comm side, int size) {
   }
 }
 
+// A communicator that reports a wait to `recorder` after 0.5 s (and would
+// abort only after 600).
+std::unique_ptr<Communicator> reporting_comm(Recorder& recorder) {
+  MpiCommunicatorOptions options;
+  options.stall.warning_seconds = 0.5;
+  options.stall.abort_seconds = 600.0;
+  options.stall.on_stall = recorder.callback();
+  return make_mpi_communicator(MPI_COMM_WORLD, options);
+}
+
 TEST(StallWatchdog, LateRankIsReportedAndTheResultIsStillRight) {
   Recorder recorder;
   MPI_Comm_dup(MPI_COMM_WORLD, &recorder.side);
@@ -58,11 +68,7 @@ TEST(StallWatchdog, LateRankIsReportedAndTheResultIsStillRight) {
     const StallReport& last = reports.back();
     return reports.size() >= 2 && (!last.ranks_known || last.missing_ranks == std::vector<int>{1});
   };
-  MpiCommunicatorOptions options;
-  options.stall.warning_seconds = 0.5;
-  options.stall.abort_seconds = 600.0;
-  options.stall.on_stall = recorder.callback();
-  auto comm = make_mpi_communicator(MPI_COMM_WORLD, options);
+  auto comm = reporting_comm(recorder);
   const int rank = comm->rank(), size = comm->size();
   comm->barrier();
   comm->set_stall_label("stall test step 7");
@@ -116,11 +122,7 @@ TEST(StallWatchdog, LateRankZeroIsNamedByRankOne) {
     return last.rank != 1 || last.missing_ranks == std::vector<int>{0} ||
            last.waited_seconds >= 30.0;
   };
-  MpiCommunicatorOptions options;
-  options.stall.warning_seconds = 0.5;
-  options.stall.abort_seconds = 600.0;
-  options.stall.on_stall = recorder.callback();
-  auto comm = make_mpi_communicator(MPI_COMM_WORLD, options);
+  auto comm = reporting_comm(recorder);
   const int rank = comm->rank(), size = comm->size();
   comm->barrier();
   comm->set_stall_label("end of training: rank 0 writing its results");
