@@ -188,6 +188,14 @@ TEST(PredictErrors, AreNamed) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("nothing.png: no such image file or folder"), std::string::npos)
       << r.output;
+  // An output that cannot be written is found before any inference.
+  r = run_lockstep("predict --checkpoint " + dir.file("none.lsck") + " " + dir.file("x.png") +
+                   " --csv " + dir.file("gone/p.csv"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("predict: --csv " + dir.file("gone/p.csv") + ": folder " +
+                          dir.file("gone") + " does not exist"),
+            std::string::npos)
+      << r.output;
 }
 
 TEST(PredictErrors, UnreadableImageIsNamed) {

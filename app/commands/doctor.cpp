@@ -47,8 +47,14 @@ std::string nccl_environment() {
 bool data_reachable(const std::string& dataset, const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec) || access(dir.c_str(), R_OK | X_OK) != 0) return false;
-  for (const auto& entry : fs::recursive_directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
+  // Unreadable subfolders are passed over; a huge shared tree is not walked
+  // to its end (a data set's files lie near its top).
+  constexpr int kMostEntries = 100'000;
+  int seen = 0;
+  for (fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec),
+       end;
+       !ec && it != end && seen < kMostEntries; it.increment(ec), ++seen) {
+    const std::string name = it->path().filename().string();
     if (dataset == "cifar10" && name == "data_batch_1.bin") return true;
     if ((dataset == "mnist" || dataset == "fashion-mnist") && name.rfind("train-images", 0) == 0)
       return true;

@@ -24,7 +24,7 @@ namespace fs = std::filesystem;
 constexpr int64_t kChunk = 256;  // images decoded and classified at a time
 
 std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
   std::string quoted = "\"";
   for (char c : s) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
   return quoted + "\"";
@@ -158,8 +158,20 @@ void add_predict_options(CLI::App& cmd, PredictArgs& args) {
       ->check(CLI::Range(0, kMaxThreads));
 }
 
+// An output's folder exists: checked before inference, not found at its end.
+void check_output_folder(const std::string& path, const char* flag) {
+  if (path.empty()) return;
+  const fs::path folder = fs::absolute(path).parent_path();
+  std::error_code ec;
+  if (!fs::is_directory(folder, ec)) {
+    fail_input("predict: ", flag, " ", path, ": folder ", folder.string(), " does not exist");
+  }
+}
+
 int run_predict(const PredictArgs& args) {
   if (args.top_k < 1) fail_input("predict: --top-k must be >= 1, got ", args.top_k);
+  check_output_folder(args.csv, "--csv");
+  check_output_folder(args.outputs_csv, "--outputs-csv");
   const std::vector<std::string> files = expand_image_inputs(args.inputs);
   Predictor predictor(args.checkpoint, args.threads);
   const std::vector<Prediction> predictions = predictor.predict(files, args.top_k);
