@@ -147,6 +147,19 @@ TEST(RunRecovery, FreshRunRefusesAnotherRunsCheckpointsUnlessOverwrite) {
     EXPECT_TRUE(contains(r.output, remedy)) << remedy << " missing from\n" << r.output;
   }
   EXPECT_EQ(count_lines_with(r.output, "lockstep: rank"), 1u) << r.output;
+  // A run that fails to start (a typo, a missing file) deletes nothing, even
+  // under --overwrite: the run directory is touched only once all is known good.
+  const std::string weights = testing::read_file(dir.file("model.safetensors"));
+  ASSERT_FALSE(weights.empty());
+  for (const char* typo : {" --model resnet-20",
+                           " --init-from "
+                           "/nonexistent.safetensors"}) {
+    r = run_lockstep(small_run(dir.path(), 1) + " --seed 3 --overwrite" + typo);
+    EXPECT_NE(r.exit_code, 0) << typo << "\n" << r.output;
+    EXPECT_EQ(app::CheckpointStore(dir.file("checkpoints"), 0).numbered().size(), 1u) << typo;
+    EXPECT_EQ(testing::read_file(dir.file("model.safetensors")), weights) << typo;
+    EXPECT_EQ(lines_in(dir.file("metrics.csv")), 2u) << typo;
+  }
   // The other run's best checkpoint goes with the rest of its results.
   testing::write_bytes(dir.file("best.lsck"), {'o', 'l', 'd'});
   r = run_lockstep(small_run(dir.path(), 1) + " --seed 3 --overwrite");

@@ -37,13 +37,6 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm, TrainerHoo
   const bool root = comm_.rank() == 0;
   // An empty run_dir (evaluation of a checkpoint) writes no files.
   const bool files = !config_.run_dir.empty();
-  if (root && files) {
-    prepare_run_dir(config_);  // refuses to mix a fresh run with another run's checkpoints
-    data::create_folders_durably(config_.run_dir, "run directory", "choose a writable run_dir");
-  }
-  report_ = std::make_unique<Report>(root, config_.progress,
-                                     files ? config_.run_dir + "/metrics.csv" : "",
-                                     !config_.resume.empty());
 
   threads_ = compute_threads(config_, comm_);
   const data::FolderOptions folder = folder_options(config_, threads_);
@@ -55,7 +48,6 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm, TrainerHoo
   if (config_.val_fraction > 0)
     val_ = data::split_off_validation(train_, config_.val_fraction, config_.seed);
   best_ = BestModelTracker(config_.patience);
-  for (const std::string& note : notes) report_->line(note);
   normalization_ = train_normalization(config_);
   augmentation_ = train_augmentation(config_);
 
@@ -65,7 +57,6 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm, TrainerHoo
   if (hooks_.wrap_backend) backend_ = hooks_.wrap_backend(std::move(backend_));
   loss_totals_ = nn::Tensor({nn::kLossTotalsFloats}, backend_->device());
   const std::string kernels = kernels_label(backend_->device(), config_.precision);
-  report_->set_run_labels(nn::to_string(config_.precision), kernels);
   model_ =
       nn::build_model(config_.model, config_.layers, {train_.channels, train_.height, train_.width},
                       train_.num_classes, config_.loss);
@@ -88,6 +79,18 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm, TrainerHoo
       nn::make_optimizer(optimizer_config(config_), model_->parameters(), backend_->device());
   schedule_ = std::make_unique<nn::LrSchedule>(schedule_config(config_), comm_.size());
   scaler_ = make_grad_scaler(config_);
+  // The run directory is touched only now that the data, the model and its
+  // initial weights are known good: a typo under --overwrite must not have
+  // deleted the previous run before it is reported.
+  if (root && files) {
+    prepare_run_dir(config_);  // refuses to mix a fresh run with another run's checkpoints
+    data::create_folders_durably(config_.run_dir, "run directory", "choose a writable run_dir");
+  }
+  report_ = std::make_unique<Report>(root, config_.progress,
+                                     files ? config_.run_dir + "/metrics.csv" : "",
+                                     !config_.resume.empty());
+  for (const std::string& note : notes) report_->line(note);
+  report_->set_run_labels(nn::to_string(config_.precision), kernels);
   if (!config_.timeline.empty()) {
     timeline_ = distributed::make_timeline(config_.timeline, comm_);
     timeline_->label_process("node " + comm_.host_name() + ", precision " +
