@@ -329,6 +329,22 @@ TEST(ConfigDocs, ReadmeIsCurrent) {
 
 // A command's output that cannot be written (a full disk behind `>`) is an
 // error, not exit 0 with nothing written.
+// A misspelt dataset or model is refused where it is written, with the
+// names that exist, before any data is read.
+TEST(ConfigErrors, DatasetAndModelNamesAreCheckedAtTheKey) {
+  ScratchDir dir;
+  std::ofstream(dir.file("c.toml")) << "epochs = 1\ndataset = \"fashion_mnist\"\n";
+  TrainConfig c;
+  EXPECT_EQ(parse_train({"--config", dir.file("c.toml")}, &c),
+            "config file " + dir.file("c.toml") +
+                ":2: config key dataset is \"fashion_mnist\"; expected one of fashion-mnist, "
+                "mnist, cifar10, folder");
+  const std::string model = parse_train({"--model", "resnet-20"}, &c);
+  EXPECT_EQ(model.rfind("config key model is \"resnet-20\"; expected one of mnist_net,", 0), 0u)
+      << model;
+  EXPECT_NE(model.find("custom"), std::string::npos) << model;
+}
+
 TEST(ConfigErrors, AnUnwritableStandardOutputIsAnError) {
   const auto r = run_command("{ " LOCKSTEP_BINARY " info >/dev/full; }");
   EXPECT_NE(r.exit_code, 0);

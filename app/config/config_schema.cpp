@@ -1,12 +1,21 @@
 // The table of config keys (app/config/config_schema.h says how to add one).
 #include "app/config/config_schema.h"
 
+#include "data/catalog.h"
 #include "data/image_io.h"
+#include "nn/model_zoo.h"
 
 namespace lockstep::app {
 namespace {
 
 using C = TrainConfig;
+
+// Every model name build_model accepts: the zoo's and "custom".
+std::vector<std::string> model_names() {
+  std::vector<std::string> names = nn::zoo_model_names();
+  names.push_back("custom");
+  return names;
+}
 constexpr unsigned kShow = kTrain | kDataShow;             // the data side of training
 constexpr unsigned kAll = kTrain | kDataShow | kEvaluate;  // also evaluate's overrides
 constexpr double kMaxEpochs = 1e6;
@@ -79,6 +88,7 @@ std::vector<Key> make_schema() {
       // --- data
       key("dataset", &C::dataset,
           "fashion-mnist | mnist | cifar10 | folder (data_dir/train/<class>/*.png, test/...)")
+          .allowed(data::dataset_names())
           .commands(kShow)
           .fixed_on_resume(),
       key("data_dir", &C::data_dir, "folder of the dataset files (empty: the dataset's default)")
@@ -126,6 +136,7 @@ std::vector<Key> make_schema() {
       key("model", &C::model,
           "mnist_net | alexnet_cifar | resnet20 | resnet32 | resnet44 | resnet56 | resnet110 | "
           "resnet18_cifar | custom")
+          .allowed(model_names())
           .fixed_on_resume(),
       key("layers", &C::layers, "custom model: list of layers, e.g. \"conv2d out=10 kernel=5\"")
           .fixed_on_resume(),
