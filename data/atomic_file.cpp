@@ -55,15 +55,21 @@ void AtomicFile::fail(const char* step, int err, const char* remedy) const {
              "; the previous ", what_, " is kept", remedy);
 }
 
-void AtomicFile::write(const void* data, size_t n) {
+int write_fully(int fd, const void* data, size_t n) {
   const char* p = static_cast<const char*>(data);
   while (n > 0) {
-    const ssize_t put = ::write(fd_, p, n);
+    const ssize_t put = ::write(fd, p, n);
     if (put < 0 && errno == EINTR) continue;
-    if (put <= 0) fail("write", put < 0 ? errno : EIO, "; free disk space or write elsewhere");
+    if (put <= 0) return put < 0 ? errno : EIO;
     p += put;
     n -= static_cast<size_t>(put);
-    written_ += static_cast<size_t>(put);
+  }
+  return 0;
+}
+
+void AtomicFile::write(const void* data, size_t n) {
+  if (const int err = write_fully(fd_, data, n); err != 0) {
+    fail("write", err, "; free disk space or write elsewhere");
   }
 }
 

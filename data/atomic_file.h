@@ -37,9 +37,12 @@ class AtomicFile {
 
   std::string path_, temp_, what_;
   int fd_ = -1;
-  size_t written_ = 0;
   bool committed_ = false;
 };
+
+// Writes all n bytes to fd, retrying EINTR and short writes: 0, or the
+// errno of the failure (EIO for a write that took nothing).
+int write_fully(int fd, const void* data, size_t n);
 
 // Creates folder `path` and any missing parents, then syncs the folder
 // above each one it made, so that the new entries survive a crash (as

@@ -260,13 +260,7 @@ namespace {
 // a pipe, /dev/stdout), in place: nothing to replace atomically.
 void write_through(const std::string& path, std::span<const uint8_t> bytes) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  int err = fd < 0 ? errno : 0;
-  for (size_t done = 0; err == 0 && done < bytes.size();) {
-    const ssize_t put = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (put < 0 && errno == EINTR) continue;
-    if (put <= 0) err = put < 0 ? errno : EIO;
-    if (put > 0) done += static_cast<size_t>(put);
-  }
+  int err = fd < 0 ? errno : write_fully(fd, bytes.data(), bytes.size());
   if (fd >= 0 && ::close(fd) != 0 && err == 0) err = errno;
   if (err != 0) fail_input("cannot write ", path, ": ", std::strerror(err));
 }
