@@ -31,10 +31,7 @@ int run_evaluate(const CLI::App& cmd, const EvaluateArgs& args, distributed::Com
   // As in training: a frozen, cut-off or powered-off node ends the job
   // (its heartbeat falls silent) instead of leaving the other ranks waiting
   // in the evaluation's collectives for ever.
-  distributed::LivenessPolicy liveness;
-  liveness.timeout_seconds = config.liveness_timeout_s;
-  liveness.heartbeat_seconds = config.heartbeat_interval_s;
-  const auto monitor = distributed::start_liveness(comm, liveness);
+  const auto monitor = distributed::start_liveness(comm, liveness_policy(config));
 
   const int threads = compute_threads(config, comm);
   std::vector<std::string> notes;  // image folders: skipped files, cache trouble

@@ -58,4 +58,11 @@ nn::LrScheduleConfig schedule_config(const TrainConfig& c) {
   return s;
 }
 
+distributed::LivenessPolicy liveness_policy(const TrainConfig& config) {
+  distributed::LivenessPolicy liveness;
+  liveness.timeout_seconds = config.liveness_timeout_s;
+  liveness.heartbeat_seconds = config.heartbeat_interval_s;
+  return liveness;
+}
+
 }  // namespace lockstep::app

@@ -6,6 +6,7 @@
 #include "app/config/config.h"
 #include "distributed/communicator.h"
 #include "distributed/distributed_optimizer.h"
+#include "distributed/liveness.h"
 #include "nn/lr_schedule.h"
 #include "nn/optimizer.h"
 
@@ -18,5 +19,7 @@ int compute_threads(const TrainConfig& config, const distributed::Communicator& 
 distributed::DistributedOptimizerConfig dopt_config(const TrainConfig& config);
 nn::OptimizerConfig optimizer_config(const TrainConfig& config);
 nn::LrScheduleConfig schedule_config(const TrainConfig& config);
+// liveness_timeout_s and heartbeat_interval_s (train and evaluate).
+distributed::LivenessPolicy liveness_policy(const TrainConfig& config);
 
 }  // namespace lockstep::app

@@ -30,10 +30,7 @@ namespace lockstep::app {
 Trainer::Trainer(TrainConfig config, distributed::Communicator& comm, TrainerHooks hooks)
     : config_(std::move(config)), comm_(comm), hooks_(std::move(hooks)) {
   validate(config_);
-  distributed::LivenessPolicy liveness;
-  liveness.timeout_seconds = config_.liveness_timeout_s;
-  liveness.heartbeat_seconds = config_.heartbeat_interval_s;
-  liveness_ = distributed::start_liveness(comm_, liveness);
+  liveness_ = distributed::start_liveness(comm_, liveness_policy(config_));
   const bool root = comm_.rank() == 0;
   // An empty run_dir (evaluation of a checkpoint) writes no files.
   const bool files = !config_.run_dir.empty();
