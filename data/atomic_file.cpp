@@ -92,6 +92,21 @@ void AtomicFile::commit(bool sync) {
   }
 }
 
+std::string link_target(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path p = path;
+  // Link by link: weakly_canonical alone stops at a dangling link.
+  for (int hops = 0; fs::is_symlink(fs::symlink_status(p, ec)) && !ec; ++hops) {
+    const fs::path to = fs::read_symlink(p, ec);
+    if (ec || hops == 40) return path;  // unreadable, or a loop: as if no link
+    p = to.is_absolute() ? to : p.parent_path() / to;
+  }
+  if (p == fs::path(path)) return path;
+  const fs::path target = fs::weakly_canonical(p, ec);
+  return ec ? p.string() : target.string();
+}
+
 void create_folders_durably(const std::string& path, const std::string& what,
                             const std::string& remedy) {
   namespace fs = std::filesystem;

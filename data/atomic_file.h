@@ -44,6 +44,12 @@ class AtomicFile {
 // errno of the failure (EIO for a write that took nothing).
 int write_fully(int fd, const void* data, size_t n);
 
+// Where a writer that replaces `path` should put the new file so that a
+// symbolic link at path stays a link: the file it points to (links
+// followed; a dangling link's target, to be created), or path itself when
+// it is not a link or its target cannot be resolved.
+std::string link_target(const std::string& path);
+
 // Creates folder `path` and any missing parents, then syncs the folder
 // above each one it made, so that the new entries survive a crash (as
 // AtomicFile::commit's rename does). Errors: InputError "cannot create

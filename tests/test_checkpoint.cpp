@@ -437,6 +437,31 @@ TEST_F(CheckpointSave, FailedFirstSaveLeavesNothing) {
   EXPECT_TRUE(fs::is_empty(dir_));
 }
 
+// A checkpoint path that is a symbolic link (the run's checkpoints kept on
+// another file system) stays a link: the file it points to is replaced, and
+// a dangling link's target is created. No temporary is left on either side.
+TEST_F(CheckpointSave, ASymbolicLinkStaysALinkAndItsTargetIsReplaced) {
+  fs::create_directories(file("store"));
+  fs::create_directories(file("run"));
+  const std::string target = file("store/ckpt.lsck"), link = file("run/ckpt.lsck");
+  save_checkpoint(target, sample_checkpoint());
+  fs::create_symlink(fs::path("..") / "store" / "ckpt.lsck", link);
+  Checkpoint second = sample_checkpoint();
+  second.meta["epoch"] = 7;
+  save_checkpoint(link, second);
+  EXPECT_TRUE(fs::is_symlink(fs::symlink_status(link))) << "the link was replaced by a file";
+  EXPECT_EQ(load_checkpoint(target).meta["epoch"], 7);
+  EXPECT_EQ(load_checkpoint(link).meta["epoch"], 7);
+  EXPECT_TRUE(temporaries(file("store")).empty()) << temporaries(file("store")).front();
+  EXPECT_TRUE(temporaries(file("run")).empty()) << temporaries(file("run")).front();
+
+  const std::string dangling = file("run/best.lsck"), later = file("store/best.lsck");
+  fs::create_symlink(later, dangling);
+  save_checkpoint(dangling, second);
+  EXPECT_TRUE(fs::is_symlink(fs::symlink_status(dangling)));
+  EXPECT_EQ(load_checkpoint(later).meta["epoch"], 7);
+}
+
 TEST_F(CheckpointSave, RefusesADirectoryThatDoesNotExist) {
   const std::string path = file("no/such/dir/ckpt.lsck");
   const std::string msg = input_error([&] { save_checkpoint(path, sample_checkpoint()); });

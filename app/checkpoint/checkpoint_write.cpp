@@ -139,7 +139,10 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint,
   const std::string meta_text =
       checkpoint.meta.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
   const uint64_t size = encoded_size(checkpoint, meta_text);
-  data::AtomicFile file(path, path + std::string(kTempMarker) + std::to_string(::getpid()),
+  // A symbolic link (a run's checkpoint kept on another file system) stays
+  // one: the file it points to is replaced, through a temporary beside it.
+  const std::string target = data::link_target(path);
+  data::AtomicFile file(target, target + std::string(kTempMarker) + std::to_string(::getpid()),
                         "checkpoint");
   Writer writer(file.fd(), path, options.fail_after_bytes);
   write_body(writer, checkpoint, meta_text, size);
