@@ -83,6 +83,46 @@ TEST(RunRecovery, ResumeAutoSkipsCorruptCheckpointsAndNamesThem) {
   EXPECT_TRUE(contains(r.output, corrupt)) << r.output;
 }
 
+// The process ends after epoch 2's checkpoint but before its metrics.csv
+// row (the row is written last, since it carries the checkpoint's time):
+// the resume restores the row the checkpoint kept, so no epoch goes
+// missing from the history. Its checkpoint_s is unknown (nan).
+TEST(RunRecovery, ARowLostAfterItsCheckpointIsRestoredOnResume) {
+  REQUIRE_FASHION_MNIST();
+  ScratchDir dir;
+  auto r = run_lockstep(small_run(dir.path(), 2));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::vector<std::string> rows = testing::lines_of(testing::read_file(dir.file("metrics.csv")));
+  ASSERT_EQ(rows.size(), 3u);
+  const std::string lost = rows.back();
+  rows.pop_back();
+  {
+    std::ofstream out(dir.file("metrics.csv"), std::ios::trunc);
+    for (const std::string& row : rows) out << row << "\n";
+  }
+  fs::remove(dir.file("COMPLETE"));
+  r = run_lockstep(small_run(dir.path(), 3) + " --resume auto");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  rows = testing::lines_of(testing::read_file(dir.file("metrics.csv")));
+  ASSERT_EQ(rows.size(), 4u) << testing::read_file(dir.file("metrics.csv"));
+  const auto cells = [](const std::string& row) {
+    std::vector<std::string> out;
+    std::stringstream in(row);
+    for (std::string cell; std::getline(in, cell, ',');) out.push_back(cell);
+    return out;
+  };
+  const std::vector<std::string> header = cells(rows[0]), was = cells(lost), now = cells(rows[2]);
+  ASSERT_EQ(now.size(), header.size()) << rows[2];
+  for (size_t i = 0; i < header.size(); ++i) {
+    if (header[i] == "checkpoint_s") {
+      EXPECT_EQ(now[i], "nan") << rows[2];
+    } else if (header[i] != "seconds" && header[i] != "straggler_slowdown") {
+      EXPECT_EQ(now[i], was[i]) << header[i] << "\n" << lost << "\n" << rows[2];
+    }
+  }
+  EXPECT_EQ(cells(rows[3])[0], "3");
+}
+
 TEST(RunRecovery, ExplicitResumeToAnEarlierCheckpointDiscardsTheLaterOnlyWithOverwrite) {
   REQUIRE_FASHION_MNIST();
   ScratchDir dir;

@@ -46,12 +46,13 @@ void Report::check_metrics_write(bool ok) {
   }
 }
 
-void Report::resume_at(int64_t epochs_done) {
+void Report::resume_at(int64_t epochs_done, const std::string& checkpoint_row) {
   if (metrics_ == nullptr) return;
   std::fclose(metrics_);
   metrics_ = nullptr;
   std::ifstream in(metrics_path_);
   std::string header, row, kept;
+  bool has_last = false;  // the row of epoch epochs_done
   if (std::getline(in, header)) {
     kept = header + "\n";
     while (std::getline(in, row)) {
@@ -60,9 +61,17 @@ void Report::resume_at(int64_t epochs_done) {
       // A row cut short by a crash (no epoch, or no newline) goes too.
       if (ec != std::errc() || end == row.data() || *end != ',' || epoch > epochs_done) continue;
       kept += row + "\n";
+      has_last = has_last || epoch == epochs_done;
     }
   }
   in.close();
+  // Lost between the checkpoint and its row: the checkpoint's copy (its
+  // checkpoint_s is nan, its seconds stop before the checkpoint).
+  const bool one_row = checkpoint_row.find('\n') + 1 == checkpoint_row.size();
+  if (!has_last && !kept.empty() && one_row &&
+      checkpoint_row.starts_with(std::to_string(epochs_done) + ",")) {
+    kept += checkpoint_row;
+  }
   data::write_file_atomically(metrics_path_,
                               {reinterpret_cast<const uint8_t*>(kept.data()), kept.size()});
   open_metrics(!kept.empty());
@@ -140,9 +149,17 @@ void Report::epoch(const EpochResult& r, int64_t epochs) {
     std::fflush(stdout);
   }
   if (metrics_ != nullptr) {
-    const double nan = std::nan("");
-    const int written = std::fprintf(
-        metrics_,
+    const std::string row = metrics_row(r);
+    check_metrics_write(std::fputs(row.c_str(), metrics_) >= 0);
+  }
+}
+
+std::string Report::metrics_row(const EpochResult& r) const {
+  if (metrics_ == nullptr) return "";
+  const double nan = std::nan("");
+  const auto format = [&](char* out, size_t size) {
+    return std::snprintf(
+        out, size,
         "%lld,%.8g,%.8g,%.8g,%lld,%.8g,%.8g,%lld,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.6g,%.8g,%"
         ".8g,%.8g,%s,%s,%d,%s,%.4g\n",
         static_cast<long long>(r.epoch), r.lr, r.train_loss, r.train_accuracy,
@@ -152,8 +169,12 @@ void Report::epoch(const EpochResult& r, int64_t epochs) {
         r.checkpoint_seconds, r.evaluated ? r.test_top_k_accuracy : nan,
         r.validated ? r.val_loss : nan, r.validated ? r.val_accuracy : nan, precision_.c_str(),
         kernels_.c_str(), r.straggler_rank, r.straggler_node.c_str(), r.straggler_slowdown);
-    check_metrics_write(written >= 0);
-  }
+  };
+  const int n = format(nullptr, 0);
+  if (n < 0) return "";
+  std::string row(static_cast<size_t>(n), '\0');
+  format(row.data(), row.size() + 1);  // the terminator lands on row's own
+  return row;
 }
 
 }  // namespace lockstep::app

@@ -66,10 +66,16 @@ class Report {
   // Appends the epoch's row to metrics.csv; a failed write (a full disk)
   // is an InputError naming the file.
   void epoch(const EpochResult& result, int64_t epochs);
+  // The row epoch() would append for result, newline included ("" when
+  // this rank writes no metrics.csv). Checkpoints keep their epoch's row.
+  std::string metrics_row(const EpochResult& result) const;
   // A resumed run: drops the rows of epochs after epochs_done from
   // metrics.csv (the abandoned ones a later checkpoint had written), so that
-  // the file holds each epoch of this run's history once.
-  void resume_at(int64_t epochs_done);
+  // the file holds each epoch of this run's history once; and when the row
+  // of epoch epochs_done itself is missing (the process ended between the
+  // checkpoint and its row), appends checkpoint_row, the row that
+  // checkpoint kept ("": none kept).
+  void resume_at(int64_t epochs_done, const std::string& checkpoint_row = "");
 
  private:
   void clear_progress();

@@ -273,7 +273,7 @@ EpochResult Trainer::train_epoch(int64_t epoch) {
   r.comm_wait_seconds = stats.exposed_seconds;
   r.compute_seconds = train_seconds - data_seconds - stats.exposed_seconds;
   if (scaler_) r.loss_scale = scaler_->scale(), r.skipped_steps = scaler_->skipped();
-  finish_epoch(r);
+  finish_epoch(r, epoch_start);
   r.seconds = seconds_since(epoch_start);
   return r;
 }

@@ -22,6 +22,7 @@
 #include "app/run/report.h"
 #include "app/run/train_batches.h"
 #include "app/run/train_settings.h"
+#include "common/clock.h"
 #include "data/dataset.h"
 #include "data/transform.h"
 #include "distributed/comm_batch_stats_reducer.h"
@@ -109,7 +110,7 @@ class Trainer {
   // to every rank; the straggler, if any, into r (distributed/stragglers.h).
   void name_straggler(EpochResult& r);
   // Evaluation and checkpoint due after epoch r.epoch, timed into r.
-  void finish_epoch(EpochResult& r);
+  void finish_epoch(EpochResult& r, Clock::time_point epoch_start);
   // Evaluates the validation split into r; true for a new best accuracy.
   bool validate_epoch(EpochResult& r);
   // At the end of run(): rank 0's class reports and model.safetensors.
@@ -167,6 +168,7 @@ class Trainer {
   bool stall_abort_armed_ = false;
   bool evaluated_once_ = false;
   std::vector<EpochResult> history_;
+  std::string checkpoint_row_;  // rank 0: the metrics row the next checkpoint keeps
   // This epoch's seconds per step on this rank, without reduction waits.
   distributed::ComputeRecorder compute_steps_;
 };

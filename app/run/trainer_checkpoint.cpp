@@ -40,6 +40,7 @@ void Trainer::save_checkpoint(bool numbered, bool best) {
   meta["config"] = to_json(config_);
   meta["best"] = best_.to_json();
   if (scaler_) meta["loss_scale"] = scaler_state_json(*scaler_);
+  if (!checkpoint_row_.empty()) meta["metrics_row"] = checkpoint_row_;
   const Checkpoint checkpoint = make_checkpoint(meta, state_tensors());
   check_finite_state(checkpoint, epochs_done_);
   // The best one lives apart, so pruning the newest never removes it.
@@ -129,7 +130,8 @@ void Trainer::resume() {
                     {"path", path},
                     {"world_size", m.value("world_size", int64_t{1})},
                     {"batch_size", stored.batch_size},
-                    {"loss_scale", m.value("loss_scale", nlohmann::json())}};
+                    {"loss_scale", m.value("loss_scale", nlohmann::json())},
+                    {"metrics_row", m.value("metrics_row", std::string())}};
       } catch (const nlohmann::json::exception& e) {
         fail_input(path, ": checkpoint metadata lacks training position: ", e.what());
       }
@@ -142,7 +144,7 @@ void Trainer::resume() {
   const auto position = nlohmann::json::parse(meta_text);
   epochs_done_ = position.at("epoch").get<int64_t>();
   global_step_ = position.at("step").get<int64_t>();
-  report_->resume_at(epochs_done_);
+  report_->resume_at(epochs_done_, position.value("metrics_row", std::string()));
   best_.restore(position.at("best"));
   resume_world_size(position.at("world_size").get<int64_t>(),
                     position.at("batch_size").get<int64_t>(),

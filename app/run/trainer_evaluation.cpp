@@ -1,6 +1,8 @@
 // The Trainer at the end of an epoch: evaluation on the test set and the
 // validation split, the checkpoints due, and the results written when
 // training ends.
+#include <cmath>
+
 #include "app/checkpoint/trained_model.h"
 #include "app/formats/weights_io.h"
 #include "app/run/class_metrics.h"
@@ -9,7 +11,7 @@
 
 namespace lockstep::app {
 
-void Trainer::finish_epoch(EpochResult& r) {
+void Trainer::finish_epoch(EpochResult& r, Clock::time_point epoch_start) {
   if (config_.eval_every > 0 && (r.epoch % config_.eval_every == 0 || r.epoch == config_.epochs)) {
     const auto eval_start = Clock::now();
     distributed::TimelineSpan span(timeline_.get(), "evaluation", "evaluation");
@@ -29,6 +31,13 @@ void Trainer::finish_epoch(EpochResult& r) {
   if (numbered || (improved && config_.keep_best)) {
     const auto checkpoint_start = Clock::now();
     distributed::TimelineSpan span(timeline_.get(), "checkpoint", "checkpoint");
+    // The checkpoint keeps its epoch's metrics row, for a resume to restore
+    // if the process ends before the row is written (its checkpoint time
+    // unknown then).
+    EpochResult so_far = r;
+    so_far.seconds = seconds_since(epoch_start);
+    so_far.checkpoint_seconds = std::nan("");
+    checkpoint_row_ = report_->metrics_row(so_far);
     save_checkpoint(numbered, improved && config_.keep_best);
     r.checkpoint_seconds = seconds_since(checkpoint_start);
   }
