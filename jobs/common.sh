@@ -12,6 +12,7 @@
 #   job_arguments, default_option: argument handling of the batch scripts.
 #   mpi_launcher N   sets the array `launcher` to a local mpiexec for N ranks,
 #                    spelled for MPICH or Open MPI (from `mpiexec --version`).
+#   aprun_fit_per_node  holds aprun's -N in the array `launcher` to its -n.
 #   slingshot_nccl [DIR...]  NCCL's settings for HPE Slingshot (below).
 # Environment: LOCKSTEP (the binary, default ./build/lockstep), LOG_DIR,
 # RESUME (default auto; empty: start fresh), DOCTOR (1: run `lockstep doctor`
@@ -92,6 +93,31 @@ mpi_launcher() {
   else
     launcher=(mpiexec -n "$1")  # MPICH (Hydra) and Cray MPICH
   fi
+}
+
+# ALPS refuses an aprun with more ranks per node than ranks in all (-N 4
+# -n 1), which a launcher template with a fixed -N gives at small rank counts
+# (jobs/scale.sh). Holds the -N (--pes-per-node) of the aprun in the array
+# `launcher` to its -n (--pes), the first of each after the word aprun;
+# other launchers are left as they are.
+aprun_fit_per_node() {
+  local i aprun=-1 total="" at=-1 prefix="" value
+  for i in "${!launcher[@]}"; do
+    if [ "$aprun" -lt 0 ]; then
+      [ "${launcher[i]##*/}" = aprun ] && aprun=$i
+      continue
+    fi
+    case ${launcher[i]} in
+      -n | --pes) [ -n "$total" ] || total=${launcher[i + 1]-} ;;
+      --pes=*) [ -n "$total" ] || total=${launcher[i]#*=} ;;
+      -N | --pes-per-node) [ "$at" -ge 0 ] || at=$((i + 1)) ;;
+      --pes-per-node=*) [ "$at" -ge 0 ] || at=$i prefix=--pes-per-node= ;;
+    esac
+  done
+  [ "$at" -ge 0 ] && [[ $total =~ ^[1-9][0-9]*$ ]] || return 0
+  value=${launcher[at]-}
+  value=${value#"$prefix"}
+  if [[ $value =~ ^[0-9]+$ ]] && [ "$value" -gt "$total" ]; then launcher[at]=$prefix$total; fi
 }
 
 # NCCL between nodes on HPE Slingshot (Polaris, Perlmutter) runs at full

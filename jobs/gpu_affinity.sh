@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Runs "$@" seeing one GPU, chosen by the rank's node-local index: the wrapper
-# ALCF uses on Polaris (set_affinity_gpu_polaris.sh). GPU_ORDER=reverse (the
-# default, for Polaris's CPU/NUMA-to-GPU layout) gives local rank 0 the last
-# GPU; GPU_ORDER=forward gives it GPU 0. The GPUs to choose from: those in
-# CUDA_VISIBLE_DEVICES when the scheduler has set it (a share of the node),
-# else GPUS_PER_NODE, else the node's GPUs (nvidia-smi, one line each, MIG
-# instances not counted).
+# ALCF uses on Polaris (set_affinity_gpu_polaris.sh), used on Slurm too
+# (jobs/slurm.sbatch.sh). GPU_ORDER=reverse (the default, for the CPU/NUMA-
+# to-GPU layout of Polaris and Perlmutter, where GPU 3 is nearest to cores
+# 0-15) gives local rank 0 the last GPU; GPU_ORDER=forward gives it GPU 0.
+# The GPUs to choose from: those in CUDA_VISIBLE_DEVICES when the scheduler
+# has set it (a share of the node, or all of its GPUs), else GPUS_PER_NODE,
+# else the node's GPUs (nvidia-smi, one line each, MIG instances not counted).
 set -euo pipefail
 local_rank=${PMI_LOCAL_RANK:-${PALS_LOCAL_RANKID:-${OMPI_COMM_WORLD_LOCAL_RANK:-${MPI_LOCALRANKID:-${SLURM_LOCALID:-0}}}}}
 if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then

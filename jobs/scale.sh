@@ -9,6 +9,7 @@
 # Ranks start under a local mpiexec, or under LAUNCHER, a template in which
 # {n} is the rank count (inside a batch job), e.g.
 #   LAUNCHER='aprun -n {n} -N 4 -d 32 -j 2 -cc depth' jobs/scale.sh ...
+# (an aprun's -N is held to {n}: ALPS refuses -N 4 with -n 1 or 2).
 # Locally, rank counts above the core count run with --threads 1 and are
 # marked oversubscribed. GPU runs on HPE Slingshot take NCCL through the
 # aws-ofi-nccl plugin, as the site scripts do (jobs/common.sh:
@@ -68,6 +69,7 @@ for n in "${rank_list[@]}"; do
     fi
   else
     read -ra launcher <<<"${LAUNCHER//\{n\}/$n}"
+    aprun_fit_per_node  # aprun -n 1 -N 4 is refused: -N 1
   fi
   echo "scale: $n rank(s), $epochs epoch(s) ${note:+($note)}" >&2
   start=$(date +%s.%N)

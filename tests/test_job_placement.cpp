@@ -1,6 +1,8 @@
 // Each job script in jobs/ run under stand-in launchers (tests/launchers/:
 // PALS mpiexec, Open MPI mpirun, aprun, srun; each starts its ranks through
-// MPICH's mpiexec with the real launcher's variables and CPU binding) with
+// MPICH's mpiexec with the real launcher's variables, CPU binding and GPUs;
+// srun and mpirun say how they were called, and mpirun's ranks get only the
+// variables it forwards, as on a node other than its own) with
 // DOCTOR=1, and `lockstep doctor` under mpiexec with 2 and 3 ranks, with and
 // without overlapping taskset pinning: per rank, the CPUs, threads,
 // CUDA_VISIBLE_DEVICES and the GPU it would take.
@@ -8,17 +10,20 @@
 
 #include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include "app/commands/doctor.h"
 #include "app/platform/placement.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"
+#include "support/run_files.h"
 
 namespace lockstep {
 namespace {
 
 using testing::contains;
+using testing::read_file;
 using testing::run_command;
 using testing::ScratchDir;
 
@@ -183,6 +188,47 @@ TEST(JobPlacement, ThetaGpuGivesEachRankOneGpuInOrder) {
   expect_no_placement_problem(r.output);
 }
 
+// Open MPI's mpirun gives the ranks on nodes other than its own only the
+// variables it names with -x (the stand-in starts every rank so): the
+// settings of lockstep, NCCL, CUDA, OpenMP and UCX, the paths, and
+// gpu_affinity.sh's, each where set; no others.
+TEST(JobPlacement, ThetaGpuForwardsTheRanksSettingsWithDashX) {
+  JobFixture f;
+  const auto r =
+      f.run("COBALT_NODEFILE=" + f.dir.file("nodes") +
+            " GPUS_PER_NODE=2 NCCL_DEBUG=WARN NCCL_IB_HCA=mlx5_0 LOCKSTEP_VERIFY_BUCKETS=1"
+            " OMP_NUM_THREADS=4 CUDA_DEVICE_ORDER=PCI_BUS_ID UCX_LOG_LEVEL=warn"
+            " LD_LIBRARY_PATH=/nowhere/lib VIRTUAL_ENV=/nowhere NOT_FOR_RANKS=1"
+            " bash jobs/thetagpu.cobalt.sh configs/fashion_mnist.toml " +
+            f.options());
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex(R"(mpirun \(stand-in\): -x ([^\n]*))")))
+      << r.output;
+  std::set<std::string> forwarded;
+  std::istringstream names(m[1].str());
+  for (std::string name; names >> name;) forwarded.insert(name);
+  for (const char* name : {"PATH", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "GPUS_PER_NODE", "GPU_ORDER",
+                           "NCCL_DEBUG", "NCCL_IB_HCA", "LOCKSTEP_VERIFY_BUCKETS",
+                           "OMP_NUM_THREADS", "CUDA_DEVICE_ORDER", "UCX_LOG_LEVEL"}) {
+    EXPECT_EQ(forwarded.count(name), 1u) << name << " is not forwarded\n" << r.output;
+  }
+  EXPECT_EQ(forwarded.count("NOT_FOR_RANKS"), 0u) << r.output;
+  EXPECT_EQ(forwarded.count("CONDA_PREFIX"), 0u) << "unset, yet named\n" << r.output;
+  EXPECT_FALSE(contains(r.output, "could not find environment variable")) << r.output;
+  // They reach the ranks: each rank's doctor line has the NCCL settings, and
+  // gpu_affinity.sh takes GPUS_PER_NODE.
+  auto rows = rows_of(r.output);
+  ASSERT_EQ(rows.size(), 2u) << r.output;
+  EXPECT_EQ(rows[0].cuda_visible, "0") << r.output;
+  EXPECT_EQ(rows[1].cuda_visible, "1") << r.output;
+  size_t lines_with_nccl = 0;
+  for (size_t at = r.output.find("NCCL_IB_HCA=mlx5_0"); at != std::string::npos;
+       at = r.output.find("NCCL_IB_HCA=mlx5_0", at + 1)) {
+    ++lines_with_nccl;
+  }
+  EXPECT_EQ(lines_with_nccl, 2u) << r.output;
+}
+
 TEST(JobPlacement, ThetaBindsDepthCpusAndRunsOnTheCpu) {
   JobFixture f;
   const auto r = f.run(
@@ -202,32 +248,66 @@ TEST(JobPlacement, ThetaBindsDepthCpusAndRunsOnTheCpu) {
   }
 }
 
-TEST(JobPlacement, SlurmPassesCpusPerTaskAndBindsOneGpuPerTask) {
+// jobs/slurm.sbatch.sh, set for Perlmutter (4 ranks and 4 GPUs on a node of
+// 64 cores: -c 32, NERSC's count). srun is given -c (Slurm >= 22.05 does not
+// pass on --cpus-per-task) and --gpu-bind=none: every task sees its node's
+// GPUs (Slurm's own binding fences each task's GPUs off by cgroups, which
+// breaks CUDA IPC between them), and gpu_affinity.sh gives each rank one of
+// them by SLURM_LOCALID, in reverse (GPU 3 is nearest to cores 0-15).
+TEST(JobPlacement, SlurmBindsCoresAndGivesEachRankOneOfTheNodesGpus) {
+  const std::string script = read_file(kSource + "/jobs/slurm.sbatch.sh");
+  for (const char* line : {"\n#SBATCH --ntasks-per-node=4\n", "\n#SBATCH --cpus-per-task=32\n",
+                           "\n#SBATCH --gpus-per-node=4\n"}) {
+    EXPECT_TRUE(contains(script, line)) << line;
+  }
+  EXPECT_FALSE(contains(script, "#SBATCH --gpus-per-task")) << script;
   JobFixture f;
-  auto r = f.run(
-      "SLURM_NTASKS=1 SLURM_CPUS_PER_TASK=2 SLURM_GPUS_PER_TASK=1 bash "
-      "jobs/slurm.sbatch.sh configs/fashion_mnist.toml " +
-      f.options());
+  const std::string job = " bash jobs/slurm.sbatch.sh configs/fashion_mnist.toml " + f.options();
+  // The node's GPUs, given by --gpus-per-node (the header) or by a
+  // --gpus-per-task on the sbatch line: the same placement either way.
+  for (const std::string gpus : {"SLURM_GPUS_PER_NODE=2", "SLURM_GPUS_PER_TASK=1"}) {
+    const auto r = f.run("SLURM_NTASKS=2 SLURM_CPUS_PER_TASK=1 " + gpus + job);
+    EXPECT_TRUE(contains(r.output,
+                         "srun (stand-in): -c 1 --cpu-bind=cores --gpu-bind=none "
+                         "jobs/gpu_affinity.sh " LOCKSTEP_BINARY " doctor "))
+        << gpus << "\n"
+        << r.output;
+    auto rows = rows_of(r.output);
+    ASSERT_EQ(rows.size(), 2u) << gpus << "\n" << r.output;
+    for (int rank : {0, 1}) {
+      EXPECT_EQ(rows[rank].cpus, std::to_string(rank) + " (1)") << gpus << "\n" << r.output;
+      EXPECT_EQ(rows[rank].threads, "1");
+      EXPECT_EQ(rows[rank].gpus, "1") << gpus << "\n" << r.output;  // gpu_affinity.sh: one each
+      EXPECT_EQ(rows[rank].cuda_visible, std::to_string(1 - rank)) << gpus << "\n" << r.output;
+    }
+    expect_no_placement_problem(r.output);
+  }
+
+  const auto r = f.run("SLURM_NTASKS=1 SLURM_CPUS_PER_TASK=2 SLURM_GPUS_PER_NODE=1" + job);
   auto rows = rows_of(r.output);
   ASSERT_EQ(rows.size(), 1u) << r.output;
   EXPECT_EQ(rows[0].cpus, "0-1 (2)") << "srun needs -c since Slurm 22.05\n" << r.output;
   EXPECT_EQ(rows[0].threads, "2");
   EXPECT_EQ(rows[0].cuda_visible, "0");
   EXPECT_EQ(rows[0].gpu, "0");
+}
 
-  r = f.run(
-      "SLURM_NTASKS=2 SLURM_CPUS_PER_TASK=1 SLURM_GPUS_PER_TASK=1 bash "
-      "jobs/slurm.sbatch.sh configs/fashion_mnist.toml " +
+// CPU nodes (DEVICE=cpu, no GPUs in the job): no GPU options, no wrapper.
+TEST(JobPlacement, SlurmOnCpuNodesBindsCoresOnly) {
+  JobFixture f;
+  const auto r = f.run(
+      "SLURM_NTASKS=1 SLURM_CPUS_PER_TASK=2 DEVICE=cpu bash jobs/slurm.sbatch.sh "
+      "configs/fashion_mnist.toml " +
       f.options());
-  rows = rows_of(r.output);
-  ASSERT_EQ(rows.size(), 2u) << r.output;
-  for (int rank : {0, 1}) {
-    EXPECT_EQ(rows[rank].cpus, std::to_string(rank) + " (1)") << r.output;
-    EXPECT_EQ(rows[rank].threads, "1");
-    EXPECT_EQ(rows[rank].cuda_visible, std::to_string(rank));
-    EXPECT_EQ(rows[rank].gpu, std::to_string(rank));  // the one GPU it sees
-  }
-  expect_no_placement_problem(r.output);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(
+      contains(r.output, "srun (stand-in): -c 2 --cpu-bind=cores " LOCKSTEP_BINARY " doctor "))
+      << r.output;
+  auto rows = rows_of(r.output);
+  ASSERT_EQ(rows.size(), 1u) << r.output;
+  EXPECT_EQ(rows[0].cpus, "0-1 (2)");
+  EXPECT_EQ(rows[0].gpu, "-");
+  EXPECT_EQ(rows[0].plugin, "not needed");
 }
 
 TEST(JobPlacement, SrunWithoutCpusPerTaskBindsOneCpu) {

@@ -1,6 +1,7 @@
-// The scripts in jobs/ and scripts/ (bash -n, shellcheck), a 2-rank job
-// through jobs/local.sh with resume, the scaling study (jobs/scale.sh), and
-// every configs/*.toml training one epoch (configs/README.md: test_config.cpp).
+// The scripts in jobs/ and scripts/ and the stand-in launchers (bash -n,
+// shellcheck), a 2-rank job through jobs/local.sh with resume, the scaling
+// study (jobs/scale.sh), and every configs/*.toml training one epoch
+// (configs/README.md: test_config.cpp).
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +18,7 @@ namespace lockstep {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::contains;
 using testing::have_fashion_mnist;
 using testing::lines_of;
 using testing::read_file;
@@ -43,6 +45,9 @@ testing::CommandResult run_script(const std::string& script_and_args) {
 std::vector<std::string> shell_scripts() {
   auto scripts = files_in(kSource + "/jobs", ".sh");
   for (const auto& s : files_in(kSource + "/scripts", ".sh")) scripts.push_back(s);
+  // tests/launchers/: aprun, mpiexec, mpirun, srun (no extension) and their helpers.
+  for (const auto& s : files_in(kSource + "/tests/launchers", "")) scripts.push_back(s);
+  for (const auto& s : files_in(kSource + "/tests/launchers", ".sh")) scripts.push_back(s);
   return scripts;
 }
 
@@ -159,6 +164,56 @@ TEST(Jobs, ScaleKeepsTheRowsOfTheRunsThatFinished) {
   const std::string md = read_file(out.file("scaling.md"));
   EXPECT_NE(md.find("**Failed:** the runs with 1 rank(s)"), std::string::npos) << md;
   EXPECT_NE(md.find("against 2 rank(s)"), std::string::npos) << md;
+}
+
+// ALPS refuses an aprun with more ranks per node than ranks in all; a
+// LAUNCHER template's fixed -N is held to the rank count at small counts
+// (jobs/common.sh: aprun_fit_per_node), whatever its spelling; other
+// launchers and the program's own arguments are left alone.
+TEST(Jobs, AprunRanksPerNodeAreHeldToTheRankCount) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"aprun -n 1 -N 4 -d 32 -j 2 -cc depth", "aprun -n 1 -N 1 -d 32 -j 2 -cc depth"},
+      {"aprun -n 8 -N 4 -d 32", "aprun -n 8 -N 4 -d 32"},
+      {"aprun -N 4 -n 2 prog -N 9", "aprun -N 2 -n 2 prog -N 9"},
+      {"env A=1 /opt/cray/bin/aprun --pes 3 --pes-per-node=4 x",
+       "env A=1 /opt/cray/bin/aprun --pes 3 --pes-per-node=3 x"},
+      {"aprun --pes=2 --pes-per-node 4 x", "aprun --pes=2 --pes-per-node 2 x"},
+      {"mpiexec -n 1 --ppn 4 -N 4", "mpiexec -n 1 --ppn 4 -N 4"},
+      {"aprun -n 1 -d 4", "aprun -n 1 -d 4"}};
+  for (const auto& [given, expected] : cases) {
+    const auto r = run_command("cd " + kSource +
+                               " && bash -c 'set -euo pipefail; source jobs/common.sh; launcher=(" +
+                               given + "); aprun_fit_per_node; echo \"${launcher[*]}\"'");
+    ASSERT_EQ(r.exit_code, 0) << given << "\n" << r.output;
+    EXPECT_EQ(r.output, expected + "\n") << given;
+  }
+}
+
+// The scaling study under aprun (the stand-in refuses -N above -n, as ALPS
+// does) with the template the Theta script documents: 1 rank runs with -N 1.
+TEST(Jobs, ScaleUnderAprunRunsFewerRanksThanRanksPerNode) {
+  REQUIRE_FASHION_MNIST();
+  ScratchDir out;
+  const auto r = run_command("cd " + kSource + " && PATH=" + kSource +
+                             "/tests/launchers:$PATH REAL_MPIEXEC=" LOCKSTEP_MPIEXEC
+                             " LOCKSTEP=" LOCKSTEP_BINARY
+                             " LAUNCHER='aprun -n {n} -N 2 -d 1 -cc depth' bash jobs/scale.sh "
+                             "--config configs/fashion_mnist.toml --ranks 1,2 --epochs 1 "
+                             "--train-subset 256 --test-subset 128 --eval-every 0 --out " +
+                             out.path());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_FALSE(contains(r.output, "ALPS refuses")) << r.output;
+  const auto csv = lines_of(read_file(out.file("scaling.csv")));
+  ASSERT_EQ(csv.size(), 3u) << r.output;
+  EXPECT_EQ(csv[1].rfind("1,", 0), 0u) << csv[1];
+  EXPECT_EQ(csv[2].rfind("2,", 0), 0u) << csv[2];
+  for (const std::string n : {"1", "2"}) {
+    const auto logs = files_in(out.file("n" + n), ".log");
+    ASSERT_EQ(logs.size(), 1u) << n;
+    EXPECT_TRUE(
+        contains(read_file(logs[0]), "command  : aprun -n " + n + " -N " + n + " -d 1 -cc depth "))
+        << read_file(logs[0]);
+  }
 }
 
 // Every experiment file trains one epoch on a small subset: real
