@@ -1,8 +1,11 @@
 // A validation split taken from a training set: deterministic (a pure
 // function of the labels, the fraction and the seed, so every rank computes
-// the same split), stratified (each class gives round(fraction * its
-// count) samples, at least one when it has two or more and fraction > 0),
-// and disjoint from what remains for training.
+// the same split), round(fraction * size) samples in all (not at least one
+// per class: a small fraction holds out its share), stratified (each class
+// gives its share of them, the round-off to the largest remainders, ties to
+// the lower label, but keeps one sample for training; what a class cannot
+// give goes to the others, so fewer are held out only when every class is
+// down to one), and disjoint from what remains for training.
 #pragma once
 
 #include <cstdint>
@@ -17,8 +20,12 @@ struct Split {
   std::vector<int64_t> train, validation;  // dataset indices, ascending, disjoint
 };
 
-// Within each class the samples with the smallest hash of (seed, index) go
-// to validation. fraction in [0, 1).
+// How many samples of each class (class_sizes[c] of class c) the split
+// holds out (see above). fraction in [0, 1).
+std::vector<int64_t> validation_counts(const std::vector<int64_t>& class_sizes, double fraction);
+
+// validation_counts() of each class; within a class the samples with the
+// smallest hash of (seed, index) go to validation.
 Split stratified_split(const std::vector<int32_t>& labels, int64_t classes, double fraction,
                        uint64_t seed);
 

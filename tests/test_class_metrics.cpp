@@ -5,10 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "app/checkpoint/checkpoint.h"
+#include "app/config/data_setup.h"
 #include "app/run/class_metrics.h"
 #include "data/image_io.h"
 #include "distributed/communicator.h"
@@ -67,6 +69,33 @@ TEST(ClassMetrics, WritesCsvFilesAndAPngWithClassNames) {
   EXPECT_GT(png.height, 3 * 44);
 }
 
+// Top-k accuracy with k at or above the class count is 100% whatever the
+// model does: a top_k set so is refused once the classes are known; the
+// default is lowered for data sets of few classes.
+TEST(ClassMetrics, TopKMustBeBelowTheClassCount) {
+  app::TrainConfig c;
+  EXPECT_EQ(app::top_k_for(c, 10), 5);
+  EXPECT_EQ(app::top_k_for(c, 3), 2) << "the default, lowered";
+  EXPECT_EQ(app::top_k_for(c, 2), 1);
+  c.top_k = 3;
+  c.origins["top_k"] = {"config file c.toml:7", true};
+  EXPECT_EQ(app::top_k_for(c, 4), 3);
+  EXPECT_TRUE(testing::throws_input_error(
+      [&] { app::top_k_for(c, 3); },
+      {"config file c.toml:7: config key top_k = 3 is not below the 3 classes of the data (top-3 "
+       "accuracy would be 100%): set top_k to at most 2"}));
+  ScratchDir dir;
+  testing::write_mnist_dir(dir.file("data"), 32, 16);
+  const auto r = testing::run_lockstep(testing::mnist_train_args(
+      dir.file("data"), dir.file("run"), "--epochs 1 --progress none --top-k 12"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("flag --top-k: config key top_k = 12 is not below the 10 classes of the "
+                          "data (top-12 accuracy would be 100%): set top_k to at most 9"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("run"))) << r.output;
+}
+
 TEST(ClassMetrics, TrainingAndEvaluateLeaveTheReports) {
   ScratchDir dir;
   testing::write_mnist_dir(dir.file("data"), 64, 40);
@@ -85,6 +114,13 @@ TEST(ClassMetrics, TrainingAndEvaluateLeaveTheReports) {
   EXPECT_EQ(read_file(dir.file("eval/per_class_accuracy.csv")), per_class);
   EXPECT_EQ(read_file(dir.file("eval/confusion_matrix.csv")),
             read_file(dir.file("run/confusion_matrix.csv")));
+  // evaluate's --top-k meets the class count too.
+  const auto ten = testing::run_lockstep("evaluate --threads 1 --top-k 10 --checkpoint " +
+                                         testing::newest_checkpoint(dir.file("run")));
+  EXPECT_NE(ten.exit_code, 0);
+  EXPECT_NE(ten.output.find("flag --top-k: config key top_k = 10 is not below the 10 classes"),
+            std::string::npos)
+      << ten.output;
   // 40 test samples, each counted once.
   int64_t total = 0;
   for (const auto& row : testing::read_csv(dir.file("run/per_class_accuracy.csv"))) {

@@ -126,6 +126,32 @@ TEST(ConfigFile, BinaryGarbageIsOneLine) {
   EXPECT_EQ(message.rfind(":", 0), 0u) << message;  // right after the file name
 }
 
+// `data show --config` reads a training file: the keys it does not use are
+// still checked (type and range) with their line, but not applied.
+TEST(ConfigFile, OtherSubcommandsKeysAreCheckedButNotApplied) {
+  TrainConfig c;
+  EXPECT_TRUE(testing::throws_input_error(
+      [&] { app::apply_config_text("seed = 3\nepochs = \"ten\"\n", "in", app::kDataShow, c); },
+      {"config file in:2: key epochs has value \"ten\" of the wrong type (integer expected)"}));
+  EXPECT_TRUE(testing::throws_input_error(
+      [&] { app::apply_config_text("batch_size = 0\n", "in", app::kDataShow, c); },
+      {"config file in:1: config key batch_size must be > 0 and <= 16777216, got 0"}));
+  TrainConfig show;
+  app::FileLines lines;
+  app::apply_config_text("epochs = 3\nseed = 7\n", "in", app::kDataShow, show, &lines);
+  EXPECT_EQ(show.epochs, TrainConfig{}.epochs);
+  EXPECT_EQ(lines, (app::FileLines{{"seed", "config file in:2"}}));
+  ScratchDir dir;
+  std::ofstream(dir.file("c.toml")) << "dataset = \"mnist\"\nmomentum = \"high\"\n";
+  const auto r =
+      run_lockstep("data show --config " + dir.file("c.toml") + " --out " + dir.file("s.png"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("c.toml:2: key momentum has value \"high\" of the wrong type (number "
+                          "expected)"),
+            std::string::npos)
+      << r.output;
+}
+
 TEST(ConfigFile, KeysMayBeSpelledWithDashesOnce) {
   TrainConfig c;
   app::apply_config_text("batch-size = 32\n", "inline", app::kTrain, c);
@@ -343,6 +369,105 @@ TEST(ConfigErrors, DatasetAndModelNamesAreCheckedAtTheKey) {
   EXPECT_EQ(model.rfind("config key model is \"resnet-20\"; expected one of mnist_net,", 0), 0u)
       << model;
   EXPECT_NE(model.find("custom"), std::string::npos) << model;
+}
+
+// A combination of keys that does not go together is named at the line of
+// the first key involved that the file set, or at its flag.
+TEST(ConfigErrors, CrossKeyErrorsNameTheLineOrTheFlag) {
+  ScratchDir dir;
+  const std::string path = dir.file("c.toml");
+  std::ofstream(path) << "epochs = 1\ngradient_engine = \"nccl\"\ndevice = \"cpu\"\n";
+  std::string at = "config file " + path;
+  EXPECT_EQ(parse_train({"--config", path}),
+            at + ":2: config key gradient_engine = \"nccl\" needs device = \"cuda\" or \"auto\"");
+  // The command line replaced the file's gradient_engine: its flag is named.
+  EXPECT_EQ(parse_train({"--config", path, "--gradient-engine", "nccl"}),
+            "flag --gradient-engine: config key gradient_engine = \"nccl\" needs device = "
+            "\"cuda\" or \"auto\"");
+  // Left at its default, the other key's line is named.
+  std::ofstream(dir.file("best.toml")) << "epochs = 1\n\nkeep_best = true\n";
+  at = "config file " + dir.file("best.toml");
+  EXPECT_EQ(parse_train({"--config", dir.file("best.toml")}),
+            at + ":3: config keys keep_best and patience need a validation split: set "
+                 "val_fraction > 0 (and eval_every > 0)");
+  EXPECT_EQ(parse_train({"--patience", "2"}),
+            "flag --patience: config keys keep_best and patience need a validation split: set "
+            "val_fraction > 0 (and eval_every > 0)");
+  std::ofstream(dir.file("norm.toml")) << "normalize_std = [0.5, 0.5]\nnormalize_mean = [0.5]\n";
+  at = "config file " + dir.file("norm.toml");
+  EXPECT_EQ(parse_train({"--config", dir.file("norm.toml")}),
+            at + ":2: config keys normalize_mean and normalize_std need the same number of "
+                 "values (1 and 2)");
+  std::ofstream(dir.file("fp16.toml")) << "epochs = 1\nprecision = \"fp16\"\n";
+  const std::string fp16 = parse_train({"--config", dir.file("fp16.toml")});
+  EXPECT_EQ(fp16.rfind("config file " + dir.file("fp16.toml") + ":2: config key precision", 0), 0u)
+      << fp16;
+  std::ofstream(dir.file("beat.toml")) << "liveness_timeout_s = 5\nheartbeat_interval_s = 5\n";
+  EXPECT_EQ(parse_train({"--config", dir.file("beat.toml")}),
+            "config file " + dir.file("beat.toml") +
+                ":2: config key heartbeat_interval_s (5) must be above 0 and below "
+                "liveness_timeout_s (5)");
+  // val_fraction = 1 is out of its range, named at its line like any other.
+  std::ofstream(dir.file("val.toml")) << "epochs = 1\nval_fraction = 1\n";
+  EXPECT_EQ(parse_train({"--config", dir.file("val.toml")}),
+            "config file " + dir.file("val.toml") +
+                ":2: config key val_fraction must be >= 0 and < 1, got 1");
+  // The origins travel with the config: a later validate() (the Trainer's)
+  // names the same line.
+  TrainConfig c;
+  std::ofstream(dir.file("ok.toml")) << "epochs = 1\nlr = 0.5\n";
+  ASSERT_EQ(parse_train({"--config", dir.file("ok.toml"), "--device", "cpu"}, &c), "");
+  c.gradient_engine = "nccl";
+  c.origins["gradient_engine"] = c.origins.at("lr");
+  EXPECT_EQ(validate_error(c), "config file " + dir.file("ok.toml") +
+                                   ":2: config key gradient_engine = \"nccl\" needs device = "
+                                   "\"cuda\" or \"auto\"");
+  c.lr = 0;
+  EXPECT_EQ(validate_error(c),
+            "config file " + dir.file("ok.toml") + ":2: config key lr must be > 0, got 0");
+}
+
+// A path in a config file is looked up from the working directory; one that
+// is not there is named with its key, its line and that directory.
+TEST(ConfigErrors, MissingInputPathsNameTheKeyAndTheWorkingDirectory) {
+  ScratchDir dir;
+  const std::string path = dir.file("c.toml");
+  std::ofstream(path) << "epochs = 1\ndata_dir = \"lockstep-no-such-data\"\n"
+                         "init_from = \"/nonexistent/w.safetensors\"\n";
+  TrainConfig c;
+  ASSERT_EQ(parse_train({"--config", path, "--resume", dir.path()}, &c), "");
+  const std::string cwd = std::filesystem::current_path().string();
+  EXPECT_TRUE(testing::throws_input_error(
+      [&] { app::check_input_path(c, "data_dir"); },
+      {"config file " + path +
+       ":2: config key data_dir = \"lockstep-no-such-data\": no such folder (a relative path is "
+       "looked up from the working directory, " +
+       cwd + ", not from the config file's folder)"}));
+  EXPECT_TRUE(testing::throws_input_error(
+      [&] { app::check_input_path(c, "init_from"); },
+      {"config file " + path +
+       ":3: config key init_from = \"/nonexistent/w.safetensors\": no such file"}));
+  EXPECT_TRUE(testing::throws_input_error(
+      [&] { app::check_input_path(c, "resume"); },
+      {"flag --resume: config key resume = \"" + dir.path() + "\": not a regular file"}));
+  c.dataset = "cifar10";  // a built-in set that is downloaded: says how
+  EXPECT_TRUE(testing::throws_input_error(
+      [&] { app::check_input_path(c, "data_dir"); },
+      {"not from the config file's folder); scripts/fetch_data.sh cifar10 downloads cifar10 into "
+       "data/cifar10 of the repository"}));
+  c.data_dir = dir.path();
+  c.resume = "auto";
+  EXPECT_NO_THROW(app::check_input_path(c, "data_dir"));
+  EXPECT_NO_THROW(app::check_input_path(c, "resume"));
+  // Through the command: before any data is read.
+  const auto r =
+      run_lockstep("train --config " + path + " --progress none --run-dir " + dir.file("run"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("c.toml:2: config key data_dir = \"lockstep-no-such-data\": no such "
+                          "folder (a relative path is looked up from the working directory"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("run"))) << "nothing written";
 }
 
 TEST(ConfigErrors, AnUnwritableStandardOutputIsAnError) {

@@ -120,9 +120,13 @@ TEST_F(Reproducible, ResumesOnOtherNumbersOfRanks) {
 
 TEST_F(Reproducible, RefusesWhatItCannotKeep) {
   const std::pair<std::string, std::string> cases[] = {
-      {kMnistNet + "--compression fp16", "needs compression = \"none\""},
-      {kMnistNet + "--lr-scaling linear", "needs lr_scaling = \"none\""},
-      {"--model resnet20 --sync-batchnorm false", "need sync_batchnorm = true"},
+      {kMnistNet + "--compression fp16",
+       "flag --reproducible: config key reproducible = true needs compression = \"none\""},
+      {kMnistNet + "--lr-scaling linear",
+       "flag --reproducible: config key reproducible = true needs lr_scaling = \"none\""},
+      {"--model resnet20 --sync-batchnorm false",
+       "flag --reproducible: config key reproducible = true: model resnet20 has BatchNorm "
+       "layers, which need sync_batchnorm = true"},
   };
   for (const auto& [flags, message] : cases) {
     ScratchDir scratch;

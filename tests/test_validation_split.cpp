@@ -9,11 +9,13 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <numeric>
 #include <regex>
 #include <set>
 #include <sstream>
 
 #include "app/checkpoint/checkpoint.h"
+#include "app/config/data_setup.h"
 #include "data/validation_split.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"
@@ -44,9 +46,12 @@ TEST(ValidationSplit, IsStratifiedDisjointCompleteAndDeterministic) {
   EXPECT_TRUE(std::is_sorted(s.train.begin(), s.train.end()));
   std::map<int32_t, int> per_class;
   for (int64_t v : s.validation) ++per_class[labels[static_cast<size_t>(v)]];
+  // round(0.2 x 398) = 80 in all: 20.1, 8.04, 1.41, 0.2 and 50.25 by class,
+  // the one left over to the largest remainder (class 2).
+  EXPECT_EQ(s.validation.size(), 80u);
   EXPECT_EQ(per_class[0], 20);
   EXPECT_EQ(per_class[1], 8);
-  EXPECT_EQ(per_class[2], 1);  // round(1.4)
+  EXPECT_EQ(per_class[2], 2);
   EXPECT_EQ(per_class[3], 0);  // a lone sample stays in training
   EXPECT_EQ(per_class[4], 50);
   const auto again = data::stratified_split(labels, 5, 0.2, 42);
@@ -54,6 +59,28 @@ TEST(ValidationSplit, IsStratifiedDisjointCompleteAndDeterministic) {
   EXPECT_NE(data::stratified_split(labels, 5, 0.2, 43).validation, s.validation);
   // Not simply the first samples of each class.
   EXPECT_NE(s.validation.front(), 0);
+}
+
+// A small fraction holds out its share of the whole set, not one sample per
+// class: 0.01 of 60 images in 10 classes is 1 sample, not 10 (17%).
+TEST(ValidationSplit, ASmallFractionHoldsOutItsShareOfTheWholeSet) {
+  const std::vector<int64_t> sixes(10, 6);
+  const auto count = [](const std::vector<int64_t>& v) {
+    return std::accumulate(v.begin(), v.end(), int64_t{0});
+  };
+  EXPECT_EQ(count(data::validation_counts(sixes, 0.01)), 1);
+  EXPECT_EQ(count(data::validation_counts(sixes, 0.1)), 6);
+  // 12 of 60: 1.2 each, the two left over to the lowest labels (equal remainders).
+  EXPECT_EQ(data::validation_counts(sixes, 0.2),
+            (std::vector<int64_t>{2, 2, 1, 1, 1, 1, 1, 1, 1, 1}));
+  EXPECT_EQ(count(data::validation_counts(sixes, 0.005)), 0) << "round(0.3) = 0";
+  const auto labels = labels_with_counts(std::vector<int>(10, 6));
+  EXPECT_EQ(data::stratified_split(labels, 10, 0.01, 42).validation.size(), 1u);
+  // Each class keeps one for training; what a class cannot give, the others
+  // give, as far as they can.
+  EXPECT_EQ(data::validation_counts({1, 1, 1, 1, 4}, 0.5), (std::vector<int64_t>{0, 0, 0, 0, 3}));
+  EXPECT_EQ(data::validation_counts({1, 9}, 0.5), (std::vector<int64_t>{0, 5}));
+  EXPECT_EQ(data::validation_counts({1, 1, 1}, 0.5), (std::vector<int64_t>{0, 0, 0}));
 }
 
 TEST(ValidationSplit, SplitOffMovesThePixelsWithTheirLabels) {
@@ -140,6 +167,75 @@ TEST(ValidationSplit, KeepBestAndPatienceFollowTheValidationAccuracy) {
       << again.output;
 }
 
+// An in-memory training set with `counts[c]` samples of class c.
+data::Dataset with_class_counts(const std::vector<int>& counts) {
+  data::Dataset d;
+  d.name = "x/train";
+  d.source = "memory";
+  d.channels = d.height = d.width = 1;
+  d.num_classes = static_cast<int64_t>(counts.size());
+  for (size_t c = 0; c < counts.size(); ++c) d.class_names.push_back(std::to_string(c));
+  d.labels = labels_with_counts(counts);
+  d.images.assign(d.labels.size(), 7);
+  return d;
+}
+
+// keep_best and patience need validation samples: a split that comes out
+// empty is an error with the fraction and the samples per class, not a run
+// that silently never validates.
+TEST(ValidationSplit, AnEmptySplitIsAnErrorWithTheNumbers) {
+  app::TrainConfig c;
+  c.val_fraction = 0.2;
+  c.keep_best = true;
+  c.origins["val_fraction"] = {"config file c.toml:4", true};
+  std::vector<std::string> notes;
+  data::Dataset ones = with_class_counts(std::vector<int>(10, 1));
+  EXPECT_TRUE(testing::throws_input_error(
+      [&] { app::take_validation(ones, c, notes); },
+      {"config file c.toml:4: config key val_fraction = 0.2 holds out no validation sample: the "
+       "10 training samples have at most 1 per class (10 classes), and each class keeps one for "
+       "training (keep_best and patience need a validation split)"}));
+  c.train_subset = 10;
+  EXPECT_TRUE(testing::throws_input_error([&] { app::take_validation(ones, c, notes); },
+                                          {"the 10 training samples (train_subset = 10) have"}));
+  // Through the command: 0.01 of 40 samples rounds to none.
+  ScratchDir dir;
+  testing::write_mnist_dir(dir.file("data"), 40, 10);
+  const auto r = run_lockstep(
+      testing::mnist_train_args(dir.file("data"), dir.file("run"),
+                                "--epochs 1 --progress none --val-fraction 0.01 --patience 2"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("flag --val-fraction: config key val_fraction = 0.01 holds out no "
+                          "validation sample: round(0.01 x 40) is 0 for the 40 training samples; "
+                          "raise val_fraction to at least 0.0125 or set it to 0 (keep_best and "
+                          "patience need a validation split)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("run"))) << r.output;
+}
+
+// When classes are too small to give their share, fewer are held out, and
+// the run says so.
+TEST(ValidationSplit, FewerHeldOutThanAskedIsNoted) {
+  app::TrainConfig c;
+  c.val_fraction = 0.5;
+  std::vector<std::string> notes;
+  data::Dataset train = with_class_counts({1, 1, 1, 1, 4});
+  const data::Dataset val = app::take_validation(train, c, notes);
+  EXPECT_EQ(val.size(), 3);
+  EXPECT_EQ(train.size(), 5);
+  EXPECT_EQ(notes, std::vector<std::string>{"note: val_fraction = 0.5 asks for 4 of the 8 training "
+                                            "samples; 3 held out, as each class keeps one sample "
+                                            "for training"});
+  notes.clear();
+  data::Dataset enough = with_class_counts({10, 10});
+  EXPECT_EQ(app::take_validation(enough, c, notes).size(), 10);
+  EXPECT_TRUE(notes.empty());
+  c.val_fraction = 0;
+  EXPECT_EQ(app::take_validation(enough, c, notes).size(), 0);
+  EXPECT_EQ(enough.size(), 10);
+}
+
 TEST(ValidationSplit, BadSettingsNameTheKey) {
   auto r = run_lockstep("train --val-fraction 1.5 --progress none --run-dir /tmp/none");
   EXPECT_NE(r.exit_code, 0);
@@ -147,7 +243,8 @@ TEST(ValidationSplit, BadSettingsNameTheKey) {
   EXPECT_NE(r.output.find("1.5"), std::string::npos) << r.output;
   r = run_lockstep("train --val-fraction 1 --progress none --run-dir /tmp/none");
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_NE(r.output.find("val_fraction must be below 1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("config key val_fraction must be >= 0 and < 1, got 1"), std::string::npos)
+      << r.output;
   r = run_lockstep("train --keep-best --progress none --run-dir /tmp/none");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("keep_best and patience need a validation split"), std::string::npos)

@@ -167,6 +167,7 @@ int run_data_show(const ShowArgs& args) {
   const bool train = args.split == "train";
   const TrainConfig& c = args.config;
   std::vector<std::string> notes;
+  check_input_path(c, "data_dir");
   const data::Dataset d =
       data::load_dataset(c.dataset, c.data_dir, train, folder_options(c, c.threads), &notes);
   for (const std::string& note : notes) std::printf("%s\n", note.c_str());

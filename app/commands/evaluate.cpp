@@ -35,10 +35,12 @@ int run_evaluate(const CLI::App& cmd, const EvaluateArgs& args, distributed::Com
 
   const int threads = compute_threads(config, comm);
   std::vector<std::string> notes;  // image folders: skipped files, cache trouble
+  check_input_path(config, "data_dir");
   const data::Dataset test =
       take_subset(data::load_dataset(config.dataset, config.data_dir, false,
                                      folder_options(config, threads), &notes),
-                  config.test_subset, config.dataset);
+                  config, false);
+  const int64_t top_k = top_k_for(config, test.num_classes);
   if (comm.rank() == 0) {
     for (const std::string& note : notes) std::printf("%s\n", note.c_str());
   }
@@ -58,7 +60,7 @@ int run_evaluate(const CLI::App& cmd, const EvaluateArgs& args, distributed::Com
 
   EvalBatches batches(test, *backend, train_normalization(config), config.test_batch_size,
                       model->output_size(), comm.rank(), comm.size(), config.resident_data_mb);
-  const EvalResult r = evaluate_model(*model, *backend, batches, comm, config.top_k);
+  const EvalResult r = evaluate_model(*model, *backend, batches, comm, top_k);
   if (comm.rank() == 0) {
     std::printf("%s: test loss %.4f acc %.2f%% (%lld samples of %s), top-%lld acc %.2f%%\n",
                 args.checkpoint.c_str(), r.loss, 100.0 * r.accuracy,

@@ -1,5 +1,6 @@
 #include "app/config/config.h"
 
+#include <filesystem>
 #include <sstream>
 
 #include "app/config/config_schema.h"
@@ -11,31 +12,46 @@ namespace {
 
 using C = TrainConfig;
 
-// Checks that involve more than one key.
+// Checks that involve more than one key; errors start with where the first
+// of the keys involved was set (origin_prefix).
 void validate_combinations(const TrainConfig& c) {
   if (c.gradient_engine == "nccl" && c.device == "cpu") {
-    fail_input("config key gradient_engine = \"nccl\" needs device = \"cuda\" or \"auto\"");
+    fail_input(origin_prefix(c, {"gradient_engine", "device"}),
+               "config key gradient_engine = \"nccl\" needs device = \"cuda\" or \"auto\"");
   }
   if (c.device == "cpu") {
-    nn::check_cpu_precision(c.precision, "config key precision");  // the CPU: fp32 | bf16
+    try {
+      nn::check_cpu_precision(c.precision, "config key precision");  // the CPU: fp32 | bf16
+    } catch (const InputError& e) {
+      fail_input(origin_prefix(c, {"precision", "device"}), e.what());
+    }
   }
   if (c.model != "custom" && !c.layers.empty()) {
-    fail_input("config key layers is set but model is \"", c.model,
-               "\": set model = \"custom\" to use a layer list");
+    fail_input(origin_prefix(c, {"layers", "model"}), "config key layers is set but model is \"",
+               c.model, "\": set model = \"custom\" to use a layer list");
   }
   if (c.gradient_predivide_factor != 1.0 && c.reduce_op != "average") {
-    fail_input("config key gradient_predivide_factor needs reduce_op = \"average\"");
+    fail_input(origin_prefix(c, {"gradient_predivide_factor", "reduce_op"}),
+               "config key gradient_predivide_factor needs reduce_op = \"average\"");
   }
   if (c.normalize_mean.size() != c.normalize_std.size()) {
-    fail_input("config keys normalize_mean and normalize_std need the same number of values (",
+    fail_input(origin_prefix(c, {"normalize_mean", "normalize_std"}),
+               "config keys normalize_mean and normalize_std need the same number of values (",
                c.normalize_mean.size(), " and ", c.normalize_std.size(), ")");
   }
-  if (c.val_fraction >= 1.0)
-    fail_input("config key val_fraction must be below 1 (some samples must stay for training)");
-  if ((c.keep_best || c.patience > 0) && (c.val_fraction <= 0.0 || c.eval_every <= 0))
-    fail_input(
-        "config keys keep_best and patience need a validation split: set val_fraction > 0 "
-        "(and eval_every > 0)");
+  // distributed/liveness.h checks the same; here it is named where it was set.
+  if (c.liveness_timeout_s > 0 &&
+      !(c.heartbeat_interval_s > 0 && c.heartbeat_interval_s < c.liveness_timeout_s)) {
+    fail_input(origin_prefix(c, {"heartbeat_interval_s", "liveness_timeout_s"}),
+               "config key heartbeat_interval_s (", c.heartbeat_interval_s,
+               ") must be above 0 and below liveness_timeout_s (", c.liveness_timeout_s, ")");
+  }
+  if ((c.keep_best || c.patience > 0) && (c.val_fraction <= 0.0 || c.eval_every <= 0)) {
+    fail_input(origin_prefix(c, {c.keep_best ? "keep_best" : "patience",
+                                 c.val_fraction <= 0.0 ? "val_fraction" : "eval_every"}),
+               "config keys keep_best and patience need a validation split: set val_fraction > 0 "
+               "(and eval_every > 0)");
+  }
 }
 
 std::string commands_of(const Key& key) {
@@ -58,8 +74,55 @@ std::string cell(std::string text) {
 }  // namespace
 
 void validate(const TrainConfig& config) {
-  for (const Key& key : config_schema()) check_value(key, config);
+  for (const Key& key : config_schema()) {
+    try {
+      check_value(key, config);
+    } catch (const InputError& e) {
+      // A value from a flag: the message names its key and value.
+      const auto it = config.origins.find(key.name);
+      if (it == config.origins.end() || !it->second.from_file) throw;
+      fail_input(it->second.where, ": ", e.what());
+    }
+  }
   validate_combinations(config);
+}
+
+std::string origin_prefix(const TrainConfig& config, std::initializer_list<std::string_view> keys) {
+  for (std::string_view key : keys) {
+    const auto it = config.origins.find(std::string(key));
+    if (it != config.origins.end()) return it->second.where + ": ";
+  }
+  return "";
+}
+
+void check_input_path(const TrainConfig& config, std::string_view name) {
+  const Key* key = find_key(std::string(name));
+  const auto* field = key != nullptr ? std::get_if<std::string C::*>(&key->field) : nullptr;
+  LOCKSTEP_CHECK(field != nullptr, "check_input_path: ", name, " is not a path key");
+  const std::string& path = config.*(*field);
+  if (path.empty() || (name == "resume" && path == "auto")) return;
+  const bool folder = name == "data_dir";
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (folder ? std::filesystem::is_directory(status) : std::filesystem::is_regular_file(status))
+    return;
+  std::string problem = std::filesystem::exists(status)
+                            ? (folder ? "not a folder" : "not a regular file")
+                            : (folder ? "no such folder" : "no such file");
+  if (std::filesystem::path(path).is_relative()) {
+    std::error_code cwd_error;
+    const std::string cwd = std::filesystem::current_path(cwd_error).string();
+    problem += " (a relative path is looked up from the working directory";
+    problem += cwd_error ? std::string() : ", " + cwd;
+    const auto it = config.origins.find(key->name);
+    const bool from_file = it != config.origins.end() && it->second.from_file;
+    problem += from_file ? ", not from the config file's folder)" : ")";
+  }
+  if (folder && (config.dataset == "mnist" || config.dataset == "cifar10")) {
+    problem += "; scripts/fetch_data.sh " + config.dataset + " downloads " + config.dataset +
+               " into data/" + config.dataset + " of the repository";
+  }
+  fail_input(origin_prefix(config, {name}), "config key ", name, " = \"", path, "\": ", problem);
 }
 
 nlohmann::json to_json(const TrainConfig& config) {

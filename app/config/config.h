@@ -11,6 +11,8 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <map>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -27,6 +29,12 @@ class App;
 }
 
 namespace lockstep::app {
+
+// Where a key's value came from, for messages.
+struct ValueOrigin {
+  std::string where;  // "config file PATH:LINE" or "flag --key-name"
+  bool from_file = false;
+};
 
 struct TrainConfig {
   // --- experiment
@@ -135,6 +143,12 @@ struct TrainConfig {
   // Issue 12 (robust resume): a fresh run into a run_dir holding checkpoints
   // deletes them (and metrics.csv) instead of refusing to start.
   bool overwrite = false;
+
+  // Not a key: where each value that the config file or a flag set came
+  // from, by key name (read_config, apply_command_line; absent: the default
+  // or a checkpoint's value). For messages only: not stored, compared or
+  // fingerprinted.
+  std::map<std::string, ValueOrigin> origins;
 };
 
 // Most compute or decoding threads a rank may ask for (`threads` and the
@@ -151,19 +165,22 @@ void add_config_options(CLI::App& cmd, Command command);
 
 // The config of a parsed command: defaults, then the --config file (if the
 // command has one and it was given), then the flags given on the command
-// line; then validate(). Throws InputError naming the file and line or the
+// line; then validate(). Records in origins where each value that the file
+// or a flag set came from. Throws InputError naming the file and line or the
 // flag and key at fault.
 TrainConfig read_config(const CLI::App& cmd, Command command);
 
-// Overrides the keys of `command` given as flags on cmd (no validation).
+// Overrides the keys of `command` given as flags on cmd and records them in
+// origins (no validation).
 void apply_command_line(const CLI::App& cmd, Command command, TrainConfig& config);
 
-// Where each value a file set came from: (key, "config file PATH:LINE: "),
+// Where each value a file set came from: (key, "config file PATH:LINE"),
 // in file order.
 using FileLines = std::vector<std::pair<std::string, std::string>>;
 
 // Applies a TOML file's top-level `key = value` entries for the keys that
-// `command` uses (other known keys are accepted and ignored). Throws
+// `command` uses (other subcommands' keys are type- and range-checked,
+// then ignored). Throws
 // InputError naming the file and line for a syntax error, a duplicate or
 // unknown key (with a suggestion), a section, a value of the wrong type,
 // or (lines null) a value out of its range. With lines, ranges are left to
@@ -176,8 +193,22 @@ void apply_config_text(std::string_view text, const std::string& path, Command c
                        TrainConfig& config, FileLines* lines = nullptr);
 
 // Checks every key's range or allowed values, then combinations of keys;
-// throws InputError naming the key.
+// throws InputError naming the key, after the file and line (origins) of a
+// value from the config file and, for a combination, the flag of a value
+// from the command line.
 void validate(const TrainConfig& config);
+
+// "config file PATH:LINE: " or "flag --key-name: " of the first of keys
+// whose value came from the file or the command line (origins); "" when
+// none did. Put before a message about those keys.
+std::string origin_prefix(const TrainConfig& config, std::initializer_list<std::string_view> keys);
+
+// Checks that the input a path key names exists: data_dir a folder,
+// init_from and resume (but "auto") a file; an empty value passes. Throws
+// InputError naming the key, its origin and, for a relative path, the
+// working directory it is looked up in (not the config file's folder),
+// and for mnist and cifar10 how to download them.
+void check_input_path(const TrainConfig& config, std::string_view key);
 
 // Every key but config_file, as stored in checkpoints.
 nlohmann::json to_json(const TrainConfig& config);

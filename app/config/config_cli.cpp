@@ -84,7 +84,11 @@ void add_config_options(CLI::App& cmd, Command command) {
 void apply_command_line(const CLI::App& cmd, Command command, TrainConfig& config) {
   for (const Key& key : config_schema()) {
     if ((key.commands & command) == 0) continue;
-    if (const CLI::Option* opt = given(cmd, key)) set_from_text(key, opt->results(), config);
+    if (const CLI::Option* opt = given(cmd, key)) {
+      set_from_text(key, opt->results(), config);
+      // A value that replaced the file's is not the file's concern.
+      config.origins[key.name] = {"flag --" + dashed(key.name), false};
+    }
   }
 }
 
@@ -96,18 +100,8 @@ TrainConfig read_config(const CLI::App& cmd, Command command) {
     config.config_file = file->results().back();
     apply_config_file(config.config_file, command, config, &from_file);
   }
+  for (const auto& [name, where] : from_file) config.origins[name] = {where, true};
   apply_command_line(cmd, command, config);
-  // The file's values the command line kept, range-checked with their line
-  // (a value the command line replaced is not the file's concern).
-  for (const auto& [name, where] : from_file) {
-    const Key* key = find_key(name);
-    if (key == nullptr || given(cmd, *key) != nullptr) continue;
-    try {
-      check_value(*key, config);
-    } catch (const InputError& e) {
-      fail_input(where, e.what());
-    }
-  }
   validate(config);
   return config;
 }

@@ -80,7 +80,8 @@ KeyBuilder key(const char* name, Field field, const char* help) {
 std::vector<Key> make_schema() {
   return {
       // --- experiment
-      key("run_dir", &C::run_dir, "folder for metrics, checkpoints and logs"),
+      key("run_dir", &C::run_dir,
+          "folder for metrics, checkpoints and logs (relative: to the working directory)"),
       key("seed", &C::seed, "seed of initial weights, shuffling, dropout and augmentation")
           .commands(kShow),
       key("epochs", &C::epochs, "epochs to train, counting resumed ones")
@@ -91,10 +92,13 @@ std::vector<Key> make_schema() {
           .allowed(data::dataset_names())
           .commands(kShow)
           .fixed_on_resume(),
-      key("data_dir", &C::data_dir, "folder of the dataset files (empty: the dataset's default)")
+      key("data_dir", &C::data_dir,
+          "folder of the dataset files (empty: the dataset's default; relative: to the working "
+          "directory)")
           .commands(kAll),
       key("image_channels", &C::image_channels,
-          "folder: decode images to 1 (gray) or 3 (RGB) channels (0: as the first image)")
+          "folder: decode images to 1 (gray) or 3 (RGB) channels (0: as the first training "
+          "image, 1 when it is gray, else 3; every image is converted to that)")
           .allowed({"0", "1", "3"})
           .commands(kShow)
           .fixed_on_resume(),
@@ -108,12 +112,13 @@ std::vector<Key> make_schema() {
           .commands(kShow)
           .fixed_on_resume(),
       key("train_subset", &C::train_subset,
-          "train on N samples only (0: all): the first N of a built-in set, N stratified by class "
-          "of an image folder")
+          "train on N samples only (0: all; more than there are is an error): the first N of a "
+          "built-in set, N stratified by class of an image folder")
           .range(between(0, kMaxSamples), "samples")
           .fixed_on_resume(),
       key("test_subset", &C::test_subset,
-          "evaluate on N test samples only (0: all), chosen as for train_subset")
+          "evaluate on N test samples only (0: all; more than there are is an error), chosen as "
+          "for train_subset")
           .range(between(0, kMaxSamples), "samples")
           .commands(kTrain | kEvaluate)
           .fixed_on_resume(),
@@ -265,7 +270,9 @@ std::vector<Key> make_schema() {
           .range(between(0, kMaxEpochs), "epochs"),
       key("keep_checkpoints", &C::keep_checkpoints, "keep the newest N checkpoints (0: all)")
           .range(between(0, kMaxEpochs)),
-      key("resume", &C::resume, "\"\" | auto (newest in run_dir) | checkpoint path").launch_only(),
+      key("resume", &C::resume,
+          "\"\" | auto (newest in run_dir) | checkpoint path (relative: to the working directory)")
+          .launch_only(),
       // Issue 12 (robust resume): a fresh run may replace another run's checkpoints.
       key("overwrite", &C::overwrite,
           "fresh run into a run_dir holding checkpoints: delete them and the old run's results; "
@@ -273,7 +280,8 @@ std::vector<Key> make_schema() {
           "from a named checkpoint: delete the run_dir's later ones (else both refused)")
           .launch_only(),
       // The same on every rank: making and merging a timeline are collectives.
-      key("timeline", &C::timeline, "write a Chrome-trace JSON timeline to this file")
+      key("timeline", &C::timeline,
+          "write a Chrome-trace JSON timeline to this file (relative: to the working directory)")
           .launch_only(),
       key("progress", &C::progress, "auto (live line on a terminal) | plain | none")
           .allowed({"auto", "plain", "none"})
@@ -302,7 +310,8 @@ std::vector<Key> make_schema() {
           "write run_dir/model.safetensors (PyTorch state_dict names) at the end of training")
           .ranks_may_differ(),
       key("init_from", &C::init_from,
-          "start from the weights of this safetensors file (lockstep's or PyTorch's save_file)"),
+          "start from the weights of this safetensors file (lockstep's or PyTorch's save_file; "
+          "relative: to the working directory)"),
       key("init_skip", &C::init_skip,
           "init_from: leave out tensors matching these wildcards (e.g. \"fc2.*\" for a new head)"),
       key("tensorboard", &C::tensorboard,
@@ -316,12 +325,15 @@ std::vector<Key> make_schema() {
           "tensorboard: a histogram of every parameter at the end of each epoch")
           .ranks_may_differ(),
       key("top_k", &C::top_k,
-          "evaluation: also count a sample correct when its class is among the k largest outputs")
+          "evaluation: also count a sample correct when its class is among the k largest outputs "
+          "(when set, below the class count; the default is lowered to classes - 1 for fewer "
+          "classes)")
           .range(between(1, 1000000))
           .commands(kTrain | kEvaluate),
       key("val_fraction", &C::val_fraction,
-          "hold out this fraction of each class of the training set for validation (0: none)")
-          .range(between(0, 1))
+          "hold out round(val_fraction x training samples) for validation, stratified by class, "
+          "each class keeping one for training (0: none; none held out is an error)")
+          .range(below(0, 1))
           .fixed_on_resume(),
       key("keep_best", &C::keep_best,
           "keep the checkpoint of the best validation accuracy as run_dir/best.lsck"),

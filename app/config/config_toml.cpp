@@ -198,10 +198,14 @@ void apply_config_text(std::string_view text, const std::string& path, Command c
     if (key == nullptr) {
       fail_input(where, "unknown key ", one_line(key_name), suggestion(key_name));
     }
-    if ((key->commands & command) == 0) continue;  // another subcommand's key
+    // Another subcommand's key is checked as well (the file is wrong for
+    // that subcommand) but not applied.
+    const bool used = (key->commands & command) != 0;
+    std::optional<TrainConfig> unused;
+    TrainConfig& target = used ? config : unused.emplace();
     bool typed = false;
     try {
-      typed = set_from_node(*key, node, config);
+      typed = set_from_node(*key, node, target);
     } catch (const InputError& e) {
       fail_input(where, e.what());  // an enumeration's unknown name, with the file and line
     }
@@ -209,12 +213,12 @@ void apply_config_text(std::string_view text, const std::string& path, Command c
       fail_input(where, "key ", key->name, " has value ", one_line(format_node(node)),
                  " of the wrong type (", type_name(*key), " expected)");
     }
-    if (lines != nullptr) {
-      lines->emplace_back(key->name, where);
+    if (used && lines != nullptr) {
+      lines->emplace_back(key->name, where.substr(0, where.size() - 2));  // without ": "
       continue;
     }
     try {
-      check_value(*key, config);
+      check_value(*key, target);
     } catch (const InputError& e) {
       fail_input(where, e.what());  // the range error, with the file and line
     }

@@ -9,26 +9,29 @@ namespace lockstep::app {
 void check_reproducible(const TrainConfig& c, const nn::Model& model, nn::Device device) {
   if (!c.reproducible) return;
   if (device != nn::Device::kCpu) {
-    fail_input(
-        "config key reproducible = true runs on the CPU backend only (device = cpu): the "
-        "GPU path has no exact gradient sums");
+    fail_input(origin_prefix(c, {"reproducible", "device"}),
+               "config key reproducible = true runs on the CPU backend only (device = cpu): the "
+               "GPU path has no exact gradient sums");
   }
   if (loss_scaling_on(c)) {
-    fail_input(
-        "config key reproducible = true needs loss_scaling = off (a skipped step depends "
-        "on rounding)");
+    fail_input(origin_prefix(c, {"reproducible", "loss_scaling", "precision"}),
+               "config key reproducible = true needs loss_scaling = off (a skipped step depends "
+               "on rounding)");
   }
   if (c.lr_scaling != nn::LrScaling::kNone) {
-    fail_input("config key reproducible = true needs lr_scaling = \"none\" (not \"",
+    fail_input(origin_prefix(c, {"reproducible", "lr_scaling"}),
+               "config key reproducible = true needs lr_scaling = \"none\" (not \"",
                nn::to_string(c.lr_scaling),
                "\"): the global batch, not the number of ranks, sets the learning rate");
   }
   if (c.compression != "none") {
-    fail_input("config key reproducible = true needs compression = \"none\" (not \"", c.compression,
+    fail_input(origin_prefix(c, {"reproducible", "compression"}),
+               "config key reproducible = true needs compression = \"none\" (not \"", c.compression,
                "\"): gradients travel as exact 64-bit sums");
   }
   if (!model.buffers().empty() && !c.sync_batchnorm) {
-    fail_input("config key reproducible = true: model ", c.model,
+    fail_input(origin_prefix(c, {"reproducible", "sync_batchnorm", "model"}),
+               "config key reproducible = true: model ", c.model,
                " has BatchNorm layers, which need sync_batchnorm = true (per-rank statistics "
                "depend on the number of ranks)");
   }

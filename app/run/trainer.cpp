@@ -38,12 +38,13 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm, TrainerHoo
   threads_ = compute_threads(config_, comm_);
   const data::FolderOptions folder = folder_options(config_, threads_);
   std::vector<std::string> notes;  // image folders: skipped files, cache trouble
+  check_input_path(config_, "data_dir");
   train_ = take_subset(data::load_dataset(config_.dataset, config_.data_dir, true, folder, &notes),
-                       config_.train_subset, config_.dataset);
+                       config_, true);
   test_ = take_subset(data::load_dataset(config_.dataset, config_.data_dir, false, folder, &notes),
-                      config_.test_subset, config_.dataset);
-  if (config_.val_fraction > 0)
-    val_ = data::split_off_validation(train_, config_.val_fraction, config_.seed);
+                      config_, false);
+  val_ = take_validation(train_, config_, notes);
+  top_k_ = top_k_for(config_, train_.num_classes);
   best_ = BestModelTracker(config_.patience);
   normalization_ = train_normalization(config_);
   augmentation_ = train_augmentation(config_);
@@ -69,8 +70,13 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm, TrainerHoo
                                       model_->output_size(), comm_.rank(), comm_.size(), left);
     left -= (*batches)->resident_mib();
   }
-  // Rank 0's weights reach every rank with the broadcast below.
-  if (!config_.init_from.empty() && comm_.rank() == 0)
+  // Rank 0 alone reads the initial weights and the checkpoint to resume:
+  // they reach every rank with the broadcasts below.
+  if (root) {
+    check_input_path(config_, "init_from");
+    check_input_path(config_, "resume");
+  }
+  if (!config_.init_from.empty() && root)
     init_weights_from(*model_, config_.init_from, config_.init_skip);
   optimizer_ =
       nn::make_optimizer(optimizer_config(config_), model_->parameters(), backend_->device());

@@ -162,6 +162,7 @@ class Trainer {
   std::unique_ptr<TensorBoardLog> tensorboard_;       // rank 0, when config.tensorboard
   std::shared_ptr<const ClassMetrics> last_classes_;  // of the last test evaluation
   BestModelTracker best_{0};
+  int64_t top_k_ = 1;  // of test accuracy: top_k for the data's classes (top_k_for)
   int threads_ = 1;
   int64_t epochs_done_ = 0;
   int64_t global_step_ = 0;

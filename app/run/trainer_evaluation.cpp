@@ -55,7 +55,7 @@ EvalResult Trainer::evaluate(bool validation) {
   const bool first = !evaluated_once_;
   if (first) arm_stall_abort(false);  // the first evaluation may autotune: not counted
   EvalResult e = evaluate_model(*model_, *backend_, validation ? *val_batches_ : *test_batches_,
-                                comm_, config_.top_k, config_.reproducible);
+                                comm_, top_k_, config_.reproducible);
   if (first) {
     evaluated_once_ = true;
     arm_stall_abort(true);
