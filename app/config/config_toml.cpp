@@ -180,8 +180,8 @@ void apply_config_text(std::string_view text, const std::string& path, Command c
   std::map<std::string, toml::source_index> seen;  // key ('_' spelling) -> line
   for (const auto& [name, node_pointer] : entries) {
     const toml::node& node = *node_pointer;
-    const std::string where =
-        detail::concat("config file ", path, ":", node.source().begin.line, ": ");
+    const std::string place = detail::concat("config file ", path, ":", node.source().begin.line);
+    const std::string where = place + ": ";
     std::string key_name(name);
     std::replace(key_name.begin(), key_name.end(), '-', '_');  // as the flags: batch-size
     const auto line = node.source().begin.line;
@@ -214,7 +214,7 @@ void apply_config_text(std::string_view text, const std::string& path, Command c
                  " of the wrong type (", type_name(*key), " expected)");
     }
     if (used && lines != nullptr) {
-      lines->emplace_back(key->name, where.substr(0, where.size() - 2));  // without ": "
+      lines->emplace_back(key->name, place);
       continue;
     }
     try {
