@@ -28,6 +28,16 @@ die() {
   exit 1
 }
 
+# Stops the job, naming the variable, unless each NAME=VALUE argument's value
+# is a whole number of at least 1 (ranks, threads or GPUs per node: bash
+# arithmetic would read a word as another variable's name, or as 0).
+whole_numbers() {
+  local pair
+  for pair in "$@"; do
+    [[ ${pair#*=} =~ ^[1-9][0-9]*$ ]] || die "${pair%%=*}=${pair#*=}: must be a whole number of at least 1"
+  done
+}
+
 # True when the lockstep arguments after $1 set option $1 (a key such as
 # run_dir, given as --run_dir, --run-dir or --run-dir=value).
 has_option() {

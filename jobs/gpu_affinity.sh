@@ -7,6 +7,7 @@
 # The GPUs to choose from: those in CUDA_VISIBLE_DEVICES when the scheduler
 # has set it (a share of the node, or all of its GPUs), else GPUS_PER_NODE,
 # else the node's GPUs (nvidia-smi, one line each, MIG instances not counted).
+# None: an error, but for a command with --device auto, which runs as it is.
 set -euo pipefail
 local_rank=${PMI_LOCAL_RANK:-${PALS_LOCAL_RANKID:-${OMPI_COMM_WORLD_LOCAL_RANK:-${MPI_LOCALRANKID:-${SLURM_LOCALID:-0}}}}}
 if [ -n "${CUDA_VISIBLE_DEVICES:-}" ]; then
@@ -17,6 +18,16 @@ else
   for ((i = 0; i < num; i++)); do gpus+=("$i"); done
 fi
 num_gpus=${#gpus[@]}
+# The lockstep command's --device (its last one; the job scripts always give one).
+device=""
+for ((i = 1; i <= $#; i++)); do
+  case ${!i} in
+    --device=*) device=${!i#--device=} ;;
+    --device) next=$((i + 1)) && device=${!next:-} ;;
+  esac
+done
+# --device auto: with no GPU here the rank runs as lockstep chooses, on the CPU.
+if [ "$num_gpus" -lt 1 ] && [ "$device" = auto ]; then exec "$@"; fi
 if [ "$num_gpus" -lt 1 ]; then
   echo "gpu_affinity.sh: no GPU found on $(hostname) (CUDA_VISIBLE_DEVICES unset, nvidia-smi lists none)" >&2
   exit 1

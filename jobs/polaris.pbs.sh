@@ -26,6 +26,7 @@ source jobs/common.sh
 job_arguments "$@"
 nodes=$(wc -l <"${PBS_NODEFILE:?not inside a PBS job (submit with qsub)}")
 ppn=${RANKS_PER_NODE:-4} depth=${DEPTH:-8}
+whole_numbers RANKS_PER_NODE="$ppn" DEPTH="$depth"
 launcher=(mpiexec -n $((nodes * ppn)) --ppn "$ppn" --depth "$depth" --cpu-bind depth
   --env OMP_NUM_THREADS="$depth" jobs/gpu_affinity.sh)
 default_option device "${DEVICE:-cuda}"

@@ -22,7 +22,8 @@
 # -C gpu on Perlmutter, --mpi=pmi2 in SRUN_ARGS; other nodes: --cpus-per-task
 # and --gpus-per-node on the sbatch line):
 #   sbatch -A <account> -C gpu jobs/slurm.sbatch.sh configs/cifar10.toml --epochs 32
-# CPU-only nodes: sbatch --gpus-per-node=0 and DEVICE=cpu. GPU runs on HPE
+# CPU-only nodes: sbatch --gpus-per-node=0 and DEVICE=cpu (DEVICE=auto: a
+# node's GPUs where it has them, else its CPU). GPU runs on HPE
 # Slingshot take NCCL through the aws-ofi-nccl plugin when it is found (the
 # site's module on LD_LIBRARY_PATH, or AWS_OFI_NCCL_DIR), with HPE's settings
 # (jobs/common.sh: slingshot_nccl; SLINGSHOT=0: none).

@@ -16,9 +16,10 @@ set -euo pipefail
 # shellcheck source=jobs/common.sh
 source jobs/common.sh
 job_arguments "$@"
-ppn=${PROC_PER_NODE:-4} depth=${DEPTH:-32}
+ppn=${PROC_PER_NODE:-4} depth=${DEPTH:-32} smt=${THREADS_PER_CORE:-2}
+whole_numbers PROC_PER_NODE="$ppn" DEPTH="$depth" THREADS_PER_CORE="$smt"
 nodes=${COBALT_JOBSIZE:?not inside a Cobalt job (submit with qsub)}
-launcher=(aprun -n $((nodes * ppn)) -N "$ppn" -d "$depth" -j "${THREADS_PER_CORE:-2}" -cc depth
+launcher=(aprun -n $((nodes * ppn)) -N "$ppn" -d "$depth" -j "$smt" -cc depth
   -e OMP_NUM_THREADS="$depth" -e KMP_BLOCKTIME=0)
 default_option device cpu
 lockstep_train "$config" "${launcher[@]}" -- "${extra[@]}"

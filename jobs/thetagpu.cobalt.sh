@@ -18,6 +18,7 @@ set -euo pipefail
 source jobs/common.sh
 job_arguments "$@"
 gpus=${GPUS_PER_NODE:-8}
+whole_numbers GPUS_PER_NODE="$gpus"
 nodes=$(wc -l <"${COBALT_NODEFILE:?not inside a Cobalt job (submit with qsub)}")
 export GPUS_PER_NODE=$gpus GPU_ORDER=${GPU_ORDER:-forward}
 forward=()
