@@ -99,6 +99,26 @@ TEST(JobPlacement, PolarisGivesEachRankItsDepthAndOneGpuInReverse) {
   expect_no_placement_problem(r.output);
 }
 
+// A node without GPUs: --device auto runs there on the CPU, as lockstep
+// chooses; the default (cuda) stops with gpu_affinity.sh's one line.
+TEST(JobPlacement, DeviceAutoOnANodeWithoutGpusRunsOnTheCpu) {
+  JobFixture f;
+  const std::string no_gpus =
+      "PBS_NODEFILE=" + f.dir.file("nodes") + " RANKS_PER_NODE=1 DEPTH=1 GPUS_PER_NODE=0 ";
+  auto r = f.run(no_gpus + "CONFIG=configs/fashion_mnist.toml LOCKSTEP_ARGS='--device auto " +
+                 f.options() + "' bash jobs/polaris.pbs.sh");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  auto rows = rows_of(r.output);
+  ASSERT_EQ(rows.size(), 1u) << r.output;
+  EXPECT_EQ(rows[0].gpu, "-") << r.output;
+  EXPECT_FALSE(contains(r.output, "no GPU found")) << r.output;
+  r = f.run(no_gpus + "CONFIG=configs/fashion_mnist.toml LOCKSTEP_ARGS='" + f.options() +
+            "' bash jobs/polaris.pbs.sh");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "gpu_affinity.sh: no GPU found on ")) << r.output;
+  EXPECT_TRUE(rows_of(r.output).empty()) << r.output;
+}
+
 // A scheduler that gave the job a share of the node's GPUs (its own
 // CUDA_VISIBLE_DEVICES): each rank takes one of those, not a GPU outside it.
 TEST(JobPlacement, PolarisChoosesAmongTheGpusTheSchedulerGave) {
@@ -245,6 +265,33 @@ TEST(JobPlacement, ThetaBindsDepthCpusAndRunsOnTheCpu) {
     EXPECT_EQ(rows[rank].threads, "1");
     EXPECT_EQ(rows[rank].gpu, "-");
     EXPECT_EQ(rows[rank].plugin, "not needed");
+  }
+}
+
+// Ranks, threads and GPUs per node from the environment are whole numbers: a
+// word would reach bash arithmetic as another variable's name (or 0).
+TEST(JobPlacement, PerNodeCountsThatAreNotWholeNumbersStopTheJobNamingTheVariable) {
+  JobFixture f;
+  const std::string tail = " configs/fashion_mnist.toml " + f.options();
+  const struct {
+    const char* job;
+    const char* message;
+  } cases[] = {
+      {"COBALT_JOBSIZE=1 PROC_PER_NODE=four bash jobs/theta.cobalt.sh",
+       "theta.cobalt.sh: PROC_PER_NODE=four: must be a whole number of at least 1"},
+      {"COBALT_JOBSIZE=1 DEPTH=0 bash jobs/theta.cobalt.sh",
+       "theta.cobalt.sh: DEPTH=0: must be a whole number of at least 1"},
+      {"COBALT_JOBSIZE=1 THREADS_PER_CORE=2x bash jobs/theta.cobalt.sh",
+       "theta.cobalt.sh: THREADS_PER_CORE=2x: must be a whole number of at least 1"},
+      {"PBS_NODEFILE=/dev/null RANKS_PER_NODE=-4 bash jobs/polaris.pbs.sh",
+       "polaris.pbs.sh: RANKS_PER_NODE=-4: must be a whole number of at least 1"},
+      {"COBALT_NODEFILE=/dev/null GPUS_PER_NODE=eight bash jobs/thetagpu.cobalt.sh",
+       "thetagpu.cobalt.sh: GPUS_PER_NODE=eight: must be a whole number of at least 1"},
+  };
+  for (const auto& c : cases) {
+    const auto r = f.run(std::string(c.job) + tail);
+    EXPECT_EQ(r.exit_code, 1) << c.job << "\n" << r.output;
+    EXPECT_TRUE(contains(r.output, c.message)) << c.job << "\n" << r.output;
   }
 }
 
