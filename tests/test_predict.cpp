@@ -220,5 +220,37 @@ TEST(PredictErrors, UnreadableImageIsNamed) {
       << e.output;
 }
 
+// --top-k above the model's classes is refused, naming both; up to them it
+// lists that many; without it, 3.
+TEST(PredictErrors, TopKAboveTheClassCountIsRefused) {
+  ScratchDir dir;
+  testing::write_mnist_dir(dir.file("idx"), 100, 20);
+  const std::string ckpt =
+      train_one_epoch("--dataset mnist --data-dir " + dir.file("idx"), dir.file("run"));
+  data::Image gray{28, 28, 1, std::vector<uint8_t>(28 * 28, 128)};
+  testing::write_bytes(dir.file("y.png"), data::encode_png(gray));
+  const std::string predict = "predict --checkpoint " + ckpt + " " + dir.file("y.png");
+  const auto over = run_lockstep(predict + " --top-k 11");
+  EXPECT_EQ(over.exit_code, 1) << over.output;
+  EXPECT_NE(
+      over.output.find("predict: --top-k 11 is more than the 10 classes of the model in " + ckpt),
+      std::string::npos)
+      << over.output;
+  // " | " separates the classes of an image's line.
+  const auto count_classes = [](const std::string& output) {
+    size_t n = 1;
+    for (size_t at = output.find(" | "); at != std::string::npos; at = output.find(" | ", at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  const auto all = run_lockstep(predict + " --top-k 10");
+  EXPECT_EQ(all.exit_code, 0) << all.output;
+  EXPECT_EQ(count_classes(all.output), 10u) << all.output;
+  const auto default_k = run_lockstep(predict);
+  EXPECT_EQ(default_k.exit_code, 0) << default_k.output;
+  EXPECT_EQ(count_classes(default_k.output), 3u) << default_k.output;
+}
+
 }  // namespace
 }  // namespace lockstep

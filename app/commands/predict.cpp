@@ -150,7 +150,9 @@ void add_predict_options(CLI::App& cmd, PredictArgs& args) {
   cmd.add_option("--checkpoint", args.checkpoint, "checkpoint file (.lsck)")->required();
   cmd.add_option("images", args.inputs, "image files (.png, .jpg, .jpeg, .bmp) or folders of them")
       ->required();
-  cmd.add_option("--top-k,--top_k", args.top_k, "classes shown per image")->capture_default_str();
+  cmd.add_option("--top-k,--top_k", args.top_k,
+                 "classes shown per image, at most the model's classes (default: 3, or every "
+                 "class of a model with fewer)");
   cmd.add_option("--csv", args.csv, "also write path,top1,prob1,... to this CSV file");
   cmd.add_option("--outputs-csv,--outputs_csv", args.outputs_csv,
                  "also write path,out0,out1,... (the model's raw outputs) to this CSV file");
@@ -169,13 +171,19 @@ void check_output_folder(const std::string& path, const char* flag) {
 }
 
 int run_predict(const PredictArgs& args) {
-  if (args.top_k < 1) fail_input("predict: --top-k must be >= 1, got ", args.top_k);
+  if (args.top_k < 0) fail_input("predict: --top-k must be >= 1, got ", args.top_k);
   check_output_folder(args.csv, "--csv");
   check_output_folder(args.outputs_csv, "--outputs-csv");
   const std::vector<std::string> files = expand_image_inputs(args.inputs);
   Predictor predictor(args.checkpoint, args.threads);
-  const std::vector<Prediction> predictions = predictor.predict(files, args.top_k);
   const auto& names = predictor.class_names();
+  const auto classes = static_cast<int64_t>(names.size());
+  if (args.top_k > classes) {
+    fail_input("predict: --top-k ", args.top_k, " is more than the ", classes,
+               " classes of the model in ", args.checkpoint);
+  }
+  const int64_t top_k = args.top_k > 0 ? args.top_k : std::min<int64_t>(3, classes);
+  const std::vector<Prediction> predictions = predictor.predict(files, top_k);
   std::ostringstream csv;
   const size_t k = predictions.front().classes.size();
   csv << "path";
