@@ -35,6 +35,19 @@ TEST(Evaluate, NeedsNoTrainingSet) {
   EXPECT_NE(r.output.find("(10 samples of mnist)"), std::string::npos) << r.output;
   r = run_lockstep("evaluate --epochs 3 --checkpoint " + checkpoint);
   EXPECT_NE(r.exit_code, 0) << r.output;
+  // The training's data folder gone: the message says the checkpoint named
+  // it, and which flag names another.
+  std::filesystem::rename(dir.file("mnist"), dir.file("moved"));
+  r = run_lockstep("evaluate --checkpoint " + checkpoint);
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("checkpoint " + checkpoint +
+                          " (its training's data_dir; --data-dir gives another): config key "
+                          "data_dir = \"" +
+                          dir.file("mnist") + "\": no such folder"),
+            std::string::npos)
+      << r.output;
+  r = run_lockstep("evaluate --data-dir " + dir.file("moved") + " --checkpoint " + checkpoint);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
 }  // namespace

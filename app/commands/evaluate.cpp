@@ -26,6 +26,11 @@ int run_evaluate(const CLI::App& cmd, const EvaluateArgs& args, distributed::Com
   TrainConfig config =
       train_config_from_json(ckpt.meta.value("config", nlohmann::json::object()), args.checkpoint);
   config.threads = 0;  // this machine's, unless --threads says otherwise
+  // The data folder is the training's: a message about it says where it
+  // came from and what replaces it (--data-dir, which then is its origin).
+  config.origins["data_dir"] = {
+      "checkpoint " + args.checkpoint + " (its training's data_dir; --data-dir gives another)",
+      false};
   apply_command_line(cmd, kEvaluate, config);
   validate(config);
   // As in training: a frozen, cut-off or powered-off node ends the job

@@ -146,8 +146,8 @@ struct TrainConfig {
 
   // Not a key: where each value that the config file or a flag set came
   // from, by key name (read_config, apply_command_line; absent: the default
-  // or a checkpoint's value). For messages only: not stored, compared or
-  // fingerprinted.
+  // or a checkpoint's value, but evaluate names its checkpoint as data_dir's
+  // origin). For messages only: not stored, compared or fingerprinted.
   std::map<std::string, ValueOrigin> origins;
 };
 
