@@ -62,9 +62,10 @@ Split stratified_split(const std::vector<int32_t>& labels, int64_t classes, doub
     LOCKSTEP_CHECK(labels[i] >= 0 && labels[i] < classes, "label ", labels[i]);
     by_class[static_cast<size_t>(labels[i])].push_back(static_cast<int64_t>(i));
   }
-  std::vector<int64_t> sizes;
-  for (const auto& ids : by_class) sizes.push_back(static_cast<int64_t>(ids.size()));
-  const std::vector<int64_t> take = validation_counts(sizes, fraction);
+  Split s;
+  for (const auto& ids : by_class) s.class_sizes.push_back(static_cast<int64_t>(ids.size()));
+  s.held_out = validation_counts(s.class_sizes, fraction);
+  const std::vector<int64_t>& take = s.held_out;
   std::vector<char> in_validation(labels.size(), 0);
   const uint64_t key = nn::hash_combine(seed, 0x76616c6964ULL);  // "valid"
   for (size_t c = 0; c < by_class.size(); ++c) {
@@ -75,18 +76,24 @@ Split stratified_split(const std::vector<int32_t>& labels, int64_t classes, doub
     });
     for (int64_t k = 0; k < take[c]; ++k) in_validation[static_cast<size_t>(ids[k])] = 1;
   }
-  Split s;
   for (size_t i = 0; i < labels.size(); ++i)
     (in_validation[i] ? s.validation : s.train).push_back(static_cast<int64_t>(i));
   return s;
 }
 
-Dataset split_off_validation(Dataset& train, double fraction, uint64_t seed) {
-  const Split s = stratified_split(train.labels, train.num_classes, fraction, seed);
-  Dataset validation = train.select(s.validation);
+Dataset split_off_validation(Dataset& train, const Split& split) {
+  LOCKSTEP_CHECK(split.train.size() + split.validation.size() == train.labels.size(), "split of ",
+                 split.train.size() + split.validation.size(), " samples for ",
+                 train.labels.size());
+  Dataset validation = train.select(split.validation);
   validation.name += "/validation";
-  train = train.select(s.train);
+  train = train.select(split.train);
   return validation;
+}
+
+Dataset split_off_validation(Dataset& train, double fraction, uint64_t seed) {
+  return split_off_validation(train,
+                              stratified_split(train.labels, train.num_classes, fraction, seed));
 }
 
 }  // namespace lockstep::data

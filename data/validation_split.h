@@ -18,6 +18,8 @@ namespace lockstep::data {
 
 struct Split {
   std::vector<int64_t> train, validation;  // dataset indices, ascending, disjoint
+  std::vector<int64_t> class_sizes;        // samples of each class before the split
+  std::vector<int64_t> held_out;           // of them in validation (validation_counts)
 };
 
 // How many samples of each class (class_sizes[c] of class c) the split
@@ -29,8 +31,10 @@ std::vector<int64_t> validation_counts(const std::vector<int64_t>& class_sizes, 
 Split stratified_split(const std::vector<int32_t>& labels, int64_t classes, double fraction,
                        uint64_t seed);
 
-// Moves the validation samples of stratified_split(train, fraction, seed)
+// Moves split's validation samples (a stratified_split of train's labels)
 // out of train into the returned set (named "<train name>/validation").
+Dataset split_off_validation(Dataset& train, const Split& split);
+// The same for stratified_split(train's labels, fraction, seed).
 Dataset split_off_validation(Dataset& train, double fraction, uint64_t seed);
 
 }  // namespace lockstep::data

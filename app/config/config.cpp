@@ -71,6 +71,13 @@ std::string cell(std::string text) {
   return text;
 }
 
+// Where the file or a flag set key's value (origins); null for a default or
+// a checkpoint's value.
+const ValueOrigin* origin_of(const TrainConfig& config, std::string_view key) {
+  const auto it = config.origins.find(std::string(key));
+  return it != config.origins.end() ? &it->second : nullptr;
+}
+
 }  // namespace
 
 void validate(const TrainConfig& config) {
@@ -79,9 +86,9 @@ void validate(const TrainConfig& config) {
       check_value(key, config);
     } catch (const InputError& e) {
       // A value from a flag: the message names its key and value.
-      const auto it = config.origins.find(key.name);
-      if (it == config.origins.end() || !it->second.from_file) throw;
-      fail_input(it->second.where, ": ", e.what());
+      const ValueOrigin* origin = origin_of(config, key.name);
+      if (origin == nullptr || !origin->from_file) throw;
+      fail_input(origin->where, ": ", e.what());
     }
   }
   validate_combinations(config);
@@ -89,8 +96,7 @@ void validate(const TrainConfig& config) {
 
 std::string origin_prefix(const TrainConfig& config, std::initializer_list<std::string_view> keys) {
   for (std::string_view key : keys) {
-    const auto it = config.origins.find(std::string(key));
-    if (it != config.origins.end()) return it->second.where + ": ";
+    if (const ValueOrigin* origin = origin_of(config, key)) return origin->where + ": ";
   }
   return "";
 }
@@ -114,9 +120,9 @@ void check_input_path(const TrainConfig& config, std::string_view name) {
     const std::string cwd = std::filesystem::current_path(cwd_error).string();
     problem += " (a relative path is looked up from the working directory";
     problem += cwd_error ? std::string() : ", " + cwd;
-    const auto it = config.origins.find(key->name);
-    const bool from_file = it != config.origins.end() && it->second.from_file;
-    problem += from_file ? ", not from the config file's folder)" : ")";
+    const ValueOrigin* origin = origin_of(config, name);
+    problem +=
+        origin != nullptr && origin->from_file ? ", not from the config file's folder)" : ")";
   }
   if (folder && (config.dataset == "mnist" || config.dataset == "cifar10")) {
     problem += "; scripts/fetch_data.sh " + config.dataset + " downloads " + config.dataset +

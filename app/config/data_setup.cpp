@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <sstream>
 
 #include "common/error.h"
@@ -53,10 +52,9 @@ data::Dataset take_validation(data::Dataset& train, const TrainConfig& config,
                               std::vector<std::string>& notes) {
   const double f = config.val_fraction;
   if (f <= 0) return {};
-  std::vector<int64_t> sizes(static_cast<size_t>(train.num_classes), 0);
-  for (int32_t label : train.labels) ++sizes[static_cast<size_t>(label)];
-  const std::vector<int64_t> counts = data::validation_counts(sizes, f);
-  const int64_t held = std::accumulate(counts.begin(), counts.end(), int64_t{0});
+  const data::Split split = data::stratified_split(train.labels, train.num_classes, f, config.seed);
+  const std::vector<int64_t>& sizes = split.class_sizes;
+  const auto held = static_cast<int64_t>(split.validation.size());
   const int64_t n = train.size();
   const int64_t asked = std::llround(f * static_cast<double>(n));
   std::ostringstream samples;  // "12 training samples (train_subset = 12)"
@@ -84,7 +82,7 @@ data::Dataset take_validation(data::Dataset& train, const TrainConfig& config,
          << "; " << held << " held out, as each class keeps one sample for training";
     notes.push_back(note.str());
   }
-  return data::split_off_validation(train, f, config.seed);
+  return data::split_off_validation(train, split);
 }
 
 int64_t top_k_for(const TrainConfig& config, int64_t classes) {
