@@ -6,6 +6,8 @@
 # Build directory: build-asan or build-tsan. A report fails the test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/test_names.sh
+source scripts/test_names.sh
 lane=${1:?usage: scripts/sanitize.sh address,undefined|thread}
 targets=(lockstep lockstep_tests lockstep_mpi_tests lockstep_failure_helper)
 case $lane in
@@ -65,21 +67,11 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # itself (distributed/host_reduction.h, verify_unchanged).
 if [ "$lane" = thread ]; then export LOCKSTEP_VERIFY_BUCKETS=1; fi
 export TSAN_OPTIONS="suppressions=$PWD/tests/tsan.supp:halt_on_error=1:second_deadlock_stack=1"
-# Each name the lane selects must still name a test: a renamed test would
-# otherwise leave the lane quietly (the whole selection empty: --no-tests).
-for name in "${selections[@]}"; do
-  if ctest --test-dir "$dir" -N -R "^$name" | grep -q '^Total Tests: 0$'; then
-    echo "sanitize: no test matches '^$name' (renamed? update scripts/sanitize.sh)" >&2 && exit 1
-  fi
-done
-tests=$(IFS='|' && echo "${selections[*]}")
+# Each name the lane selects or leaves out must still name a test.
+require_tests "$dir" "${selections[@]}" "${skip[@]}"
+tests=""
+if [ ${#selections[@]} -gt 0 ]; then tests=$(names_regex "${selections[@]}"); fi
 # The fake-cluster jobs (tests/cluster/) test processes and networks, not
 # memory: they run in the plain and loaded lanes, not again here.
-for name in "${skip[@]}"; do
-  if ctest --test-dir "$dir" -N -R "^$name" | grep -q '^Total Tests: 0$'; then
-    echo "sanitize: no test matches '^$name' to leave out (renamed? update scripts/sanitize.sh)" >&2 && exit 1
-  fi
-done
-skipped=$(IFS='|' && echo "${skip[*]}")
-ctest --test-dir "$dir" --output-on-failure --no-tests=error -j 2 -E "^($skipped)" \
-  ${tests:+-R "^($tests)"}
+ctest --test-dir "$dir" --output-on-failure --no-tests=error -j 2 -E "$(names_regex "${skip[@]}")" \
+  ${tests:+-R "$tests"}

@@ -5,6 +5,8 @@
 # only compute get nothing from the hog but time, and are not run again.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/test_names.sh
+source scripts/test_names.sh
 command -v stress-ng >/dev/null || { echo "stress-ng not found (scripts/setup.sh --test)" >&2 && exit 1; }
 # The fake clusters and the 2- and 3-rank suites; jobs that fail, stall,
 # straggle or lose a peer; MPI start-up and shutdown; the threads (compute
@@ -13,14 +15,10 @@ waiting=(cluster_ mpi_tests_ FailureEndToEnd Stall Straggler Liveness TrainMpi F
   MpiCommunicator MpiEnvironment CpuThreadPool CpuThreads Loader ImageFolderLoad CommThreadQueue
   OverlapOnAndOff/ DistributedOptimizer HostReduction Timeline ThreadDeterminism Doctor
   JobPlacement Jobs. CudaPlugin FetchData ConfigErrors)
-for name in "${waiting[@]}"; do
-  if ctest --test-dir build -N -R "^$name" | grep -q '^Total Tests: 0$'; then
-    echo "test_under_load: no test matches '^$name' (renamed? update scripts/test_under_load.sh)" >&2 && exit 1
-  fi
-done
+require_tests build "${waiting[@]}"
 stress-ng --cpu "$(nproc)" --timeout 3600s --quiet &
 hog=$!
 trap 'kill "$hog" 2>/dev/null; wait "$hog" 2>/dev/null || true' EXIT
 # Every config file trained for an epoch: compute only, and the longest.
-ctest --test-dir build --output-on-failure --no-tests=error -j 2 -R "^($(IFS='|' && echo "${waiting[*]}"))" \
+ctest --test-dir build --output-on-failure --no-tests=error -j 2 -R "$(names_regex "${waiting[@]}")" \
   -E '^Jobs.EveryConfigTrainsOneEpoch$'
