@@ -236,6 +236,10 @@ TEST(PredictErrors, TopKAboveTheClassCountIsRefused) {
       over.output.find("predict: --top-k 11 is more than the 10 classes of the model in " + ckpt),
       std::string::npos)
       << over.output;
+  const auto zero = run_lockstep(predict + " --top-k 0");
+  EXPECT_EQ(zero.exit_code, 1) << zero.output;
+  EXPECT_NE(zero.output.find("predict: --top-k must be >= 1, got 0"), std::string::npos)
+      << zero.output;
   // " | " separates the classes of an image's line.
   const auto count_classes = [](const std::string& output) {
     size_t n = 1;

@@ -171,18 +171,18 @@ void check_output_folder(const std::string& path, const char* flag) {
 }
 
 int run_predict(const PredictArgs& args) {
-  if (args.top_k < 0) fail_input("predict: --top-k must be >= 1, got ", args.top_k);
+  if (args.top_k && *args.top_k < 1) fail_input("predict: --top-k must be >= 1, got ", *args.top_k);
   check_output_folder(args.csv, "--csv");
   check_output_folder(args.outputs_csv, "--outputs-csv");
   const std::vector<std::string> files = expand_image_inputs(args.inputs);
   Predictor predictor(args.checkpoint, args.threads);
   const auto& names = predictor.class_names();
   const auto classes = static_cast<int64_t>(names.size());
-  if (args.top_k > classes) {
-    fail_input("predict: --top-k ", args.top_k, " is more than the ", classes,
+  if (args.top_k && *args.top_k > classes) {
+    fail_input("predict: --top-k ", *args.top_k, " is more than the ", classes,
                " classes of the model in ", args.checkpoint);
   }
-  const int64_t top_k = args.top_k > 0 ? args.top_k : std::min<int64_t>(3, classes);
+  const int64_t top_k = args.top_k.value_or(std::min<int64_t>(3, classes));
   const std::vector<Prediction> predictions = predictor.predict(files, top_k);
   std::ostringstream csv;
   const size_t k = predictions.front().classes.size();

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,7 @@ namespace lockstep::app {
 struct PredictArgs {
   std::string checkpoint;
   std::vector<std::string> inputs;  // image files and folders
-  int64_t top_k = 0;                // classes printed per image (0: 3, or all if fewer)
+  std::optional<int64_t> top_k;     // classes printed per image (unset: 3, or all if fewer)
   std::string csv;                  // write path,top1,prob1,... here ("": no file)
   std::string outputs_csv;          // write path,out0,out1,... (raw model outputs) here
   int64_t threads = 0;              // compute and decoding threads (0: every core)
