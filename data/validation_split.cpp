@@ -64,8 +64,7 @@ Split stratified_split(const std::vector<int32_t>& labels, int64_t classes, doub
   }
   Split s;
   for (const auto& ids : by_class) s.class_sizes.push_back(static_cast<int64_t>(ids.size()));
-  s.held_out = validation_counts(s.class_sizes, fraction);
-  const std::vector<int64_t>& take = s.held_out;
+  const std::vector<int64_t> take = validation_counts(s.class_sizes, fraction);
   std::vector<char> in_validation(labels.size(), 0);
   const uint64_t key = nn::hash_combine(seed, 0x76616c6964ULL);  // "valid"
   for (size_t c = 0; c < by_class.size(); ++c) {

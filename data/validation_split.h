@@ -19,7 +19,6 @@ namespace lockstep::data {
 struct Split {
   std::vector<int64_t> train, validation;  // dataset indices, ascending, disjoint
   std::vector<int64_t> class_sizes;        // samples of each class before the split
-  std::vector<int64_t> held_out;           // of them in validation (validation_counts)
 };
 
 // How many samples of each class (class_sizes[c] of class c) the split
