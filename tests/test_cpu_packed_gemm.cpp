@@ -19,6 +19,7 @@
 #include "nn/cpu/packed_gemm.h"
 #include "support/backend_checks.h"
 #include "support/cpu_backend.h"
+#include "support/kernel_references.h"
 
 namespace lockstep::nn {
 namespace {
@@ -30,33 +31,6 @@ using testing::random_values;
 // transpose stored row-major).
 StridedMatrix view(const std::vector<float>& data, int64_t rows, int64_t cols, bool transposed) {
   return transposed ? StridedMatrix{data.data(), 1, rows} : StridedMatrix{data.data(), cols, 1};
-}
-
-float at(const StridedMatrix& s, int64_t i, int64_t p) {
-  return s.data[i * s.row_stride + p * s.col_stride];
-}
-
-// Expects c(m, n) rows ldc == a b + (accumulate ? c0 : 0) within float
-// rounding of the sum of |terms|; returns the number of mismatches.
-int check_product(int64_t m, int64_t n, int64_t k, StridedMatrix a, StridedMatrix b,
-                  const std::vector<float>& c0, const std::vector<float>& c, int64_t ldc,
-                  bool accumulate) {
-  int bad = 0;
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) {
-      double ref = accumulate ? c0[i * ldc + j] : 0.0, mag = std::fabs(ref);
-      for (int64_t p = 0; p < k; ++p) {
-        const double t = double{at(a, i, p)} * double{at(b, p, j)};
-        ref += t;
-        mag += std::fabs(t);
-      }
-      const double got = c[i * ldc + j];
-      if (!(std::fabs(got - ref) <= 1e-5 * mag + 1e-30) && ++bad <= 3) {
-        ADD_FAILURE() << "C(" << i << ", " << j << ") = " << got << ", expected " << ref;
-      }
-    }
-  }
-  return bad;
 }
 
 TEST(CpuPackedGemm, MatchesDoubleReferenceOverBlockTails) {
@@ -76,7 +50,7 @@ TEST(CpuPackedGemm, MatchesDoubleReferenceOverBlockTails) {
           const StridedMatrix av = view(a, m, k, ta), bv = view(b, k, n, tb);
           std::vector<float> c = accumulate ? c0 : std::vector<float>(c0.size(), nan);
           cpu::packed_gemm(m, n, k, av, bv, c.data(), ldc, accumulate);
-          ASSERT_EQ(check_product(m, n, k, av, bv, c0, c, ldc, accumulate), 0);
+          ASSERT_EQ(testing::gemm_mismatches(m, n, k, av, bv, c0, c, ldc, accumulate), 0);
           for (int64_t i = 0; i < m; ++i) {  // the padding columns are untouched
             for (int64_t j = n; j < ldc; ++j) {
               ASSERT_TRUE(accumulate ? c[i * ldc + j] == c0[i * ldc + j]
@@ -123,8 +97,8 @@ TEST(CpuPackedGemm, BackendLargeProductsIndependentOfThreads) {
         std::vector<float> c = beta != 0.0f ? c0 : std::vector<float>(c0.size(), nan);
         backend->gemm(ta, tb, s.m, s.n, s.k, 1.0f, a.data(), b.data(), beta, c.data());
         if (first.empty()) {
-          ASSERT_EQ(check_product(s.m, s.n, s.k, view(a, s.m, s.k, ta), view(b, s.k, s.n, tb), c0,
-                                  c, s.n, beta != 0.0f),
+          ASSERT_EQ(testing::gemm_mismatches(s.m, s.n, s.k, view(a, s.m, s.k, ta),
+                                             view(b, s.k, s.n, tb), c0, c, s.n, beta != 0.0f),
                     0);
           first = c;
         } else {

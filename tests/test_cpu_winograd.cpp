@@ -17,6 +17,7 @@
 #include "nn/backend.h"
 #include "nn/cpu_isa.h"
 #include "support/backend_checks.h"
+#include "support/kernel_references.h"
 
 namespace lockstep::nn {
 namespace {
@@ -24,64 +25,10 @@ namespace {
 using testing::bitwise_equal;
 using testing::expect_close;
 using testing::random_tensor;
-using testing::Reference;
 
 std::unique_ptr<Backend> cpu(int threads, bool winograd = true,
                              std::optional<CpuIsa> isa = std::nullopt) {
   return make_cpu_backend({.threads = threads, .isa_cap = isa, .winograd = winograd});
-}
-
-Reference forward_reference(const Conv2dGeometry& g, const Tensor& x, const Tensor& w,
-                            const float* b) {
-  const int64_t P = g.out_h(), Q = g.out_w();
-  Reference ref(g.batch * g.out_channels * P * Q);
-  for (int64_t n = 0; n < g.batch; ++n) {
-    for (int64_t k = 0; k < g.out_channels; ++k) {
-      for (int64_t p = 0; p < P; ++p) {
-        for (int64_t q = 0; q < Q; ++q) {
-          const int64_t o = ((n * g.out_channels + k) * P + p) * Q + q;
-          if (b) ref.add(o, b[k]);
-          for (int64_t c = 0; c < g.in_channels; ++c) {
-            for (int64_t r = 0; r < 3; ++r) {
-              for (int64_t s = 0; s < 3; ++s) {
-                const int64_t h = p - g.pad + r, v = q - g.pad + s;
-                if (h < 0 || h >= g.in_h || v < 0 || v >= g.in_w) continue;
-                ref.add(o, static_cast<double>(
-                               x.data()[((n * g.in_channels + c) * g.in_h + h) * g.in_w + v]) *
-                               w.data()[((k * g.in_channels + c) * 3 + r) * 3 + s]);
-              }
-            }
-          }
-        }
-      }
-    }
-  }
-  return ref;
-}
-
-Reference data_reference(const Conv2dGeometry& g, const Tensor& w, const Tensor& dy) {
-  const int64_t P = g.out_h(), Q = g.out_w();
-  Reference ref(g.batch * g.in_channels * g.in_h * g.in_w);
-  for (int64_t n = 0; n < g.batch; ++n) {
-    for (int64_t k = 0; k < g.out_channels; ++k) {
-      for (int64_t p = 0; p < P; ++p) {
-        for (int64_t q = 0; q < Q; ++q) {
-          const double d = dy.data()[((n * g.out_channels + k) * P + p) * Q + q];
-          for (int64_t c = 0; c < g.in_channels; ++c) {
-            for (int64_t r = 0; r < 3; ++r) {
-              for (int64_t s = 0; s < 3; ++s) {
-                const int64_t h = p - g.pad + r, v = q - g.pad + s;
-                if (h < 0 || h >= g.in_h || v < 0 || v >= g.in_w) continue;
-                ref.add(((n * g.in_channels + c) * g.in_h + h) * g.in_w + v,
-                        d * w.data()[((k * g.in_channels + c) * 3 + r) * 3 + s]);
-              }
-            }
-          }
-        }
-      }
-    }
-  }
-  return ref;
 }
 
 Conv2dGeometry geometry(int64_t n, int64_t c, int64_t hw, int64_t k, int64_t pad) {
@@ -119,8 +66,8 @@ TEST(CpuWinograd, ForwardMatchesTheReference) {
     for (const bool bias : {false, true}) {
       auto be = cpu(2);
       const ConvRun r = forward(*be, g, bias);
-      expect_close(forward_reference(g, r.x, r.w, bias ? r.b.data() : nullptr), r.y.data(),
-                   "winograd forward");
+      expect_close(testing::conv3x3_forward_reference(g, r.x, r.w, bias ? r.b.data() : nullptr),
+                   r.y.data(), "winograd forward");
     }
   }
 }
@@ -134,34 +81,8 @@ TEST(CpuWinograd, DataGradientMatchesTheReference) {
     const Tensor dy = random_tensor({g.batch, g.out_channels, g.out_h(), g.out_w()}, 6);
     Tensor dx({g.batch, g.in_channels, g.in_h, g.in_w});
     be->conv2d_backward_data(g, w.data(), dy.data(), dx.data());
-    expect_close(data_reference(g, w, dy), dx.data(), "winograd data gradient");
+    expect_close(testing::conv3x3_data_reference(g, w, dy), dx.data(), "winograd data gradient");
   }
-}
-
-Reference filter_reference(const Conv2dGeometry& g, const Tensor& x, const Tensor& dy) {
-  const int64_t P = g.out_h(), Q = g.out_w();
-  Reference ref(g.out_channels * g.in_channels * 9 + g.out_channels);
-  for (int64_t n = 0; n < g.batch; ++n) {
-    for (int64_t k = 0; k < g.out_channels; ++k) {
-      for (int64_t p = 0; p < P; ++p) {
-        for (int64_t q = 0; q < Q; ++q) {
-          const double d = dy.data()[((n * g.out_channels + k) * P + p) * Q + q];
-          ref.add(g.out_channels * g.in_channels * 9 + k, d);
-          for (int64_t c = 0; c < g.in_channels; ++c) {
-            for (int64_t r = 0; r < 3; ++r) {
-              for (int64_t s = 0; s < 3; ++s) {
-                const int64_t h = p - g.pad + r, v = q - g.pad + s;
-                if (h < 0 || h >= g.in_h || v < 0 || v >= g.in_w) continue;
-                ref.add(((k * g.in_channels + c) * 3 + r) * 3 + s,
-                        d * x.data()[((n * g.in_channels + c) * g.in_h + h) * g.in_w + v]);
-              }
-            }
-          }
-        }
-      }
-    }
-  }
-  return ref;
 }
 
 // dw and db of the batch (summed over chunks of samples) against the
@@ -174,13 +95,14 @@ TEST(CpuWinograd, WeightGradientMatchesTheReference) {
     const int64_t wsize = g.out_channels * g.in_channels * 9;
     Tensor grads({wsize + g.out_channels}), again({wsize + g.out_channels});
     cpu(2)->conv2d_backward_filter(g, x.data(), dy.data(), grads.data(), grads.data() + wsize);
-    expect_close(filter_reference(g, x, dy), grads.data(), "winograd weight gradient");
+    expect_close(testing::conv3x3_filter_reference(g, x, dy), grads.data(),
+                 "winograd weight gradient");
     cpu(1)->conv2d_backward_filter(g, x.data(), dy.data(), again.data(), again.data() + wsize);
     EXPECT_TRUE(bitwise_equal(grads, again));
     Conv2dGeometry one = g;
     one.batch = 1;
     cpu(1)->conv2d_backward_filter(one, x.data(), dy.data(), grads.data(), grads.data() + wsize);
-    expect_close(filter_reference(one, x, dy), grads.data(), "one sample");
+    expect_close(testing::conv3x3_filter_reference(one, x, dy), grads.data(), "one sample");
   }
 }
 
@@ -192,7 +114,8 @@ TEST(CpuWinograd, TheOptionSelectsTheAlgorithm) {
   const ConvRun with = forward(*cpu(1, true), g, false);
   const ConvRun without = forward(*cpu(1, false), g, false);
   EXPECT_FALSE(bitwise_equal(with.y, without.y));
-  expect_close(forward_reference(g, without.x, without.w, nullptr), without.y.data(), "direct");
+  expect_close(testing::conv3x3_forward_reference(g, without.x, without.w, nullptr),
+               without.y.data(), "direct");
 
   const Conv2dGeometry big = geometry(2, 64, 8, 64, 1);  // the data gradient's K > 32 case
   const Tensor w = random_tensor({64, 64, 3, 3}, 5);
@@ -201,7 +124,7 @@ TEST(CpuWinograd, TheOptionSelectsTheAlgorithm) {
   cpu(1, true)->conv2d_backward_data(big, w.data(), dy.data(), a.data());
   cpu(1, false)->conv2d_backward_data(big, w.data(), dy.data(), b.data());
   EXPECT_FALSE(bitwise_equal(a, b));
-  expect_close(data_reference(big, w, dy), b.data(), "direct data gradient");
+  expect_close(testing::conv3x3_data_reference(big, w, dy), b.data(), "direct data gradient");
 }
 
 // A sample's outputs are the same bits alone, in any batch around it, on 1
