@@ -4,5 +4,5 @@
 # to `lockstep train`, e.g. scripts/train.sh --epochs 2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/build.sh
+bash scripts/build.sh lockstep
 exec ./build/lockstep train --config configs/fashion_mnist.toml "$@"
