@@ -3,6 +3,7 @@
 // study (jobs/scale.sh), and every configs/*.toml training one epoch
 // (configs/README.md: test_config.cpp).
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -265,9 +266,14 @@ TEST_P(EveryConfig, TrainsOneEpoch) {
   EXPECT_EQ(metrics_rows(run.path()), 2u) << config << "\n" << r.output;
 }
 
+// Test names take letters, digits and '_' only: "my-run.v2" becomes "my_run_v2".
 INSTANTIATE_TEST_SUITE_P(Jobs, EveryConfig, ::testing::ValuesIn(config_names()),
                          [](const ::testing::TestParamInfo<std::string>& config) {
-                           return config.param;
+                           std::string name = config.param;
+                           for (char& c : name) {
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           }
+                           return name;
                          });
 
 }  // namespace
