@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # The ctest test cpu_tests_isa_avx2 (tests/CMakeLists.txt): runs the test
 # program and arguments given on the avx2 kernels (LOCKSTEP_CPU_ISA=avx2).
-# On a CPU without AVX-512 F/BW/VL/DQ the default kernels already are the
-# avx2 ones, so this run would repeat the unit tests: it skips (77), saying
-# why.
+# Where the CPU's widest kernels already are the avx2 ones (as `lockstep
+# info` reports nn::detect_cpu_isa), this run would repeat the unit tests:
+# it skips (77), saying why.
+#   isa_avx2_run.sh LOCKSTEP TEST_PROGRAM [ARGS...]
 set -euo pipefail
-for flag in avx512f avx512bw avx512vl avx512dq; do
-  if ! grep -qw "$flag" /proc/cpuinfo; then
-    echo "SKIP: this CPU has no ${flag}: its default kernels are the avx2 ones, which the unit tests ran"
-    exit 77
-  fi
-done
+lockstep=${1:?usage: isa_avx2_run.sh LOCKSTEP TEST_PROGRAM [ARGS...]}
+shift
+cpu=$(env -u LOCKSTEP_CPU_ISA "$lockstep" info | grep -E '^ *CPU *:')
+if [[ $cpu != *"(CPU has avx512"* ]]; then
+  echo "SKIP: this CPU's widest kernels are the avx2 ones, which the unit tests ran (lockstep info: ${cpu#*: })"
+  exit 77
+fi
 LOCKSTEP_CPU_ISA=avx2 exec "$@"
