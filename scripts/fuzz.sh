@@ -16,14 +16,15 @@ out=build-asan/fuzz-crashes
 mkdir -p "$out"
 export ASAN_OPTIONS="detect_leaks=1" UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
+names=(idx cifar10 checkpoint config layers image safetensors)
 # fuzz_one NAME: its regression corpus, then (when timed) SECONDS of fuzzing.
 fuzz_one() {
-  local name=$1 regression=tests/fuzz/regression/$1 scratch dict=()
+  local name=$1 regression=tests/fuzz/regression/$1 scratch dict=() rc=0
   [ -x "$bin/fuzz_$name" ] || { echo "fuzz: $bin/fuzz_$name not built" && return 1; }
   if [ -d "$regression" ]; then
     "$bin/fuzz_$name" -rss_limit_mb=2048 "$regression"/* 2>&1 | tail -n 3
   fi
-  case " ${FUZZ_TIMED:-idx cifar10 checkpoint config layers image safetensors} " in
+  case " ${FUZZ_TIMED:-${names[*]}} " in
     *" $name "*) ;;
     *) echo "fuzz: $name: regression corpus only" && return 0 ;;
   esac
@@ -32,12 +33,12 @@ fuzz_one() {
   echo "fuzz: $name for ${seconds} s"
   "$bin/fuzz_$name" -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=65536 \
     -timeout=20 -artifact_prefix="$out/$name-" -print_final_stats=1 "${dict[@]}" \
-    "$scratch" "tests/fuzz/corpus/$name" 2>&1 | tail -n 12 || { rm -rf "$scratch" && return 1; }
+    "$scratch" "tests/fuzz/corpus/$name" 2>&1 | tail -n 12 || rc=$?
   rm -rf "$scratch"
+  return $rc
 }
 # One target per core at a time (each fuzzer is one process on one core);
 # each target's log is printed whole, in order, once all have ended.
-names=(idx cifar10 checkpoint config layers image safetensors)
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 declare -A pid_of
