@@ -8,7 +8,7 @@
 #PBS -q debug
 # Polaris (4 A100 and 32 Milan cores per node): PBS Pro + Cray MPICH mpiexec,
 # one rank per GPU, each on its own NUMA domain (--depth 8 --cpu-bind depth:
-# lockstep starts one thread per CPU of its mask), GPUs assigned in reverse
+# lockstep starts one thread per core of its mask), GPUs assigned in reverse
 # local-rank order by jobs/gpu_affinity.sh. Submit
 # from the repository root (PBS passes no arguments and none of the
 # submitting shell's variables: every setting goes through -v, DOCTOR=1,

@@ -10,8 +10,8 @@
 # A100): one rank per GPU. srun gives each task cpus-per-task CPUs bound to
 # whole cores (-c 32 --cpu-bind=cores, NERSC's 2 x floor(64 / ranks per
 # node): a NUMA domain each; since Slurm 22.05 srun does not inherit
-# --cpus-per-task, so it is passed as -c; lockstep starts one thread per CPU
-# of its task) and all of its node's GPUs (--gpus-per-node, --gpu-bind=none:
+# --cpus-per-task, so it is passed as -c; lockstep starts one thread per core
+# of its task: 16 for -c 32) and all of its node's GPUs (--gpus-per-node, --gpu-bind=none:
 # GPUs that Slurm binds to tasks, by --gpus-per-task or another --gpu-bind,
 # are fenced off from the other tasks by cgroups, which breaks CUDA IPC
 # between the ranks of a node, NCCL's path over NVLink). jobs/gpu_affinity.sh

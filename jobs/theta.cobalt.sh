@@ -7,8 +7,9 @@
 # repository root (flags on the qsub line override the header):
 #   qsub -A <project> -n 8 jobs/theta.cobalt.sh configs/mnist.toml --epochs 32
 # PROC_PER_NODE ranks per node, each bound (-cc depth) to DEPTH hardware
-# threads, THREADS_PER_CORE per core, with lockstep running DEPTH threads
-# (one per CPU of its affinity mask).
+# threads, THREADS_PER_CORE per core, with lockstep running one thread per
+# core of its affinity mask (DEPTH / THREADS_PER_CORE; --threads DEPTH in
+# the options takes every hardware thread).
 # A sweep inside one allocation (C.6 of the reference):
 #   LAUNCHER='aprun -n {n} -N 4 -d 32 -j 2 -cc depth' jobs/scale.sh --config ...
 # shellcheck source-path=SCRIPTDIR/..

@@ -380,7 +380,7 @@ TEST(JobPlacement, LocalSharesTheMachineBetweenItsRanks) {
   ASSERT_EQ(rows.size(), 2u) << r.output;
   for (int rank : {0, 1}) {
     EXPECT_EQ(rows[rank].cuda_visible, "unset");
-    EXPECT_EQ(rows[rank].threads, std::to_string(std::max(1, app::online_cpus() / 2)));
+    EXPECT_EQ(rows[rank].threads, std::to_string(std::max(1, app::affinity_count().cores / 2)));
   }
   expect_no_placement_problem(r.output);
 }

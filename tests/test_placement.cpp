@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <set>
 
 #include "app/platform/placement.h"
@@ -215,15 +217,64 @@ TEST(Placement, GradientEngineTakesNcclOnlyWhereItCanServe) {
 }
 
 TEST(Placement, DefaultThreadsUsesTheMaskOrSharesTheMachine) {
-  EXPECT_EQ(default_threads(8, 32, 4), 8);   // aprun -d 8, --depth 8, srun -c 8
-  EXPECT_EQ(default_threads(1, 32, 4), 1);   // srun without -c: one core
-  EXPECT_EQ(default_threads(32, 32, 4), 8);  // unbound: the machine shared by 4 ranks
-  EXPECT_EQ(default_threads(2, 2, 1), 2);
-  EXPECT_EQ(default_threads(2, 2, 3), 1);  // never below 1
-  EXPECT_EQ(default_threads(0, 2, 1), 1);
-  EXPECT_EQ(threads_reason(8, 32, 4), "8 CPUs in affinity mask");
-  EXPECT_EQ(threads_reason(1, 32, 4), "1 CPU in affinity mask");
-  EXPECT_EQ(threads_reason(32, 32, 4), "32 of 32 CPUs / 4 ranks per node");
+  EXPECT_EQ(default_threads({8, 8}, 32, 4), 8);    // aprun -d 8, --depth 8, srun -c 8
+  EXPECT_EQ(default_threads({1, 1}, 32, 4), 1);    // srun without -c: one core
+  EXPECT_EQ(default_threads({32, 32}, 32, 4), 8);  // unbound: the machine shared by 4 ranks
+  EXPECT_EQ(default_threads({2, 2}, 2, 1), 2);
+  EXPECT_EQ(default_threads({2, 2}, 2, 3), 1);  // never below 1
+  EXPECT_EQ(default_threads({0, 0}, 2, 1), 1);
+  EXPECT_EQ(threads_reason({8, 8}, 32, 4), "8 CPUs in affinity mask");
+  EXPECT_EQ(threads_reason({1, 1}, 32, 4), "1 CPU in affinity mask");
+  EXPECT_EQ(threads_reason({32, 32}, 32, 4), "32 of 32 CPUs / 4 ranks per node");
+}
+
+// With SMT a core's second hardware thread adds no FMA unit: srun -c 32
+// --cpu-bind=cores on Perlmutter (2 threads a core) gives 16 cores, and
+// 16 threads; aprun -d 32 -j 2 on Theta the same.
+TEST(Placement, DefaultThreadsTakesOnePerCore) {
+  EXPECT_EQ(default_threads({32, 16}, 256, 4), 16);
+  EXPECT_EQ(threads_reason({32, 16}, 256, 4), "32 CPUs (16 cores) in affinity mask");
+  EXPECT_EQ(default_threads({256, 128}, 256, 4), 32);  // unbound: cores shared by 4 ranks
+  EXPECT_EQ(threads_reason({256, 128}, 256, 4), "256 of 256 CPUs (128 cores) / 4 ranks per node");
+  EXPECT_EQ(default_threads({2, 1}, 2, 4), 1);
+  // --hint=nomultithread: one CPU of each core in the mask.
+  EXPECT_EQ(default_threads({32, 32}, 256, 4), 32);
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream(path) << text;
+}
+
+// The topology as Linux describes it, in a stand-in sysfs folder: CPUs n and
+// n + 4 are the two threads of core n.
+TEST(Placement, CoresComeFromTheThreadSiblings) {
+  testing::ScratchDir dir;
+  for (int cpu = 0; cpu < 8; ++cpu) {
+    const int core = cpu % 4;
+    write_text(dir.file("cpu" + std::to_string(cpu) + "/topology/thread_siblings_list"),
+               cpu == 1 || cpu == 5 ? "1-1,5\n"
+                                    : std::to_string(core) + "," + std::to_string(core + 4) + "\n");
+  }
+  write_text(dir.file("cpu9/topology/thread_siblings_list"), "garbage\n");
+  const auto core_of = [&](int cpu) { return core_of_cpu(cpu, dir.path()); };
+  EXPECT_EQ(core_of(6), 2);
+  EXPECT_EQ(core_of(5), 1);
+  EXPECT_EQ(core_of(8), -1);  // no such CPU
+  EXPECT_EQ(core_of(9), -1);  // unreadable
+  EXPECT_EQ(distinct_cores({0, 1, 2, 3, 4, 5, 6, 7}, core_of), 4);
+  EXPECT_EQ(distinct_cores({0, 4}, core_of), 1);
+  EXPECT_EQ(distinct_cores({0, 1, 4}, core_of), 2);
+  // A CPU whose core is unknown counts as a core of its own.
+  EXPECT_EQ(distinct_cores({0, 4, 8, 9}, core_of), 3);
+  EXPECT_EQ(distinct_cores({}, core_of), 0);
+}
+
+TEST(Placement, AffinityCountHasACoreForEveryCpuAtMost) {
+  const CpuCount mask = affinity_count();
+  EXPECT_EQ(mask.cpus, static_cast<int>(affinity_cpus().size()));
+  EXPECT_GE(mask.cores, 1);
+  EXPECT_LE(mask.cores, mask.cpus);
 }
 
 TEST(Placement, CpuListString) {

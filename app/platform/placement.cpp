@@ -130,19 +130,23 @@ GradientEngineChoice choose_gradient_engine(const std::string& engine, const Dev
   return c;
 }
 
-int default_threads(int mask_cpus, int online, int local_size) {
-  mask_cpus = std::max(1, mask_cpus);
-  if (mask_cpus < online) return mask_cpus;
-  return std::max(1, mask_cpus / std::max(1, local_size));
+int default_threads(CpuCount mask, int online, int local_size) {
+  const int cores = std::max(1, std::min(mask.cores, mask.cpus));
+  if (std::max(1, mask.cpus) < online) return cores;
+  return std::max(1, cores / std::max(1, local_size));
 }
 
-std::string threads_reason(int mask_cpus, int online, int local_size) {
+std::string threads_reason(CpuCount mask, int online, int local_size) {
   std::ostringstream out;
-  if (std::max(1, mask_cpus) < online) {
-    out << mask_cpus << " CPU" << (mask_cpus == 1 ? "" : "s") << " in affinity mask";
+  const bool smt = mask.cores > 0 && mask.cores < mask.cpus;
+  if (std::max(1, mask.cpus) < online) {
+    out << mask.cpus << " CPU" << (mask.cpus == 1 ? "" : "s");
+    if (smt) out << " (" << mask.cores << " cores)";
+    out << " in affinity mask";
   } else {
-    out << mask_cpus << " of " << online << " CPUs / " << local_size << " rank"
-        << (local_size == 1 ? "" : "s") << " per node";
+    out << mask.cpus << " of " << online << " CPUs";
+    if (smt) out << " (" << mask.cores << " cores)";
+    out << " / " << local_size << " rank" << (local_size == 1 ? "" : "s") << " per node";
   }
   return out.str();
 }
@@ -164,6 +168,19 @@ std::vector<int> affinity_cpus() {
 int online_cpus() {
   const long n = sysconf(_SC_NPROCESSORS_ONLN);
   return n > 0 ? static_cast<int>(n) : 1;
+}
+
+int core_of_cpu(int cpu, const std::string& sysfs) {
+  std::ifstream in(sysfs + "/cpu" + std::to_string(cpu) + "/topology/thread_siblings_list");
+  int first = -1;
+  if (!(in >> first) || first < 0) return -1;
+  return first;
+}
+
+CpuCount affinity_count() {
+  const std::vector<int> cpus = affinity_cpus();
+  return {static_cast<int>(cpus.size()),
+          distinct_cores(cpus, [](int cpu) { return core_of_cpu(cpu); })};
 }
 
 std::string node_key(const std::string& host) {

@@ -5,6 +5,7 @@
 // same answer; the readers below collect those inputs from the process.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -77,22 +78,42 @@ struct GradientEngineChoice {
 GradientEngineChoice choose_gradient_engine(const std::string& engine, const DevicePlan& plan,
                                             int world_size, const std::string& compression);
 
-// Default compute threads per rank from the CPUs in the affinity mask
-// (mask_cpus) and the machine's online CPUs: a mask smaller than the machine
-// is the launcher's binding (aprun -d, mpiexec --depth, srun -c) and is used
-// whole; a mask of the whole machine is shared by the local ranks, each
-// taking mask_cpus / local_size (at least 1).
-int default_threads(int mask_cpus, int online_cpus, int local_size);
+// The CPUs (hardware threads) a process may run on and the physical cores
+// they lie on: with SMT, srun -c 32 gives 32 CPUs on 16 cores.
+struct CpuCount {
+  int cpus = 0;
+  int cores = 0;  // 1 <= cores <= cpus when cpus > 0
+};
+
+// Default compute threads per rank: one per core, as PyTorch and MKL do (two
+// threads of one core share its FMA units, so the second adds a barrier
+// party, not speed). A mask smaller than the machine (online_cpus) is the
+// launcher's binding (aprun -d, mpiexec --depth, srun -c) and its cores are
+// used whole; a mask of the whole machine is shared by the local ranks, each
+// taking cores / local_size (at least 1).
+int default_threads(CpuCount mask, int online_cpus, int local_size);
 
 // How default_threads decided, for the start-up line, e.g.
-// "2 CPUs in affinity mask" or "8 of 8 CPUs / 4 ranks per node".
-std::string threads_reason(int mask_cpus, int online_cpus, int local_size);
+// "2 CPUs in affinity mask", "32 CPUs (16 cores) in affinity mask" or
+// "8 of 8 CPUs / 4 ranks per node".
+std::string threads_reason(CpuCount mask, int online_cpus, int local_size);
+
+// The physical cores among cpus: core_of(cpu) names a CPU's core (any key
+// shared by the hardware threads of one core), or -1 when it is unknown, and
+// then the CPU counts as a core of its own.
+template <typename CoreOf>
+int distinct_cores(const std::vector<int>& cpus, CoreOf core_of);
 
 // --- Readers of this process's environment -----------------------------------
 // The CPUs in this process's affinity mask (sched_getaffinity), ascending.
 std::vector<int> affinity_cpus();
 // The machine's online CPUs (at least 1).
 int online_cpus();
+// A CPU's core as Linux describes it: the first CPU of
+// <sysfs>/cpu<N>/topology/thread_siblings_list, or -1 when it is unreadable.
+int core_of_cpu(int cpu, const std::string& sysfs = "/sys/devices/system/cpu");
+// This process's affinity mask, counted in CPUs and cores (core_of_cpu).
+CpuCount affinity_count();
 // What tells this node from the others: the host name and the kernel's boot
 // id (/proc/sys/kernel/random/boot_id), one value for every process of a
 // node, containers included, and another on every other node even where
@@ -107,5 +128,20 @@ struct CudaVisibleDevices {
   std::vector<std::string> entries;
 };
 CudaVisibleDevices cuda_visible_devices();
+
+template <typename CoreOf>
+int distinct_cores(const std::vector<int>& cpus, CoreOf core_of) {
+  std::vector<int> cores;
+  int unknown = 0;
+  for (int cpu : cpus) {
+    const int core = core_of(cpu);
+    if (core < 0) {
+      ++unknown;
+    } else if (std::find(cores.begin(), cores.end(), core) == cores.end()) {
+      cores.push_back(core);
+    }
+  }
+  return static_cast<int>(cores.size()) + unknown;
+}
 
 }  // namespace lockstep::app

@@ -9,8 +9,7 @@ namespace lockstep::app {
 
 int compute_threads(const TrainConfig& config, const distributed::Communicator& comm) {
   if (config.threads > 0) return static_cast<int>(config.threads);
-  return default_threads(static_cast<int>(affinity_cpus().size()), online_cpus(),
-                         comm.local_size());
+  return default_threads(affinity_count(), online_cpus(), comm.local_size());
 }
 
 distributed::DistributedOptimizerConfig dopt_config(const TrainConfig& c) {

@@ -52,8 +52,7 @@ void Trainer::banner() {
   out << "lockstep: " << comm_.describe() << ", " << threads_ << " thread"
       << (threads_ == 1 ? "" : "s") << " per rank ("
       << (config_.threads > 0 ? "threads key"
-                              : threads_reason(static_cast<int>(affinity_cpus().size()),
-                                               online_cpus(), comm_.local_size()))
+                              : threads_reason(affinity_count(), online_cpus(), comm_.local_size()))
       << ") on " << backend_->name() << ", precision " << nn::to_string(config_.precision) << "\n";
   if (gradient_comm_) out << "gradients: " << gradient_comm_->describe() << "\n";
   out << "data: " << train_.name << " " << train_.size() << " samples, " << test_.name << " "
