@@ -231,6 +231,67 @@ TEST(RunRecovery, ResumePrintsChangedSettingsAndRefusesModelOrDataChanges) {
   EXPECT_TRUE(contains(r.output, "(64 samples of fashion-mnist)")) << r.output;
 }
 
+// Files that changed under the same data_dir pass every key's comparison:
+// the checkpoint's data hashes refuse them, naming the checkpoint, the set
+// and where the data were read; the files it was trained on resume.
+TEST(RunRecovery, ResumeRefusesOtherDataUnderTheSameDataDir) {
+  ScratchDir dir;
+  const std::string data = dir.file("data"), run = dir.file("run");
+  const auto written = testing::write_mnist_dir(data, 64, 32);
+  const std::string args =
+      testing::mnist_train_args(data, run, "--batch-size 16 --val-fraction 0.25");
+  auto r = run_lockstep(args + " --epochs 1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string checkpoint = testing::newest_checkpoint(run);
+  const nlohmann::json stored = testing::final_checkpoint(run).meta.at("data");
+  EXPECT_EQ(stored.at("train").at("samples"), 48);
+  EXPECT_EQ(stored.at("validation").at("samples"), 16);
+  EXPECT_EQ(stored.at("test").at("samples"), 32);
+  EXPECT_EQ(stored.at("train").at("hash").get<std::string>().size(), 16u);
+
+  // The same number of images, other pixels (labels kept).
+  const std::string images = data + "/train-images-idx3-ubyte.gz";
+  const auto other = testing::synthetic_images(64, 1, 28, 28, 10, 7);
+  testing::write_idx_images(images, 64, 28, 28, other.images, true);
+  r = run_lockstep(args + " --epochs 2 --resume auto");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, checkpoint + ": checkpoint was trained on other data than "))
+      << r.output;
+  EXPECT_TRUE(contains(r.output, "(training set 48 samples, hash " +
+                                     stored.at("train").at("hash").get<std::string>() + " -> 48"))
+      << r.output;
+  EXPECT_TRUE(contains(r.output, "; validation split 16 samples")) << r.output;
+  EXPECT_FALSE(contains(r.output, "test set")) << r.output;
+  EXPECT_TRUE(contains(r.output, "than " + data + " holds now")) << r.output;
+  EXPECT_EQ(count_lines_with(r.output, "lockstep: rank 0: "), 1u) << r.output;
+
+  testing::write_idx_images(images, 64, 28, 28, written.train.images, true);
+  r = run_lockstep(args + " --epochs 2 --resume auto");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "resuming from " + checkpoint)) << r.output;
+}
+
+// A checkpoint written before the data were kept (no "data") resumes: there
+// is nothing to compare. Sets that one side lacks are not compared either.
+TEST(RunRecovery, DataIdentityComparesTheSetsBothSidesRecord) {
+  const nlohmann::json now = {{"train", {{"samples", 10}, {"hash", "00000000000000aa"}}},
+                              {"test", {{"samples", 5}, {"hash", "00000000000000bb"}}}};
+  EXPECT_NO_THROW(app::refuse_other_data(nlohmann::json(), now, "ck.lsck", "/data"));
+  EXPECT_NO_THROW(app::refuse_other_data(now, now, "ck.lsck", "/data"));
+  nlohmann::json grown = now;
+  grown["test"]["samples"] = 6;
+  EXPECT_NO_THROW(app::refuse_other_data({{"train", now["train"]}}, grown, "ck.lsck", "/data"));
+  try {
+    app::refuse_other_data(now, grown, "ck.lsck", "/data");
+    ADD_FAILURE() << "a grown test set was accepted";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "ck.lsck: checkpoint was trained on other data than /data holds now (test set 5 "
+              "samples, hash 00000000000000bb -> 6 samples, hash 00000000000000bb): resume with "
+              "the files it was trained on, or start a new run (another run_dir, or --overwrite)");
+  }
+}
+
 // Another value of the key's field (any type).
 void change(const app::Key& key, app::TrainConfig& c) {
   std::visit(

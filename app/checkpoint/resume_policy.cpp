@@ -1,6 +1,7 @@
 #include "app/checkpoint/resume_policy.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "app/config/config_schema.h"
 #include "common/error.h"
@@ -78,6 +79,42 @@ void refuse_model_or_data_changes(const TrainConfig& stored, const TrainConfig& 
   fail_input(path, ": checkpoint was trained with model ", stored.model, " on ", stored.dataset,
              "; a resume cannot change what alters the model or the data (", refused,
              "): keep those settings, or start a new run (another run_dir, or --overwrite)");
+}
+
+nlohmann::json data_identity(const data::Dataset& train, const data::Dataset& validation,
+                             const data::Dataset& test) {
+  const auto part = [](const data::Dataset& d) {
+    char hash[17];
+    std::snprintf(hash, sizeof(hash), "%016llx", static_cast<unsigned long long>(d.fingerprint()));
+    return nlohmann::json{{"samples", d.size()}, {"hash", hash}};
+  };
+  return {{"train", part(train)}, {"validation", part(validation)}, {"test", part(test)}};
+}
+
+void refuse_other_data(const nlohmann::json& stored, const nlohmann::json& current,
+                       const std::string& path, const std::string& source) {
+  if (!stored.is_object()) return;
+  const auto describe = [](const nlohmann::json& part) {
+    return part.value("samples", nlohmann::json()).dump() + " samples, hash " +
+           part.value("hash", std::string("?"));
+  };
+  std::string differ;
+  for (const auto& [set, name] : {std::pair<const char*, const char*>{"train", "training set"},
+                                  {"validation", "validation split"},
+                                  {"test", "test set"}}) {
+    if (!stored.contains(set) || !current.contains(set)) continue;
+    const nlohmann::json &before = stored.at(set), &after = current.at(set);
+    if (before.value("samples", nlohmann::json()) == after.value("samples", nlohmann::json()) &&
+        before.value("hash", std::string()) == after.value("hash", std::string())) {
+      continue;
+    }
+    differ += (differ.empty() ? "" : "; ") + std::string(name) + " " + describe(before) + " -> " +
+              describe(after);
+  }
+  if (differ.empty()) return;
+  fail_input(path, ": checkpoint was trained on other data than ", source, " holds now (", differ,
+             "): resume with the files it was trained on, or start a new run (another run_dir, "
+             "or --overwrite)");
 }
 
 }  // namespace lockstep::app

@@ -7,6 +7,7 @@
 
 #include "app/checkpoint/checkpoint.h"
 #include "app/config/config.h"
+#include "data/dataset.h"
 
 namespace lockstep::app {
 
@@ -35,5 +36,21 @@ std::vector<std::string> changed_settings(const TrainConfig& stored, const Train
 // skip_bad_images), with the remedy.
 void refuse_model_or_data_changes(const TrainConfig& stored, const TrainConfig& current,
                                   const std::string& path);
+
+// What a run trains, validates and tests on, as its checkpoints keep it
+// (metadata "data"): for each set its samples and a hash of its content
+// (data::Dataset::fingerprint), e.g. {"train": {"samples": 60000, "hash":
+// "9f0c..."}, "validation": ..., "test": ...}.
+nlohmann::json data_identity(const data::Dataset& train, const data::Dataset& validation,
+                             const data::Dataset& test);
+
+// The same keys cannot tell files that changed under the same data_dir (a
+// data set that grew, other images in the same format): throws InputError
+// naming path, source (the data's folder) and each set whose samples
+// or content differ between stored (a checkpoint's "data"; null for one
+// written before it was kept: nothing to compare) and current, with the
+// remedy.
+void refuse_other_data(const nlohmann::json& stored, const nlohmann::json& current,
+                       const std::string& path, const std::string& source);
 
 }  // namespace lockstep::app

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "app/config/config.h"
 #include "app/platform/device.h"
 #include "app/run/best_model.h"
@@ -169,7 +171,8 @@ class Trainer {
   bool stall_abort_armed_ = false;
   bool evaluated_once_ = false;
   std::vector<EpochResult> history_;
-  std::string checkpoint_row_;  // rank 0: the metrics row the next checkpoint keeps
+  std::string checkpoint_row_;    // rank 0: the metrics row the next checkpoint keeps
+  nlohmann::json data_identity_;  // app/checkpoint/resume_policy.h (check_fingerprint)
   // This epoch's seconds per step on this rank, without reduction waits.
   distributed::ComputeRecorder compute_steps_;
 };

@@ -11,6 +11,7 @@
 #include "app/run/trainer.h"
 #include "app/run/training_guard.h"
 #include "common/error.h"
+#include "data/catalog.h"
 
 namespace lockstep::app {
 
@@ -38,6 +39,7 @@ void Trainer::save_checkpoint(bool numbered, bool best) {
   meta["rng"] = {{"seed", config_.seed}, {"next_epoch", epochs_done_}};
   meta["sampler"] = {{"epoch", epochs_done_}, {"batch", 0}};
   meta["config"] = to_json(config_);
+  meta["data"] = data_identity_;
   meta["best"] = best_.to_json();
   if (scaler_) meta["loss_scale"] = scaler_state_json(*scaler_);
   if (!checkpoint_row_.empty()) meta["metrics_row"] = checkpoint_row_;
@@ -112,7 +114,12 @@ void Trainer::resume() {
       const auto& m = source.checkpoint.meta;
       const auto stored = train_config_from_json(m.value("config", nlohmann::json::object()), path);
       // Training continues the run; evaluation (no run_dir) may pick its data.
-      if (!config_.run_dir.empty()) refuse_model_or_data_changes(stored, config_, path);
+      if (!config_.run_dir.empty()) {
+        refuse_model_or_data_changes(stored, config_, path);
+        const std::string data_dir =
+            config_.data_dir.empty() ? data::default_data_dir(config_.dataset) : config_.data_dir;
+        refuse_other_data(m.value("data", nlohmann::json()), data_identity_, path, data_dir);
+      }
       for (const std::string& change : changed_settings(stored, config_)) {
         report_->line("resume: setting changed since the checkpoint: " + change);
       }

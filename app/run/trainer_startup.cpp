@@ -2,6 +2,7 @@
 // every rank compares, the banner, and the reproducible mode's set-up.
 #include <sstream>
 
+#include "app/checkpoint/resume_policy.h"
 #include "app/platform/placement.h"
 #include "app/run/loss_scaling.h"
 #include "app/run/reproducible.h"
@@ -39,8 +40,11 @@ void Trainer::check_fingerprint() {
   items.emplace_back("dataset.train.size", std::to_string(train_.size()));
   items.emplace_back("dataset.test.size", std::to_string(test_.size()));
   items.emplace_back("dataset.validation.size", std::to_string(val_.size()));
-  items.emplace_back("dataset.train.hash", std::to_string(train_.fingerprint()));
-  items.emplace_back("dataset.test.hash", std::to_string(test_.fingerprint()));
+  data_identity_ = data_identity(train_, val_, test_);
+  for (const char* set : {"train", "validation", "test"}) {
+    items.emplace_back(std::string("dataset.") + set + ".hash",
+                       data_identity_.at(set).at("hash").get<std::string>());
+  }
   items.emplace_back("dataset.image",
                      nn::shape_string({train_.channels, train_.height, train_.width}));
   comm_.set_stall_label("start-up fingerprint check");
