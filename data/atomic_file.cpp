@@ -92,6 +92,9 @@ void AtomicFile::commit(bool sync) {
   }
 }
 
+namespace {
+
+// replace_target's file for a path that is no device, pipe or folder.
 std::string link_target(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -105,6 +108,17 @@ std::string link_target(const std::string& path) {
   if (p == fs::path(path)) return path;
   const fs::path target = fs::weakly_canonical(p, ec);
   return ec ? p.string() : target.string();
+}
+
+}  // namespace
+
+ReplaceTarget replace_target(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);  // links followed, as open() does
+  if (!ec && fs::is_directory(status)) fail_input("cannot write ", path, ": it is a folder");
+  if (!ec && fs::exists(status) && !fs::is_regular_file(status)) return {path, true};
+  return {link_target(path), false};
 }
 
 void create_folders_durably(const std::string& path, const std::string& what,

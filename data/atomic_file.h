@@ -44,11 +44,18 @@ class AtomicFile {
 // errno of the failure (EIO for a write that took nothing).
 int write_fully(int fd, const void* data, size_t n);
 
-// Where a writer that replaces `path` should put the new file so that a
-// symbolic link at path stays a link: the file it points to (links
-// followed; a dangling link's target, to be created), or path itself when
-// it is not a link or its target cannot be resolved.
-std::string link_target(const std::string& path);
+// How a writer replaces `path`, decided for every writer here (checkpoints,
+// write_file_atomically): the regular file to replace, so that a symbolic
+// link at path stays a link (the file it points to, links followed; a
+// dangling link's target, to be created; path itself when it is no link or
+// its target cannot be resolved), or in_place for an existing device or
+// pipe (/dev/null, /dev/stdout), to be written into, never replaced. A
+// folder is an InputError "cannot write <path>: it is a folder".
+struct ReplaceTarget {
+  std::string path;
+  bool in_place = false;
+};
+ReplaceTarget replace_target(const std::string& path);
 
 // Creates folder `path` and any missing parents, then syncs the folder
 // above each one it made, so that the new entries survive a crash (as

@@ -268,25 +268,13 @@ void write_through(const std::string& path, std::span<const uint8_t> bytes) {
 }  // namespace
 
 void write_file_atomically(const std::string& path, std::span<const uint8_t> bytes, bool sync) {
-  // A symbolic link stays one: its target is replaced (beside itself). A
-  // device or pipe is written into, never replaced by a regular file.
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::file_status status = fs::symlink_status(path, ec);
-  if (!ec && fs::is_symlink(status)) {
-    const fs::path target = fs::canonical(path, ec);
-    if (!ec) return write_file_atomically(target.string(), bytes, sync);
-    return write_through(path, bytes);  // dangling, or no path behind it (/dev/stdout's pipe)
-  }
-  if (!ec && fs::exists(status) && !fs::is_regular_file(status)) {
-    if (fs::is_directory(status)) fail_input("cannot write ", path, ": it is a folder");
-    return write_through(path, bytes);
-  }
+  const ReplaceTarget target = replace_target(path);
+  if (target.in_place) return write_through(path, bytes);
   static std::atomic<uint64_t> counter{0};
-  AtomicFile file(
-      path,
-      path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter.fetch_add(1)),
-      "file");
+  AtomicFile file(target.path,
+                  target.path + ".tmp." + std::to_string(::getpid()) + "." +
+                      std::to_string(counter.fetch_add(1)),
+                  "file");
   file.write(bytes.data(), bytes.size());
   file.commit(sync);
 }

@@ -462,6 +462,15 @@ TEST_F(CheckpointSave, ASymbolicLinkStaysALinkAndItsTargetIsReplaced) {
   EXPECT_EQ(load_checkpoint(later).meta["epoch"], 7);
 }
 
+// A device is no place for a checkpoint: refused by name, never written into
+// (a checkpoint that cannot be read back is no checkpoint) or replaced.
+TEST_F(CheckpointSave, RefusesADevice) {
+  const std::string msg = input_error([&] { save_checkpoint("/dev/null", sample_checkpoint()); });
+  EXPECT_EQ(msg,
+            "cannot write checkpoint /dev/null: it is a device or pipe, not a file; name a file "
+            "for the checkpoint");
+}
+
 TEST_F(CheckpointSave, RefusesADirectoryThatDoesNotExist) {
   const std::string path = file("no/such/dir/ckpt.lsck");
   const std::string msg = input_error([&] { save_checkpoint(path, sample_checkpoint()); });

@@ -141,8 +141,13 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint,
   const uint64_t size = encoded_size(checkpoint, meta_text);
   // A symbolic link (a run's checkpoint kept on another file system) stays
   // one: the file it points to is replaced, through a temporary beside it.
-  const std::string target = data::link_target(path);
-  data::AtomicFile file(target, target + std::string(kTempMarker) + std::to_string(::getpid()),
+  const data::ReplaceTarget target = data::replace_target(path);
+  if (target.in_place) {
+    fail_input("cannot write checkpoint ", path,
+               ": it is a device or pipe, not a file; name a file for the checkpoint");
+  }
+  data::AtomicFile file(target.path,
+                        target.path + std::string(kTempMarker) + std::to_string(::getpid()),
                         "checkpoint");
   Writer writer(file.fd(), path, options.fail_after_bytes);
   write_body(writer, checkpoint, meta_text, size);
