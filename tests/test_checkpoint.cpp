@@ -471,6 +471,28 @@ TEST_F(CheckpointSave, RefusesADevice) {
             "for the checkpoint");
 }
 
+// A writer that crashed left its temporary beside the file it wrote (for a
+// link, beside the link's target): the next save of that file removes it,
+// whatever store wrote it (best.lsck is written outside CheckpointStore).
+// Other files' temporaries and other names stay.
+TEST_F(CheckpointSave, RemovesTemporariesOfCrashedWritersOfTheSameFile) {
+  fs::create_directories(file("store"));
+  fs::create_directories(file("run"));
+  const auto touch = [](const std::string& path) { std::ofstream(path) << "partial"; };
+  touch(file("run/best.lsck.tmp.999999999"));
+  touch(file("run/other.lsck.tmp.999999999"));
+  touch(file("run/best.lsck.tmp.x"));
+  save_checkpoint(file("run/best.lsck"), sample_checkpoint());
+  EXPECT_FALSE(fs::exists(file("run/best.lsck.tmp.999999999")));
+  EXPECT_TRUE(fs::exists(file("run/other.lsck.tmp.999999999")));
+  EXPECT_TRUE(fs::exists(file("run/best.lsck.tmp.x")));
+
+  fs::create_symlink(fs::path("..") / "store" / "kept.lsck", file("run/kept.lsck"));
+  touch(file("store/kept.lsck.tmp.999999998"));
+  save_checkpoint(file("run/kept.lsck"), sample_checkpoint());
+  EXPECT_TRUE(temporaries(file("store")).empty()) << temporaries(file("store")).front();
+}
+
 TEST_F(CheckpointSave, RefusesADirectoryThatDoesNotExist) {
   const std::string path = file("no/such/dir/ckpt.lsck");
   const std::string msg = input_error([&] { save_checkpoint(path, sample_checkpoint()); });

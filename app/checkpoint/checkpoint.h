@@ -75,7 +75,9 @@ struct SaveOptions {
 // Writes checkpoint to path atomically: to "<path>.tmp.<pid>" in the same
 // directory, fsync, rename over path, fsync the directory. On any failure
 // the temporary file is removed, a previous file at path is left untouched,
-// and InputError names path, the cause and the remedy.
+// and InputError names path, the cause and the remedy. Temporaries of
+// crashed writers of the same file (other pids) are removed first. A device
+// or pipe at path is refused.
 void save_checkpoint(const std::string& path, const Checkpoint& checkpoint,
                      const SaveOptions& options = {});
 

@@ -7,12 +7,22 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <system_error>
 
 #include "app/checkpoint/checkpoint.h"
 #include "common/error.h"
 
 namespace lockstep::app::checkpoint_detail {
+
+bool is_stale_temporary(std::string_view tail) {
+  if (!tail.starts_with(kTempMarker)) return false;
+  const std::string_view digits = tail.substr(kTempMarker.size());
+  int64_t pid = 0;
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), pid);
+  return ec == std::errc() && !digits.empty() && digits.front() != '-' && digits.front() != '+' &&
+         end == digits.data() + digits.size() && pid != static_cast<int64_t>(::getpid());
+}
 
 std::string errno_text(int err) {
   return std::generic_category().message(err);

@@ -25,6 +25,11 @@ inline constexpr size_t kIoChunk = size_t{1} << 20;
 // A writer's temporary is "<path>.tmp.<pid>".
 inline constexpr std::string_view kTempMarker = ".tmp.";
 
+// Whether tail (what follows a checkpoint's name) is ".tmp.<pid>" of
+// another process than this one: a writer that crashed (or, on a shared
+// file system, one that writes the same file at once: a misuse).
+bool is_stale_temporary(std::string_view tail);
+
 std::string errno_text(int err);
 
 // zlib's CRC-32 of size bytes, continuing from crc, fed in kIoChunk pieces.

@@ -57,13 +57,6 @@ std::optional<std::pair<int64_t, int64_t>> parse_name(std::string_view name,
   return std::make_pair(epoch, step);
 }
 
-bool is_stale_temporary(std::string_view tail) {
-  if (!tail.starts_with(kTempMarker)) return false;
-  int64_t pid = 0;
-  const auto rest = parse_number(tail.substr(kTempMarker.size()), pid);
-  return rest && rest->empty() && pid != static_cast<int64_t>(::getpid());
-}
-
 // Checkpoints in dir by (epoch, step), oldest first; all names that parse,
 // or only complete files.
 std::vector<StoredCheckpoint> scan(const std::string& dir, bool complete_only) {

@@ -23,6 +23,20 @@ using namespace checkpoint_detail;
 namespace {
 namespace fs = std::filesystem;
 
+// Temporaries "<file>.tmp.<pid>" of writers of file that crashed, beside it
+// (for a link, beside the file it points to, where they were written).
+void remove_stale_temporaries(const std::string& file) {
+  const fs::path path = file;
+  const std::string name = path.filename().string();
+  std::error_code ec;
+  const fs::path dir = path.has_parent_path() ? path.parent_path() : fs::path(".");
+  for (const auto& item : fs::directory_iterator(dir, ec)) {
+    const std::string other = item.path().filename().string();
+    if (other.starts_with(name) && is_stale_temporary(std::string_view(other).substr(name.size())))
+      fs::remove(item.path(), ec);
+  }
+}
+
 void check_writable(const Checkpoint& checkpoint) {
   LOCKSTEP_CHECK(checkpoint.meta.is_object(), "checkpoint metadata must be a JSON object");
   std::unordered_set<std::string_view> names;
@@ -146,6 +160,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint,
     fail_input("cannot write checkpoint ", path,
                ": it is a device or pipe, not a file; name a file for the checkpoint");
   }
+  remove_stale_temporaries(target.path);
   data::AtomicFile file(target.path,
                         target.path + std::string(kTempMarker) + std::to_string(::getpid()),
                         "checkpoint");
