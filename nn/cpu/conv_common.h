@@ -80,7 +80,7 @@ void wide_backward_data(ThreadPool& pool, const Conv2dGeometry& g, const float* 
 void wide_filter_chunk(const Conv2dGeometry& g, const float* x, const float* dy, int64_t n0,
                        int64_t n1, float* dw, float* db);
 
-// --- Winograd F(4x4, 3x3) (3x3 kernels, stride 1): conv_winograd.cpp ----------
+// --- Winograd F(4x4, 3x3) (3x3 kernels, stride 1): conv_winograd{,_filter}.cpp
 // True for 3x3 kernels with stride 1, padding <= 2, at least 8 input and
 // output channels and outputs of at least 4 x 4.
 bool winograd_applies(const Conv2dGeometry& g);

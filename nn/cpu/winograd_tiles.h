@@ -1,0 +1,101 @@
+// What the Winograd F(4x4, 3x3) convolution's forward pass
+// (conv_winograd.cpp) and weight gradient (conv_winograd_filter.cpp) share:
+// the blocking (Wino), and the input transform of a block of tile rows
+// (winograd_tiles.cpp). The method and its rounding: conv_winograd.cpp.
+#pragma once
+
+#include "nn/cpu/isa_namespace.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "nn/backend.h"
+#include "nn/cpu/gemm_tile.h"
+#include "nn/cpu/simd_native.h"
+
+namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA::conv::winograd {
+
+constexpr int64_t L = kNativeLanes;
+constexpr int kAlpha = 6;                     // input patch and transformed tile: 6 x 6
+constexpr int kE = kAlpha * kAlpha;           // transformed elements per tile
+constexpr int64_t kRowGroup = 12;             // GEMM rows are padded to a multiple of this
+constexpr int64_t kBlockBytes = 384 << 10;    // V and M of a block, at most (L2)
+constexpr int64_t kElementBytes = 512 << 10;  // V(e), M(e) and U(e) of a block (L2)
+constexpr int64_t kFilterGrain = 8;           // channels a thread transforms, at least
+
+inline int64_t round_up(int64_t n, int64_t m) {
+  return (n + m - 1) / m * m;
+}
+
+// Channels are padded with zeros to whole 16-float blocks, the GEMM tile's
+// column unit (gemm_tile.h), in both builds.
+inline int64_t padded_channels(int64_t c) {
+  return round_up(c, kLanes);
+}
+
+// Planes (channels, h, w) read into strips of `columns` columns, column s
+// holding plane column s - pad; the tiles read the first `used` of them.
+struct Planes {
+  int64_t channels, h, w, pad, columns, used;
+};
+
+struct Wino {
+  int64_t C, K, H, W, P, Q, pad;
+  int64_t CL, KL;                     // channels padded to whole 16-float blocks
+  int64_t th, tw;                     // tiles per column and per row of one sample
+  int64_t strip_w;                    // input columns of a strip, whole vectors: >= 4 tw + 2
+  int64_t out_w;                      // output columns of an output strip, whole vectors: >= 4 tw
+  int64_t rows_per_block, tiles_cap;  // tile rows per block; V/M rows (padded)
+
+  // threads: the pool's, for at least two blocks per thread where the
+  // batch allows (0: no such limit).
+  Wino(const Conv2dGeometry& g, int threads)
+      : C(g.in_channels),
+        K(g.out_channels),
+        H(g.in_h),
+        W(g.in_w),
+        P(g.out_h()),
+        Q(g.out_w()),
+        pad(g.pad),
+        CL(padded_channels(C)),
+        KL(padded_channels(K)),
+        th((P + 3) / 4),
+        tw((Q + 3) / 4),
+        strip_w(round_up(4 * tw + 2, L)),
+        out_w(round_up(4 * tw, L)) {
+    // Tiles per block: all of V and M in the L2 cache; or, where U does
+    // not fit it (hundreds of channels), as many as fit it per element e
+    // (V(e), M(e) and U(e) in kElementBytes), so that each U(e) is read
+    // from memory once for many tiles.
+    constexpr int64_t f = sizeof(float);
+    const int64_t tiles = kE * CL * KL * f <= kElementBytes * 2
+                              ? kBlockBytes / (kE * f * (CL + KL))
+                              : (kElementBytes / f - CL * KL) / (CL + KL);
+    rows_per_block = std::max<int64_t>(1, std::max(tiles, tw) / tw);
+    if (threads > 1) {
+      const int64_t rows = g.batch * th;
+      rows_per_block = std::max<int64_t>(1, std::min(rows_per_block, rows / (2 * threads)));
+    }
+    tiles_cap = round_up(rows_per_block * tw, kRowGroup);
+  }
+  int64_t v_size() const { return kE * tiles_cap * CL; }
+  int64_t m_size() const { return kE * tiles_cap * KL; }
+  // input strip (4 th + 2, strip_w, L) + output strip (4 th, out_w, L)
+  int64_t strip_size() const { return (4 * th + 2) * strip_w * L + 4 * th * out_w * L; }
+  Planes input() const { return {C, H, W, pad, strip_w, 4 * tw + 2}; }
+  Planes output() const { return {K, P, Q, 0, out_w, 4 * tw}; }
+};
+
+// strip (count, columns, L) <- rows h0 .. h0 + count - 1 of channels
+// [cb L, cb L + L) of x (channels, h, w); zeros outside the planes and past
+// their channels. Columns from z.used on are not written.
+void fill_strip(const Planes& z, const float* x, int64_t cb, int64_t h0, int64_t count,
+                float* strip);
+
+// V (e, t, CL) <- the input transforms of the tiles of tile rows [r0, r1)
+// (tile t = (r - r0) tw + tx), rows past them up to a multiple of
+// kRowGroup zeroed. strip: (4 th + 2, strip_w, L).
+void transform_inputs(const Wino& z, const float* x, int64_t r0, int64_t r1, float* strip,
+                      float* v);
+
+}  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA::conv::winograd
