@@ -95,6 +95,26 @@ TEST_F(Reproducible, SameBitsWithSyncBatchNormBf16AugmentationAndAccumulation) {
   }
 }
 
+// The bits hold for one kind of kernels: ranks on other ones (here rank 1
+// with direct convolutions, as an AVX2 node beside AVX-512 ones would be)
+// are refused at start-up, naming the ranks and what each runs. MPMD
+// mpiexec gives the one rank its own environment.
+TEST_F(Reproducible, RanksOnOtherKernelsAreRefused) {
+  ScratchDir run;
+  const std::string one = command(1, run.path(), kMnistNet + "--train-subset 96 --epochs 1", 24);
+  const std::string program = one.substr(one.find(LOCKSTEP_BINARY));
+  const auto r = run_command(std::string(LOCKSTEP_MPIEXEC) + " -n 1 " + program +
+                             " : -n 1 -env LOCKSTEP_CPU_WINOGRAD 0 " + program);
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output,
+                       "ranks disagree on CPU kernels, which reproducible = true needs alike on "
+                       "every rank (LOCKSTEP_CPU_ISA, LOCKSTEP_CPU_WINOGRAD): rank 0 has "))
+      << r.output;
+  EXPECT_TRUE(contains(r.output, " kernels, Winograd 3x3 convolutions, rank 1 has ")) << r.output;
+  EXPECT_TRUE(contains(r.output, " kernels, direct convolutions")) << r.output;
+  EXPECT_FALSE(contains(r.output, "epoch   1/1")) << r.output;
+}
+
 // 4 ranks for epoch 1, 2 ranks for epoch 2, 3 ranks for epoch 3: the bits
 // of 3 epochs on 1 rank; a rank count that does not divide is refused.
 TEST_F(Reproducible, ResumesOnOtherNumbersOfRanks) {

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "app/checkpoint/resume_policy.h"
+#include "app/platform/cpu_isa_env.h"
 #include "app/platform/placement.h"
 #include "app/run/loss_scaling.h"
 #include "app/run/reproducible.h"
@@ -47,6 +48,15 @@ void Trainer::check_fingerprint() {
   }
   items.emplace_back("dataset.image",
                      nn::shape_string({train_.channels, train_.height, train_.width}));
+  if (config_.reproducible) {
+    // The same bits on any N hold for one kind of kernels: AVX2 and AVX-512,
+    // Winograd and direct convolutions differ in rounding (docs/reproducible.md).
+    items.emplace_back(
+        "CPU kernels, which reproducible = true needs alike on every rank (LOCKSTEP_CPU_ISA, "
+        "LOCKSTEP_CPU_WINOGRAD)",
+        kernels_label(backend_->device(), config_.precision) + " kernels, " +
+            (cpu_winograd_from_environment() ? "Winograd 3x3" : "direct") + " convolutions");
+  }
   comm_.set_stall_label("start-up fingerprint check");
   distributed::check_same_fingerprint(comm_, items);
 }
