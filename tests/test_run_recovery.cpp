@@ -271,6 +271,32 @@ TEST(RunRecovery, ResumeRefusesOtherDataUnderTheSameDataDir) {
   EXPECT_TRUE(contains(r.output, "resuming from " + checkpoint)) << r.output;
 }
 
+// Checkpoints keep the kernels that trained them; a resume on others (here
+// direct convolutions instead of Winograd's, as an AVX2 node after an
+// AVX-512 one would be) says so, and one on the same says nothing.
+TEST(RunRecovery, ResumeOnOtherKernelsSaysSo) {
+  ScratchDir dir;
+  const std::string data = dir.file("data"), run = dir.file("run");
+  testing::write_mnist_dir(data, 64, 32);
+  const std::string args = testing::mnist_train_args(data, run, "--batch-size 16");
+  auto r = run_lockstep(args + " --epochs 1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string kernels = testing::final_checkpoint(run).meta.at("kernels");
+  EXPECT_TRUE(kernels.ends_with(" kernels, Winograd 3x3 convolutions")) << kernels;
+  r = run_command("LOCKSTEP_CPU_WINOGRAD=0 " LOCKSTEP_BINARY " " + args +
+                  " --epochs 2 --resume auto");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "resume: the checkpoint was trained on " + kernels +
+                                     ", this run uses " + kernels.substr(0, kernels.find(',')) +
+                                     ", direct convolutions\n"))
+      << r.output;
+  r = run_command("LOCKSTEP_CPU_WINOGRAD=0 " LOCKSTEP_BINARY " " + args +
+                  " --epochs 3 --resume auto");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(contains(r.output, "resuming from ")) << r.output;
+  EXPECT_FALSE(contains(r.output, "was trained on")) << r.output;
+}
+
 // A checkpoint written before the data were kept (no "data") resumes: there
 // is nothing to compare. Sets that one side lacks are not compared either.
 TEST(RunRecovery, DataIdentityComparesTheSetsBothSidesRecord) {

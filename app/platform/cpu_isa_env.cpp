@@ -53,4 +53,13 @@ std::string kernels_label(nn::Device device, nn::Precision precision) {
   return nn::to_string(isa);
 }
 
+std::string kernels_description(nn::Device device, nn::Precision precision) {
+  std::string out = kernels_label(device, precision) + " kernels";
+  if (device == nn::Device::kCpu) {
+    out +=
+        cpu_winograd_from_environment() ? ", Winograd 3x3 convolutions" : ", direct convolutions";
+  }
+  return out;
+}
+
 }  // namespace lockstep::app

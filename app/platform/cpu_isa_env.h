@@ -34,4 +34,10 @@ std::string cpu_isa_description();
 // products run on vdpbf16ps. precision: the config key's value.
 std::string kernels_label(nn::Device device, nn::Precision precision);
 
+// What decides a run's bits beside its config: kernels_label and, on the
+// CPU, the convolutions' method, e.g. "avx2 kernels, Winograd 3x3
+// convolutions" or "cuda kernels". Ranks of a reproducible run must agree
+// on it; checkpoints keep it, and a resume on others says so.
+std::string kernels_description(nn::Device device, nn::Precision precision);
+
 }  // namespace lockstep::app

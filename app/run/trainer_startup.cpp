@@ -54,8 +54,7 @@ void Trainer::check_fingerprint() {
     items.emplace_back(
         "CPU kernels, which reproducible = true needs alike on every rank (LOCKSTEP_CPU_ISA, "
         "LOCKSTEP_CPU_WINOGRAD)",
-        kernels_label(backend_->device(), config_.precision) + " kernels, " +
-            (cpu_winograd_from_environment() ? "Winograd 3x3" : "direct") + " convolutions");
+        kernels_description(backend_->device(), config_.precision));
   }
   comm_.set_stall_label("start-up fingerprint check");
   distributed::check_same_fingerprint(comm_, items);
