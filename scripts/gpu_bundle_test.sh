@@ -7,7 +7,9 @@
 #      the CUDA stack;
 #   2. lockstep info, lockstep doctor and a short CPU training run work from
 #      the bundle, with its data;
-#   3. gpu_check.sh's dry run passes and writes its summary.
+#   3. gpu_check.sh's dry run passes and writes its summary; asked to
+#      require a GPU (GPU_CHECK_REQUIRE_GPU=1, as on a lent GPU machine),
+#      the same dry run fails, saying so.
 #
 # usage: scripts/gpu_bundle_test.sh BUNDLE BUILD_DIR
 set -euo pipefail
@@ -69,4 +71,12 @@ grep -q '/gpu_tests.xml$' <<<"$listing" || fail "results.tar.xz lacks gpu_tests.
 grep -q '"status": "pass", "mode": "dry run"' "$check/summary.json" ||
   fail "summary.json: $(cat "$check/summary.json")"
 grep -q '| train_fp32 | no GPU |' "$check/summary.md" || fail "summary.md: no 'no GPU' step"
+# On a machine lent for its GPU a dry run must not pass: GPU_CHECK_REQUIRE_GPU.
+if GPU_CHECK_DRY_RUN=1 GPU_CHECK_REQUIRE_GPU=1 bash "$bundle/gpu_check.sh" "$check.required" \
+  2>/dev/null; then
+  fail "gpu_check.sh passed a dry run under GPU_CHECK_REQUIRE_GPU=1"
+fi
+grep -q '| gpu | fail | 0 | GPU_CHECK_REQUIRE_GPU=1 but no GPU was found' "$check.required/summary.md" ||
+  fail "summary.md under GPU_CHECK_REQUIRE_GPU=1: $(cat "$check.required/summary.md")"
+rm -rf "$check.required"
 echo "gpu_bundle_test: gpu_check.sh dry run passed ($check)"

@@ -62,9 +62,31 @@ if [[ -f $here/programs.tar.xz ]]; then
     scratch=$(mktemp -d "${TMPDIR:-/tmp}/lockstep_gpu_check.XXXXXX") root=$scratch
   fi
 fi
+# The Python with PyTorch and NVIDIA's wheels: $PYTHON, python3 when it has
+# torch, else the lent GPU machines' venv.
+python=${PYTHON:-}
+if [[ -z $python ]]; then
+  for candidate in "$(command -v python3 || true)" /opt/torch/.venv/bin/python3; do
+    # find_spec, not import: importing torch takes seconds of the budget.
+    if [[ -x $candidate ]] &&
+      timeout 30 "$candidate" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("torch") is None)' \
+        >/dev/null 2>&1; then
+      python=$candidate
+      break
+    fi
+  done
+  python=${python:-$(command -v python3 || true)}
+fi
+
 trap 'pack_results "$pack"; [[ -z $scratch ]] || rm -rf "$scratch"' EXIT
+mode="not known yet" bundle_version="not unpacked yet"
 if [[ $root != "$here" ]]; then
-  for archive in programs data; do tar -C "$root" -xJf "$here/$archive.tar.xz"; done
+  for archive in programs data; do
+    if ! unpack_archive "$here/$archive.tar.xz" "$root" "$python" 2>"$results/unpack.log"; then
+      record unpack fail 0 "$archive.tar.xz: $(tail -n1 "$results/unpack.log")"
+      exit 1
+    fi
+  done
 fi
 bundle_version=$(head -n1 "$root/MANIFEST" 2>/dev/null || echo "not a bundle")
 lockstep=$root/bin/lockstep
@@ -79,22 +101,6 @@ if grep -Eq "(libstdc\+\+|libgcc_s)[^ ]* => not found|version .GLIBCXX|version .
   LD_LIBRARY_PATH="$root/lib:$root/lib/fallback${LD_LIBRARY_PATH#"$root/lib"}"
 fi
 export PATH="$root/bin:$PATH"
-# The Python with PyTorch and NVIDIA's wheels: $PYTHON, python3 when it has
-# torch, else the lent GPU machines' venv.
-python=${PYTHON:-}
-if [[ -z $python ]]; then
-  for candidate in "$(command -v python3 || true)" /opt/torch/.venv/bin/python3; do
-    # find_spec, not import: importing torch takes seconds of the budget.
-    if [[ -x $candidate ]] &&
-      "$candidate" -c 'import importlib.util, sys; sys.exit(importlib.util.find_spec("torch") is None)' \
-        >/dev/null 2>&1; then
-      python=$candidate
-      break
-    fi
-  done
-  python=${python:-$(command -v python3 || true)}
-fi
-
 # cuDNN, cuBLAS, NCCL, the runtime: the system's copies first; what the loader
 # cannot find there comes from the pip wheels (site-packages/nvidia/*/lib).
 wheel_dirs=()
@@ -121,9 +127,17 @@ done
 # A GPU node: nvidia-smi lists a GPU, or (nvidia-smi missing) a device file
 # is there; a dry run only without either, or when asked for.
 mode=gpu
+# (Every nvidia-smi under a timeout: one that hangs on a sick GPU must not
+# take the slot's time before anything is recorded.)
 if [[ ${GPU_CHECK_DRY_RUN:-0} == 1 ]] ||
-  { ! nvidia-smi -L >/dev/null 2>&1 && [[ ! -e /dev/nvidia0 ]]; }; then
+  { ! timeout 20 nvidia-smi -L >/dev/null 2>&1 && [[ ! -e /dev/nvidia0 ]]; }; then
   mode="dry run"
+fi
+# On a machine lent for its GPU a dry run would pass without checking
+# anything: GPU_CHECK_REQUIRE_GPU=1 makes it a failure.
+if [[ $mode == "dry run" && ${GPU_CHECK_REQUIRE_GPU:-0} == 1 ]]; then
+  record gpu fail 0 "GPU_CHECK_REQUIRE_GPU=1 but no GPU was found (nvidia-smi -L, /dev/nvidia0)"
+  exit 1
 fi
 gpu_step() { [[ $mode == gpu ]]; }
 no_gpu() { record "$1" "no GPU" 0 "${2:-}"; }
@@ -137,10 +151,10 @@ libs=$(grep -o 'cuDNN [^,]*, cuBLAS [^,]*, NCCL [0-9.a-z]*' <<<"$info" | head -n
 metric[versions]="runtime ${runtime:-?}, driver ${driver:-none}, ${libs:-no plugin}"
 metric[libraries]=$(sed -n 's/^ *\(lib[a-z]*\.so\) from /\1 /p' <<<"$info" | paste -sd';' || true)
 if gpu_step; then
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader \
+  timeout 20 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader \
     >>"$results/versions.log" 2>&1 || true
-  metric[gpu]=$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null |
-    head -n1 || true)
+  metric[gpu]=$(timeout 20 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader \
+    2>/dev/null | head -n1 || true)
 fi
 detail="${metric[versions]}; LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
 if ((run_rc != 0)) || [[ -z $runtime || -z $libs ]]; then
@@ -164,7 +178,7 @@ gtest_step() {
   shift 3
   run_logged "$name" "$limit" "$@"
   if ((run_rc == 125)); then
-    record "$name" "no time" 0 "$(cat "$results/$name.log")"
+    record "$name" "no time" "$run_seconds" "$(tail -n1 "$results/$name.log")"
     return
   fi
   xml_counts "$xml"
@@ -172,6 +186,9 @@ gtest_step() {
   detail="$xml_tests tests, $xml_failures failed, $xml_skipped skipped"
   if grep -q 'Device not supported' "$results/$name.log"; then
     status=unsupported detail="compute-sanitizer does not support this device ($name.log)"
+  elif ((xml_tests == 0)) && [[ $status != pass ]]; then
+    # gtest writes its XML at the end: a run killed or crashed has none.
+    detail="no XML report ($status); the log ends: $(tail -n1 "$results/$name.log")"
   elif ((xml_tests == 0)); then
     status=fail detail="no tests ran ($name.log)"
   elif gpu_step && ((xml_skipped > 0)); then
@@ -188,10 +205,11 @@ gtest_step() {
 gpu_filter='Cuda*:Cudnn*:*/Cuda*:CheckpointFormat.DeviceTensors*:-CudaPlugin.*:CudaLibraries.*'
 gtest_step gpu_tests "$results/gpu_tests.xml" 180 "$tests/lockstep_tests" \
   "--gtest_filter=$gpu_filter" "--gtest_output=xml:$results/gpu_tests.xml"
-# One rank, started by MPICH's fork launcher (no ssh, no host name to
-# resolve); NCCL says why, should it fail.
+# One rank, started by MPICH's fork launcher (no ssh) on 127.0.0.1 (its
+# proxy would otherwise connect back to the machine's host name, which a
+# bare machine may not resolve); NCCL says why, should it fail.
 export NCCL_DEBUG=${NCCL_DEBUG:-WARN}
-gtest_step nccl_tests "$results/nccl_tests.xml" 90 mpiexec -launcher fork -n 1 "$tests/lockstep_mpi_tests" \
+gtest_step nccl_tests "$results/nccl_tests.xml" 90 mpiexec -launcher fork -localhost 127.0.0.1 -n 1 "$tests/lockstep_mpi_tests" \
   --expect-ranks=1 '--gtest_filter=Nccl*' "--gtest_output=xml:$results/nccl_tests.xml"
 
 # --- 3 lockstep train, 32 epochs ---------------------------------------------------------------
@@ -268,14 +286,16 @@ else
 fi
 
 # --- 4 PyTorch, the same run ---------------------------------------------------------------
-if gpu_step && ! env LD_LIBRARY_PATH="$node_library_path" "$python" -c 'import torch' \
+if gpu_step && ! timeout 90 env LD_LIBRARY_PATH="$node_library_path" "$python" -c 'import torch' \
   >"$results/torch.log" 2>&1; then
   record torch "no torch" 0 "no PyTorch in ${python:-python3} (torch.log)"
 elif gpu_step; then
   run_logged torch 150 env LD_LIBRARY_PATH="$node_library_path" "$python" \
     "$root/torch_reference.py" --epochs 32 --data-dir "$root/data"
   status=$(status_of "$run_rc")
-  detail=$(tail -n1 "$results/torch.log")
+  # Its result line (a warning printed after it must not hide it).
+  detail=$(grep '^{' "$results/torch.log" | tail -n1 || true)
+  [[ -n $detail ]] || detail=$(tail -n1 "$results/torch.log")
   # The ratio on what both time: the epochs (training and evaluation, the
   # data already on the device), lockstep's from metrics.csv (train_s); and
   # against lockstep's whole process (start-up, reading the data, cuDNN's
@@ -324,7 +344,7 @@ subset+=':CudaBackendTest.BatchNormTrainingOpsMatchCpuWithoutAHostWait'
 # SIGPIPE, a failure under pipefail, and the filter would silently go.)
 ours=()
 if [[ -n $sanitizer ]]; then
-  sanitizer_help=$("$sanitizer" --help 2>&1 || true)
+  sanitizer_help=$(timeout 30 "$sanitizer" --help 2>&1 || true)
   [[ $sanitizer_help == *--kernel-name* ]] && ours=(--kernel-name kns=lockstep)
 fi
 for tool in memcheck racecheck synccheck; do

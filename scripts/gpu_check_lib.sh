@@ -44,28 +44,47 @@ run_logged() {
 # pack_results DIR: summary.md, summary.json and results.tar.xz (every log,
 # XML and metrics.csv; no checkpoints, weights or images) into DIR: three
 # files at its top, what a machine that returns only a few files, two
-# folders deep, can send back.
+# folders deep, can send back. Without the xz program (tar -J calls it):
+# results.tar.gz.
 pack_results() {
-  local into=$1
+  local into=$1 compress=-J ext=xz
   [[ -n $into ]] || return 0
-  mkdir -p "$into"
+  mkdir -p "$into" || return 0
   cp "$results/summary.md" "$results/summary.json" "$into/" 2>/dev/null || true
-  tar -C "$(dirname "$results")" -cJf "$into/results.tar.xz" --exclude='*.lsck' \
-    --exclude='*.safetensors' --exclude='*.png' --exclude='tensorboard' \
-    "$(basename "$results")" 2>/dev/null || true
+  command -v xz >/dev/null 2>&1 || compress=-z ext=gz
+  if tar -C "$(dirname "$results")" "$compress" -cf "$into/results.tar.$ext.part" \
+    --exclude='*.lsck' --exclude='*.safetensors' --exclude='*.png' --exclude='tensorboard' \
+    "$(basename "$results")" 2>/dev/null; then
+    mv -f "$into/results.tar.$ext.part" "$into/results.tar.$ext" || true
+  fi
+  rm -f "$into/results.tar.$ext.part" || true
+}
+
+# unpack_archive ARCHIVE DIR [PYTHON]: a .tar.xz into DIR, by tar with the
+# xz program, or, on a machine without it, by PYTHON's tarfile (which reads
+# xz itself). Fails when neither can.
+unpack_archive() {
+  if command -v xz >/dev/null 2>&1; then
+    tar -C "$2" -xJf "$1"
+  elif [[ -n ${3:-} ]]; then
+    "$3" -c 'import sys, tarfile
+with tarfile.open(sys.argv[1]) as t:
+    kw = {"filter": "fully_trusted"} if hasattr(tarfile, "fully_trusted_filter") else {}
+    t.extractall(sys.argv[2], **kw)' "$1" "$2"
+  else
+    echo "gpu_check: cannot unpack $1: no xz program and no Python" >&2
+    return 1
+  fi
 }
 
 # record NAME STATUS SECONDS DETAIL: adds a step and rewrites the summary,
-# also into the pack folder (small: it comes back even if the check is
-# killed before its exit trap packs the rest).
+# and packs it with the logs so far into the pack folder (so that a check
+# killed before its exit trap still sends back every finished step's log).
 record() {
   step_names+=("$1") step_status+=("$2") step_seconds+=("$3") step_detail+=("$4")
   printf 'gpu_check: %-16s %-8s %6s s  %s\n' "$1" "$2" "$3" "$4" >&2
   write_summary
-  if [[ -n ${pack:-} ]]; then
-    { mkdir -p "$pack" && cp "$results/summary.md" "$results/summary.json" "$pack/"; } 2>/dev/null ||
-      true
-  fi
+  pack_results "${pack:-}"
 }
 
 # status_of RC: pass, timeout (124, 137), no time (125) or fail.

@@ -108,4 +108,31 @@ done
 listing=$(tar -tJf "$results/out/results.tar.xz")
 grep -q 'run.log$' <<<"$listing" || fail "results.tar.xz lacks run.log: $listing"
 ! grep -q '\.lsck$' <<<"$listing" || fail "results.tar.xz holds a checkpoint: $listing"
+
+# A bare GPU machine may lack the xz program (tar -J calls it): the logs
+# are packed as results.tar.gz, and the bundle's .tar.xz archives unpacked
+# by the machine's Python (tarfile reads xz itself), executable bits kept;
+# with neither, unpacking fails (gpu_check.sh records it).
+# (The interpreter itself: a pyenv shim would need bash on the PATH.)
+python=$(python3 -c 'import sys; print(sys.executable)') ||
+  fail "python3 is needed (on a GPU machine, PyTorch's)"
+no_xz=$results/no_xz_bin
+mkdir -p "$no_xz"
+for tool in tar gzip mkdir cp mv rm dirname basename; do
+  ln -s "$(command -v "$tool")" "$no_xz/$tool"
+done
+(PATH=$no_xz && pack_results "$results/out_gz")
+[[ -f $results/out_gz/results.tar.gz && ! -e $results/out_gz/results.tar.xz ]] ||
+  fail "without xz, pack_results left: $(ls "$results/out_gz")"
+tar -tzf "$results/out_gz/results.tar.gz" | grep -q 'run.log$' || fail "results.tar.gz lacks run.log"
+mkdir -p "$results/bundle/bin" "$results/unpacked"
+printf '#!/bin/sh\necho from the bundle\n' >"$results/bundle/bin/tool"
+chmod +x "$results/bundle/bin/tool"
+tar -C "$results/bundle" -cJf "$results/programs.tar.xz" bin
+(PATH=$no_xz && unpack_archive "$results/programs.tar.xz" "$results/unpacked" "$python") ||
+  fail "Python did not unpack programs.tar.xz"
+expect "a program unpacked by Python" "from the bundle" "$("$results/unpacked/bin/tool")"
+if (PATH=$no_xz && unpack_archive "$results/programs.tar.xz" "$results/unpacked" "") 2>/dev/null; then
+  fail "unpack_archive succeeded without xz or Python"
+fi
 echo "gpu_check_lib_test: passed"
