@@ -124,7 +124,8 @@ done
 (PATH=$no_xz && pack_results "$results/out_gz")
 [[ -f $results/out_gz/results.tar.gz && ! -e $results/out_gz/results.tar.xz ]] ||
   fail "without xz, pack_results left: $(ls "$results/out_gz")"
-tar -tzf "$results/out_gz/results.tar.gz" | grep -q 'run.log$' || fail "results.tar.gz lacks run.log"
+listing=$(tar -tzf "$results/out_gz/results.tar.gz")  # whole: grep -q would cut tar's pipe
+grep -q 'run.log$' <<<"$listing" || fail "results.tar.gz lacks run.log: $listing"
 mkdir -p "$results/bundle/bin" "$results/unpacked"
 printf '#!/bin/sh\necho from the bundle\n' >"$results/bundle/bin/tool"
 chmod +x "$results/bundle/bin/tool"
