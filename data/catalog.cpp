@@ -27,6 +27,10 @@ std::string default_data_dir(const std::string& name) {
   return "data/" + name;
 }
 
+std::string data_folder(const std::string& name, const std::string& dir) {
+  return dir.empty() ? default_data_dir(name) : dir;
+}
+
 Normalization default_normalization(const std::string& name) {
   check_dataset_name(name);
   if (name == "folder") return Normalization{{0.5f}, {0.5f}};
@@ -41,7 +45,7 @@ Augmentation default_augmentation(const std::string& name) {
 Dataset load_dataset(const std::string& name, const std::string& dir, bool train,
                      const FolderOptions& folder_options, std::vector<std::string>* notes) {
   check_dataset_name(name);
-  const std::string folder = dir.empty() ? default_data_dir(name) : dir;
+  const std::string folder = data_folder(name, dir);
   if (name == "folder") {
     FolderDataset loaded = load_image_folder(folder, train, folder_options);
     if (notes != nullptr) {

@@ -24,6 +24,9 @@ std::vector<std::string> dataset_names();
 void check_dataset_name(const std::string& name);
 
 std::string default_data_dir(const std::string& name);
+// The folder a dataset is read from: dir, or the dataset's default when dir
+// is empty (config key data_dir).
+std::string data_folder(const std::string& name, const std::string& dir);
 Normalization default_normalization(const std::string& name);
 // folder: 0.5 / 0.5 for every channel (pixels to [-1, 1]).
 // Random crop + flip for cifar10 (applied to training data only); none for

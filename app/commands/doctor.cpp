@@ -188,7 +188,7 @@ DoctorRank inspect_rank(const TrainConfig& config, const distributed::Communicat
   inspect_gpu(config, comm, r);
   r.mpi = mpi_library();
   r.nccl_env = nccl_environment();
-  r.data_dir = config.data_dir.empty() ? data::default_data_dir(config.dataset) : config.data_dir;
+  r.data_dir = data::data_folder(config.dataset, config.data_dir);
   r.data_ok = !r.data_dir.empty() && data_reachable(config.dataset, r.data_dir);
   r.run_dir = config.run_dir;
   r.run_dir_ok = run_dir_writable(config.run_dir);

@@ -118,9 +118,8 @@ void Trainer::resume() {
       // Training continues the run; evaluation (no run_dir) may pick its data.
       if (!config_.run_dir.empty()) {
         refuse_model_or_data_changes(stored, config_, path);
-        const std::string data_dir =
-            config_.data_dir.empty() ? data::default_data_dir(config_.dataset) : config_.data_dir;
-        refuse_other_data(m.value("data", nlohmann::json()), data_identity_, path, data_dir);
+        refuse_other_data(m.value("data", nlohmann::json()), data_identity_, path,
+                          data::data_folder(config_.dataset, config_.data_dir));
       }
       for (const std::string& change : changed_settings(stored, config_)) {
         report_->line("resume: setting changed since the checkpoint: " + change);
