@@ -55,6 +55,7 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm, TrainerHoo
   if (hooks_.wrap_backend) backend_ = hooks_.wrap_backend(std::move(backend_));
   loss_totals_ = nn::Tensor({nn::kLossTotalsFloats}, backend_->device());
   const std::string kernels = kernels_label(backend_->device(), config_.precision);
+  kernels_ = kernels_description(backend_->device(), config_.precision);
   model_ =
       nn::build_model(config_.model, config_.layers, {train_.channels, train_.height, train_.width},
                       train_.num_classes, config_.loss);

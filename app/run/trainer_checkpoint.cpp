@@ -6,7 +6,6 @@
 
 #include "app/checkpoint/checkpoint.h"
 #include "app/checkpoint/resume_policy.h"
-#include "app/platform/cpu_isa_env.h"
 #include "app/run/loss_scaling.h"
 #include "app/run/reproducible.h"
 #include "app/run/trainer.h"
@@ -41,7 +40,7 @@ void Trainer::save_checkpoint(bool numbered, bool best) {
   meta["sampler"] = {{"epoch", epochs_done_}, {"batch", 0}};
   meta["config"] = to_json(config_);
   meta["data"] = data_identity_;
-  meta["kernels"] = kernels_description(backend_->device(), config_.precision);
+  meta["kernels"] = kernels_;
   meta["best"] = best_.to_json();
   if (scaler_) meta["loss_scale"] = scaler_state_json(*scaler_);
   if (!checkpoint_row_.empty()) meta["metrics_row"] = checkpoint_row_;
@@ -124,11 +123,10 @@ void Trainer::resume() {
       for (const std::string& change : changed_settings(stored, config_)) {
         report_->line("resume: setting changed since the checkpoint: " + change);
       }
-      const std::string kernels = kernels_description(backend_->device(), config_.precision);
-      const std::string before = m.value("kernels", kernels);
-      if (before != kernels) {
+      const std::string before = m.value("kernels", kernels_);
+      if (before != kernels_) {
         report_->line(
-            "resume: the checkpoint was trained on " + before + ", this run uses " + kernels +
+            "resume: the checkpoint was trained on " + before + ", this run uses " + kernels_ +
             (config_.reproducible ? ": the bits differ from a run on one kind (reproducible = true)"
                                   : ""));
       }

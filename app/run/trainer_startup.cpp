@@ -3,7 +3,6 @@
 #include <sstream>
 
 #include "app/checkpoint/resume_policy.h"
-#include "app/platform/cpu_isa_env.h"
 #include "app/platform/placement.h"
 #include "app/run/loss_scaling.h"
 #include "app/run/reproducible.h"
@@ -54,7 +53,7 @@ void Trainer::check_fingerprint() {
     items.emplace_back(
         "CPU kernels, which reproducible = true needs alike on every rank (LOCKSTEP_CPU_ISA, "
         "LOCKSTEP_CPU_WINOGRAD)",
-        kernels_description(backend_->device(), config_.precision));
+        kernels_);
   }
   comm_.set_stall_label("start-up fingerprint check");
   distributed::check_same_fingerprint(comm_, items);
