@@ -6,6 +6,8 @@
 //   inputs (fp32 sums), and within 2^-7 * sum|a b| + that of the exact
 //   product (bf16 keeps 8 significant bits: each input off by at most
 //   2^-8 relative, a product by at most about 2^-7);
+// - every path gives the bits of a scalar model of vdpbf16ps's arithmetic
+//   (odd product first, one rounding per addition), on every CPU;
 // - vdpbf16ps and the emulated tile give the same bits (normal numbers),
 //   and so do the conversions on vcvtne2ps2bf16: every path this CPU runs
 //   (the avx2 and avx512 builds emulated, the avx512 build on the bf16
@@ -272,6 +274,80 @@ std::vector<uint32_t> pair_words(const std::vector<float>& b, int64_t k, int64_t
     for (int64_t j = 0; j < n; ++j) w[p / 2 * ldb + j] |= bits(b[p * n + j]) << (16 * (p % 2));
   }
   return w;
+}
+
+// The arithmetic of vdpbf16ps as scalar C++: C(i, j) from c0, for each pair
+// q in increasing order + A(i, 2q + 1) B(2q + 1, j), then + A(i, 2q) B(2q, j),
+// on bf16-rounded operands (past k: +0.0); every product of two bf16 is
+// exact in fp32, so each addition rounds once.
+float vdpbf16ps_model(const std::vector<float>& a, const std::vector<float>& b, int64_t k,
+                      int64_t n, int64_t i, int64_t j, float c0) {
+  const auto at = [&](int64_t p) { return p < k ? cpu::round_to_bf16(a[i * k + p]) : 0.0f; };
+  const auto bt = [&](int64_t p) { return p < k ? cpu::round_to_bf16(b[p * n + j]) : 0.0f; };
+  float acc = c0;
+  for (int64_t p = 0; p < k; p += 2) {
+    const float odd = at(p + 1) * bt(p + 1), even = at(p) * bt(p);
+    acc += odd;
+    acc += even;
+  }
+  return acc;
+}
+
+// Every path, the emulated tiles of this CPU too, gives the bits of that
+// model (normal numbers: vdpbf16ps flushes denormals), through gemm_bf16
+// (packed A and B, blocks of 256 pairs: depth 601 runs three) and
+// gemm_bf16_rows (both as pair words, blocks of 128 pairs), overwriting
+// and accumulating, over tails of the tiles. The test above checks the
+// emulation against vdpbf16ps where the CPU has it; this one holds on every
+// CPU.
+TEST(CpuBf16, EveryPathGivesTheBitsOfTheVdpbf16psArithmetic) {
+  const std::vector<GemmCase> cases = {{13, 70, 37}, {7, 19, 601}, {12, 64, 260}};
+  for (const GemmCase& s : cases) {
+    const std::vector<float> a = random_values(s.m * s.k, 11), b = random_values(s.k * s.n, 12);
+    const std::vector<float> c0 = random_values(s.m * s.n, 13);
+    const int64_t kq = (s.k + 1) / 2, mr = (s.m + 11) / 12 * 12, nr = (s.n + 15) / 16 * 16;
+    std::vector<uint32_t> a_rows(static_cast<size_t>(mr * kq), 0u);
+    const std::vector<uint32_t> a_words = pair_words(
+        [&] {
+          std::vector<float> at(static_cast<size_t>(s.k * s.m));
+          for (int64_t i = 0; i < s.m; ++i) {
+            for (int64_t p = 0; p < s.k; ++p) at[p * s.m + i] = a[i * s.k + p];
+          }
+          return at;
+        }(),
+        s.k, s.m, s.m);
+    for (int64_t i = 0; i < s.m; ++i) {
+      for (int64_t q = 0; q < kq; ++q) a_rows[i * kq + q] = a_words[q * s.m + i];
+    }
+    const std::vector<uint32_t> b_rows = pair_words(b, s.k, s.n, nr);
+    for (const Path& path : paths()) {
+      for (bool accumulate : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << s.m << "x" << s.n << "x" << s.k << " " << path.name()
+                                          << " accumulate " << accumulate);
+        std::vector<float> got = c0;
+        path.kernels().gemm(s.m, s.n, s.k, a.data(), s.k, 1, b.data(), s.n, 1, got.data(), s.n,
+                            accumulate, path.dot);
+        std::vector<float> rows(static_cast<size_t>(mr * nr), 0.0f);
+        for (int64_t i = 0; i < s.m; ++i)
+          std::copy_n(c0.data() + i * s.n, s.n, rows.data() + i * nr);
+        path.kernels().gemm_rows(mr, nr, kq, a_rows.data(), kq, b_rows.data(), nr, 0, rows.data(),
+                                 nr, accumulate, path.dot);
+        int bad = 0;
+        for (int64_t i = 0; i < s.m && bad < 5; ++i) {
+          for (int64_t j = 0; j < s.n && bad < 5; ++j) {
+            const float want =
+                vdpbf16ps_model(a, b, s.k, s.n, i, j, accumulate ? c0[i * s.n + j] : 0.0f);
+            if (std::bit_cast<uint32_t>(got[i * s.n + j]) != std::bit_cast<uint32_t>(want) ||
+                std::bit_cast<uint32_t>(rows[i * nr + j]) != std::bit_cast<uint32_t>(want)) {
+              ++bad;
+              ADD_FAILURE() << "(" << i << ", " << j << "): gemm " << got[i * s.n + j] << ", rows "
+                            << rows[i * nr + j] << ", model " << want;
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 // gemm_bf16_pairs (A packed, B pair words) and gemm_bf16_rows (both pair

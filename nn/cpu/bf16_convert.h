@@ -61,28 +61,90 @@ inline void bf16_row(const float* src, int64_t n, uint16_t* dst) {
   for (; j < n; ++j) dst[j] = static_cast<uint16_t>(bf16_bits(src[j]));
 }
 
-// The low (even) and high (odd) halves of one register of pair words, as
-// the floats they are the upper 16 bits of.
-inline void split_pairs(const uint32_t* p, vn& even, vn& odd) {
+// One register of pair words' high (odd) or low (even) halves, as the
+// floats they are the upper 16 bits of.
+inline vn odd_halves(const uint32_t* p) {
   using vu = uint32_t __attribute__((vector_size(sizeof(vn))));
   vu w;
   std::memcpy(&w, p, sizeof w);
-  const vu lo = w << 16, hi = w & 0xffff0000u;
-  std::memcpy(&even, &lo, sizeof lo);
-  std::memcpy(&odd, &hi, sizeof hi);
+  w &= 0xffff0000u;
+  vn out;
+  std::memcpy(&out, &w, sizeof out);
+  return out;
+}
+inline vn even_halves(const uint32_t* p) {
+  using vu = uint32_t __attribute__((vector_size(sizeof(vn))));
+  vu w;
+  std::memcpy(&w, p, sizeof w);
+  w <<= 16;
+  vn out;
+  std::memcpy(&out, &w, sizeof out);
+  return out;
 }
 
-// acc plus the two products of the pair word a with the split pairs (even,
-// odd): the odd product first, one rounding per addition, as vdpbf16ps adds
-// them (every product of two bf16 is exact in fp32).
-inline vn dot_pairs(vn acc, uint32_t a, vn even, vn odd) {
-  const uint32_t lo = a << 16, hi = a & 0xffff0000u;
-  float a_even, a_odd;
-  std::memcpy(&a_even, &lo, sizeof a_even);
-  std::memcpy(&a_odd, &hi, sizeof a_odd);
-  acc += a_odd * odd;
-  acc += a_even * even;
-  return acc;
+// odd[j] and even[j] = the floats of the high and low halves of words[j],
+// j < n: an operand split once so that register tiles broadcast its halves
+// straight from memory.
+inline void split_pair_words(const uint32_t* words, int64_t n, float* odd, float* even) {
+  int64_t j = 0;
+  for (; j + kNativeLanes <= n; j += kNativeLanes) {
+    storen(odd + j, odd_halves(words + j));
+    storen(even + j, even_halves(words + j));
+  }
+  for (; j < n; ++j) {
+    const uint32_t hi = words[j] & 0xffff0000u, lo = words[j] << 16;
+    std::memcpy(odd + j, &hi, sizeof hi);
+    std::memcpy(even + j, &lo, sizeof lo);
+  }
+}
+
+// The arithmetic of vdpbf16ps, emulated, on R rows x NV registers of C
+// (rows ldc apart): for each pair q < kq in increasing order, C(i, :) +=
+// A(i, 2q + 1) B(2q + 1, :), then += A(i, 2q) B(2q, :); every product of
+// two bf16 is exact in fp32, so each addition rounds once, as vdpbf16ps's.
+// A is split (split_pair_words): pair q of row i at a_odd[q * a_step + i]
+// and a_even[...], broadcast from memory; b_row(q) points at pair q's
+// words of B (NV registers of them). The odd products of a pair go to every
+// accumulator before the even ones. With 16 registers (AVX2) at most 3 rows
+// at a time: GCC spills two of 6 x 2 accumulators beside the halves of B
+// and its mask (3 x 2 run without spills, each pair of B read twice from L1).
+template <int R, int NV, typename BRow>
+[[gnu::always_inline]] inline void emulated_dot_tile(int64_t kq, const float* a_odd,
+                                                     const float* a_even, int64_t a_step,
+                                                     BRow b_row, float* c, int64_t ldc,
+                                                     bool accumulate) {
+  constexpr int kMaxRows = kWideRegisters ? 6 : 3;
+  if constexpr (R > kMaxRows) {
+    emulated_dot_tile<kMaxRows, NV>(kq, a_odd, a_even, a_step, b_row, c, ldc, accumulate);
+    emulated_dot_tile<R - kMaxRows, NV>(kq, a_odd + kMaxRows, a_even + kMaxRows, a_step, b_row,
+                                        c + kMaxRows * ldc, ldc, accumulate);
+    return;
+  }
+  vn acc[R][NV];
+  for (int i = 0; i < R; ++i) {
+    for (int u = 0; u < NV; ++u)
+      acc[i][u] = accumulate ? loadn(c + i * ldc + u * kNativeLanes) : vn{};
+  }
+  for (int64_t q = 0; q < kq; ++q) {
+    const uint32_t* bq = b_row(q);
+    const float* ao = a_odd + q * a_step;
+    const float* ae = a_even + q * a_step;
+    vn odd[NV];
+    for (int u = 0; u < NV; ++u) odd[u] = odd_halves(bq + u * kNativeLanes);
+    for (int i = 0; i < R; ++i) {
+      const float a = ao[i];
+      for (int u = 0; u < NV; ++u) acc[i][u] += a * odd[u];
+    }
+    vn even[NV];
+    for (int u = 0; u < NV; ++u) even[u] = even_halves(bq + u * kNativeLanes);
+    for (int i = 0; i < R; ++i) {
+      const float a = ae[i];
+      for (int u = 0; u < NV; ++u) acc[i][u] += a * even[u];
+    }
+  }
+  for (int i = 0; i < R; ++i) {
+    for (int u = 0; u < NV; ++u) storen(c + i * ldc + u * kNativeLanes, acc[i][u]);
+  }
 }
 
 }  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA

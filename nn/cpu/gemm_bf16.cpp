@@ -31,27 +31,18 @@ float element(StridedMatrix a, int64_t i, int64_t p) {
   return a.data[i * a.row_stride + p * a.col_stride];
 }
 
-// The emulated register tile (dot_pairs: the arithmetic of vdpbf16ps).
+// The emulated register tile (emulated_dot_tile: the arithmetic of
+// vdpbf16ps): the panel's pair words split into floats first, once per
+// tile, so that the loop over pairs broadcasts them from memory.
+constexpr int64_t kMaxTileKq = std::max(kKq, kKqInPlace);
+
 template <int R>
 void tile_emulated(int64_t kq, const uint32_t* ap, PairRows b, float* c, int64_t ldc,
                    bool accumulate) {
-  constexpr int U = kNr / kNativeLanes;
-  vn acc[R][U];
-  for (int i = 0; i < R; ++i) {
-    for (int u = 0; u < U; ++u)
-      acc[i][u] = accumulate ? loadn(c + i * ldc + u * kNativeLanes) : vn{};
-  }
-  for (int64_t q = 0; q < kq; ++q) {
-    vn b_even[U], b_odd[U];
-    for (int u = 0; u < U; ++u) split_pairs(b.row(q) + u * kNativeLanes, b_even[u], b_odd[u]);
-    for (int i = 0; i < R; ++i) {
-      for (int u = 0; u < U; ++u)
-        acc[i][u] = dot_pairs(acc[i][u], ap[q * kMr + i], b_even[u], b_odd[u]);
-    }
-  }
-  for (int i = 0; i < R; ++i) {
-    for (int u = 0; u < U; ++u) storen(c + i * ldc + u * kNativeLanes, acc[i][u]);
-  }
+  alignas(64) float a_odd[kMaxTileKq * kMr], a_even[kMaxTileKq * kMr];
+  split_pair_words(ap, kq * kMr, a_odd, a_even);
+  emulated_dot_tile<R, kNr / kNativeLanes>(
+      kq, a_odd, a_even, kMr, [&](int64_t q) { return b.row(q); }, c, ldc, accumulate);
 }
 
 void run_tile(int rows, int64_t kq, const uint32_t* ap, PairRows b, float* c, int64_t ldc,

@@ -14,26 +14,34 @@ namespace {
 
 constexpr int64_t kQb = 128;
 
-// The emulated tile, one row and 16 columns at a time (dot_pairs: the
-// arithmetic of vdpbf16ps).
+// The emulated tile (emulated_dot_tile: the arithmetic of vdpbf16ps): the
+// rows of A split into floats first, pair q of row i at q * rows + i; then
+// per 6 rows, as many columns at a time as registers allow (AVX2: 16;
+// AVX-512: the tile's 16 to 64).
 void rows_tile_emulated(int rows, int vectors, int64_t kq, const uint32_t* a, int64_t lda,
                         const uint32_t* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
-  constexpr int U = kLanes / kNativeLanes;
-  for (int i = 0; i < rows; ++i) {
-    for (int v = 0; v < vectors; ++v) {
-      float* ct = c + i * ldc + v * kLanes;
-      vn acc[U];
-      for (int u = 0; u < U; ++u) acc[u] = accumulate ? loadn(ct + u * kNativeLanes) : vn{};
-      for (int64_t q = 0; q < kq; ++q) {
-        uint32_t word;
-        std::memcpy(&word, a + i * lda + q, sizeof word);
-        for (int u = 0; u < U; ++u) {
-          vn even, odd;
-          split_pairs(b + q * ldb + v * kLanes + u * kNativeLanes, even, odd);
-          acc[u] = dot_pairs(acc[u], word, even, odd);
-        }
+  constexpr int kMaxRows = 12;
+  alignas(64) uint32_t words[kQb * kMaxRows];
+  alignas(64) float a_odd[kQb * kMaxRows], a_even[kQb * kMaxRows];
+  for (int64_t q = 0; q < kq; ++q) {
+    for (int i = 0; i < rows; ++i) words[q * rows + i] = a[i * lda + q];
+  }
+  split_pair_words(words, kq * rows, a_odd, a_even);
+  const int registers = vectors * kLanes / kNativeLanes;
+  constexpr int kMaxNv = kWideRegisters ? 4 : 2;
+  for (int i = 0; i < rows; i += 6) {
+    for (int u = 0; u < registers; u += kMaxNv) {
+      const uint32_t* bu = b + u * kNativeLanes;
+      const auto b_row = [&](int64_t q) { return bu + q * ldb; };
+      float* cu = c + i * ldc + u * kNativeLanes;
+      const int nv = std::min(kMaxNv, registers - u);
+      if (nv == 4) {
+        emulated_dot_tile<6, 4>(kq, a_odd + i, a_even + i, rows, b_row, cu, ldc, accumulate);
+      } else if (nv == 2) {
+        emulated_dot_tile<6, 2>(kq, a_odd + i, a_even + i, rows, b_row, cu, ldc, accumulate);
+      } else {
+        emulated_dot_tile<6, 1>(kq, a_odd + i, a_even + i, rows, b_row, cu, ldc, accumulate);
       }
-      for (int u = 0; u < U; ++u) storen(ct + u * kNativeLanes, acc[u]);
     }
   }
 }
