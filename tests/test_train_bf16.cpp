@@ -1,7 +1,8 @@
 // Training in bf16 precision end to end: the same short run (mnist_net on a
 // Fashion-MNIST subset, same seed) in fp32 and in bf16 gives per-epoch
 // train losses within 5% of each other and test accuracies within 3 points;
-// the start-up line names the precision; fp16 is refused with the key named.
+// the start-up line names the precision, and says when bf16 runs emulated
+// (slower than fp32); fp16 is refused with the key named.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "app/platform/cpu_isa_env.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"
 #include "support/run_files.h"
@@ -49,6 +51,12 @@ TEST(TrainBf16, LossTracksFp32) {
     ASSERT_EQ(r.exit_code, 0) << r.output;
     if (i == 1) {
       EXPECT_NE(r.output.find("bf16"), std::string::npos) << r.output;
+      // The emulation is said where it runs (this CPU, or the isa_avx2 lane),
+      // and only there.
+      const bool emulated =
+          app::kernels_label(nn::Device::kCpu, nn::Precision::kBf16) != "avx512_bf16";
+      EXPECT_EQ(r.output.find("note: bf16 products are emulated (") != std::string::npos, emulated)
+          << r.output;
     }
     runs[i] = read_metrics(dir);
     ASSERT_EQ(runs[i].size(), 3u) << r.output;

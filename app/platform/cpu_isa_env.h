@@ -34,6 +34,12 @@ std::string cpu_isa_description();
 // products run on vdpbf16ps. precision: the config key's value.
 std::string kernels_label(nn::Device device, nn::Precision precision);
 
+// One line for the start-up banner when bf16 products run emulated (the
+// CPU has no AVX512_BF16, or LOCKSTEP_CPU_ISA caps it away): the same bits
+// as on vdpbf16ps but slower than fp32, naming why; empty otherwise (fp32,
+// CUDA, bf16 on vdpbf16ps).
+std::string bf16_emulation_note(nn::Device device, nn::Precision precision);
+
 // What decides a run's bits beside its config: kernels_label and, on the
 // CPU, the convolutions' method, e.g. "avx2 kernels, Winograd 3x3
 // convolutions" or "cuda kernels". Ranks of a reproducible run must agree

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "app/checkpoint/resume_policy.h"
+#include "app/platform/cpu_isa_env.h"
 #include "app/platform/placement.h"
 #include "app/run/loss_scaling.h"
 #include "app/run/reproducible.h"
@@ -66,6 +67,10 @@ void Trainer::banner() {
       << (config_.threads > 0 ? "threads key"
                               : threads_reason(affinity_count(), online_cpus(), comm_.local_size()))
       << ") on " << backend_->name() << ", precision " << nn::to_string(config_.precision) << "\n";
+  if (const std::string note = bf16_emulation_note(backend_->device(), config_.precision);
+      !note.empty()) {
+    out << note << "\n";
+  }
   if (gradient_comm_) out << "gradients: " << gradient_comm_->describe() << "\n";
   out << "data: " << train_.name << " " << train_.size() << " samples, " << test_.name << " "
       << test_.size() << " samples";
