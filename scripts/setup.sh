@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the Debian packages lockstep needs to build, test and train;
 # with --test also what the CI lanes need (clang and its libFuzzer runtime
-# for the sanitizer and fuzz builds, stress-ng for the run under load,
-# iproute2 for the fake cluster of tests/cluster/).
+# for the sanitizer and fuzz builds, clang-format for tests/test_style.cpp,
+# stress-ng for the run under load, iproute2 for the fake cluster of
+# tests/cluster/).
 # Idempotent: packages already present are left as they are.
 set -euo pipefail
 
@@ -14,7 +15,7 @@ packages=(
   libonnx-dev libprotobuf-dev
 )
 if [ "${1:-}" = "--test" ]; then
-  packages+=(clang libclang-rt-dev stress-ng iproute2)
+  packages+=(clang clang-format libclang-rt-dev stress-ng iproute2)
 fi
 
 missing=()

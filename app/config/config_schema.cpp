@@ -244,8 +244,8 @@ std::vector<Key> make_schema() {
           "consecutive clean steps after which the loss scale doubles")
           .range(positive(1e12), "steps"),
       key("threads", &C::threads,
-          "compute threads per rank (0: one per physical core in the rank's affinity mask; a mask of "
-          "the whole machine is divided among the ranks on the node)")
+          "compute threads per rank (0: one per physical core in the rank's affinity mask; a "
+          "mask of the whole machine is divided among the ranks on the node)")
           .range(between(0, kMaxThreads), "threads")
           .commands(kAll)
           .ranks_may_differ(),
