@@ -64,7 +64,7 @@ std::string bf16_emulation_note(nn::Device device, nn::Precision precision) {
                 " leaves out AVX512_BF16"
           : "this CPU has no AVX512_BF16";
   return "note: bf16 products are emulated (" + why +
-         "): the same bits as on vdpbf16ps, but slower than fp32 (resnet20 about 2x slower on "
+         "): the same bits as on vdpbf16ps, but slower than fp32 (resnet20 2-3x slower on "
          "AMD Zen 3); precision = \"fp32\" trains faster here";
 }
 
