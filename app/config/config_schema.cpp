@@ -231,7 +231,8 @@ std::vector<Key> make_schema() {
       // the CPU (nn/precision.h: vdpbf16ps where the CPU has AVX512_BF16, else emulated)
       key("precision", &C::precision,
           "convolution and GEMM inputs rounded to 16 bits, float32 accumulation, float32 weights "
-          "(bf16: cpu or cuda; fp16: cuda only, with loss scaling)"),
+          "(bf16: cpu or cuda, on a cpu without AVX512_BF16 emulated and slower than fp32; fp16: "
+          "cuda only, with loss scaling)"),
       // loss scaling: PyTorch GradScaler's dynamic scale (nn/grad_scaler.h)
       key("loss_scaling", &C::loss_scaling,
           "dynamic loss scaling: loss times a scale that halves on a step with inf/NaN gradients "
