@@ -105,15 +105,16 @@ inline void split_pair_words(const uint32_t* words, int64_t n, float* odd, float
 // A is split (split_pair_words): pair q of row i at a_odd[q * a_step + i]
 // and a_even[...], broadcast from memory; b_row(q) points at pair q's
 // words of B (NV registers of them). The odd products of a pair go to every
-// accumulator before the even ones. With 16 registers (AVX2) at most 3 rows
-// at a time: GCC spills two of 6 x 2 accumulators beside the halves of B
-// and its mask (3 x 2 run without spills, each pair of B read twice from L1).
+// accumulator before the even ones. At most 3 rows at a time: GCC spills
+// two of 6 x 2 accumulators (AVX2, 16 registers) and three of 6 x 4
+// (AVX-512, 32) beside the halves of B and their mask; 3 rows run without
+// spills, each pair of B read twice from L1.
 template <int R, int NV, typename BRow>
 [[gnu::always_inline]] inline void emulated_dot_tile(int64_t kq, const float* a_odd,
                                                      const float* a_even, int64_t a_step,
                                                      BRow b_row, float* c, int64_t ldc,
                                                      bool accumulate) {
-  constexpr int kMaxRows = kWideRegisters ? 6 : 3;
+  constexpr int kMaxRows = 3;
   if constexpr (R > kMaxRows) {
     emulated_dot_tile<kMaxRows, NV>(kq, a_odd, a_even, a_step, b_row, c, ldc, accumulate);
     emulated_dot_tile<R - kMaxRows, NV>(kq, a_odd + kMaxRows, a_even + kMaxRows, a_step, b_row,
