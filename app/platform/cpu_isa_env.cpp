@@ -70,11 +70,11 @@ std::string bf16_emulation_note(nn::Device device, nn::Precision precision) {
 
 std::string kernels_description(nn::Device device, nn::Precision precision) {
   std::string out = kernels_label(device, precision) + " kernels";
-  if (device == nn::Device::kCpu) {
-    out +=
-        cpu_winograd_from_environment() ? ", Winograd 3x3 convolutions" : ", direct convolutions";
-  }
-  return out;
+  if (device != nn::Device::kCpu) return out;
+  // bf16 convolutions run direct whatever LOCKSTEP_CPU_WINOGRAD says.
+  if (precision == nn::Precision::kBf16) return out + ", bf16 direct convolutions";
+  return out + (cpu_winograd_from_environment() ? ", Winograd 3x3 convolutions"
+                                                : ", direct convolutions");
 }
 
 }  // namespace lockstep::app
