@@ -276,6 +276,22 @@ std::vector<uint32_t> pair_words(const std::vector<float>& b, int64_t k, int64_t
   return w;
 }
 
+// A (m x k, rows k apart) as gemm_bf16_rows reads it: mr rows (zeros past
+// m) of (k + 1) / 2 pair words, the pairs of A^T's rows.
+std::vector<uint32_t> a_pair_rows(const std::vector<float>& a, int64_t m, int64_t k, int64_t mr) {
+  std::vector<float> at(static_cast<size_t>(k * mr), 0.0f);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t p = 0; p < k; ++p) at[p * mr + i] = a[i * k + p];
+  }
+  const std::vector<uint32_t> aw = pair_words(at, k, mr, mr);  // (kq, mr)
+  const int64_t kq = (k + 1) / 2;
+  std::vector<uint32_t> rows(static_cast<size_t>(mr * kq));
+  for (int64_t i = 0; i < mr; ++i) {
+    for (int64_t q = 0; q < kq; ++q) rows[i * kq + q] = aw[q * mr + i];
+  }
+  return rows;
+}
+
 // The arithmetic of vdpbf16ps as scalar C++: C(i, j) from c0, for each pair
 // q in increasing order + A(i, 2q + 1) B(2q + 1, j), then + A(i, 2q) B(2q, j),
 // on bf16-rounded operands (past k: +0.0); every product of two bf16 is
@@ -306,19 +322,7 @@ TEST(CpuBf16, EveryPathGivesTheBitsOfTheVdpbf16psArithmetic) {
     const std::vector<float> a = random_values(s.m * s.k, 11), b = random_values(s.k * s.n, 12);
     const std::vector<float> c0 = random_values(s.m * s.n, 13);
     const int64_t kq = (s.k + 1) / 2, mr = (s.m + 11) / 12 * 12, nr = (s.n + 15) / 16 * 16;
-    std::vector<uint32_t> a_rows(static_cast<size_t>(mr * kq), 0u);
-    const std::vector<uint32_t> a_words = pair_words(
-        [&] {
-          std::vector<float> at(static_cast<size_t>(s.k * s.m));
-          for (int64_t i = 0; i < s.m; ++i) {
-            for (int64_t p = 0; p < s.k; ++p) at[p * s.m + i] = a[i * s.k + p];
-          }
-          return at;
-        }(),
-        s.k, s.m, s.m);
-    for (int64_t i = 0; i < s.m; ++i) {
-      for (int64_t q = 0; q < kq; ++q) a_rows[i * kq + q] = a_words[q * s.m + i];
-    }
+    const std::vector<uint32_t> a_rows = a_pair_rows(a, s.m, s.k, mr);
     const std::vector<uint32_t> b_rows = pair_words(b, s.k, s.n, nr);
     for (const Path& path : paths()) {
       for (bool accumulate : {false, true}) {
@@ -362,15 +366,7 @@ TEST(CpuBf16, PairedOperandsGiveTheBitsOfGemmBf16) {
     const std::vector<uint32_t> bw = pair_words(b, s.k, s.n, ldb);
     // rows: m and n rounded up to whole tiles, A as pair words (its transpose's pairs)
     const int64_t mr = (s.m + 11) / 12 * 12, nr = (s.n + 15) / 16 * 16;
-    std::vector<float> at(static_cast<size_t>(s.k * mr), 0.0f);
-    for (int64_t i = 0; i < s.m; ++i) {
-      for (int64_t p = 0; p < s.k; ++p) at[p * mr + i] = a[i * s.k + p];
-    }
-    const std::vector<uint32_t> aw = pair_words(at, s.k, mr, mr);  // (kq, mr): A^T's pairs
-    std::vector<uint32_t> a_rows(static_cast<size_t>(mr * kq));
-    for (int64_t i = 0; i < mr; ++i) {
-      for (int64_t q = 0; q < kq; ++q) a_rows[i * kq + q] = aw[q * mr + i];
-    }
+    const std::vector<uint32_t> a_rows = a_pair_rows(a, s.m, s.k, mr);
     const std::vector<uint32_t> bw_rows = pair_words(b, s.k, s.n, nr);
     for (const Path& path : paths()) {
       SCOPED_TRACE(::testing::Message() << s.m << "x" << s.n << "x" << s.k << " " << path.name());
