@@ -42,9 +42,10 @@ std::string bf16_emulation_note(nn::Device device, nn::Precision precision);
 
 // What decides a run's bits beside its config: kernels_label and, on the
 // CPU, the convolutions' method, e.g. "avx2 kernels, Winograd 3x3
-// convolutions", "avx512_bf16 kernels, bf16 direct convolutions" (bf16 takes
-// no Winograd, whatever LOCKSTEP_CPU_WINOGRAD says) or "cuda kernels". Ranks of a reproducible run
-// must agree on it; checkpoints keep it, and a resume on others says so.
+// convolutions", "avx512_bf16 kernels, bf16 direct convolutions" (bf16
+// takes no Winograd, whatever LOCKSTEP_CPU_WINOGRAD says) or "cuda
+// kernels". Ranks of a reproducible run must agree on it; checkpoints keep
+// it, and a resume on others says so.
 std::string kernels_description(nn::Device device, nn::Precision precision);
 
 }  // namespace lockstep::app

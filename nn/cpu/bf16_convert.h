@@ -82,6 +82,13 @@ inline vn even_halves(const uint32_t* p) {
   return out;
 }
 
+// *odd and *even = the floats of the high and low halves of one pair word.
+inline void split_pair_word(uint32_t word, float* odd, float* even) {
+  const uint32_t hi = word & 0xffff0000u, lo = word << 16;
+  std::memcpy(odd, &hi, sizeof hi);
+  std::memcpy(even, &lo, sizeof lo);
+}
+
 // odd[j] and even[j] = the floats of the high and low halves of words[j],
 // j < n: an operand split once so that register tiles broadcast its halves
 // straight from memory.
@@ -91,11 +98,7 @@ inline void split_pair_words(const uint32_t* words, int64_t n, float* odd, float
     storen(odd + j, odd_halves(words + j));
     storen(even + j, even_halves(words + j));
   }
-  for (; j < n; ++j) {
-    const uint32_t hi = words[j] & 0xffff0000u, lo = words[j] << 16;
-    std::memcpy(odd + j, &hi, sizeof hi);
-    std::memcpy(even + j, &lo, sizeof lo);
-  }
+  for (; j < n; ++j) split_pair_word(words[j], odd + j, even + j);
 }
 
 // The arithmetic of vdpbf16ps, emulated, on R rows x NV registers of C

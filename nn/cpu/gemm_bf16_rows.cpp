@@ -15,18 +15,17 @@ namespace {
 constexpr int64_t kQb = 128;
 
 // The emulated tile (emulated_dot_tile: the arithmetic of vdpbf16ps): the
-// rows of A split into floats first, pair q of row i at q * rows + i; then
-// per 6 rows, as many columns at a time as registers allow (AVX2: 16;
-// AVX-512: the tile's 16 to 64).
+// rows of A split into floats as they are gathered, pair q of row i at
+// q * rows + i; then per 6 rows, as many columns at a time as registers
+// allow (AVX2: 16; AVX-512: the tile's 16 to 64).
 void rows_tile_emulated(int rows, int vectors, int64_t kq, const uint32_t* a, int64_t lda,
                         const uint32_t* b, int64_t ldb, float* c, int64_t ldc, bool accumulate) {
   constexpr int kMaxRows = 12;
-  alignas(64) uint32_t words[kQb * kMaxRows];
   alignas(64) float a_odd[kQb * kMaxRows], a_even[kQb * kMaxRows];
   for (int64_t q = 0; q < kq; ++q) {
-    for (int i = 0; i < rows; ++i) words[q * rows + i] = a[i * lda + q];
+    for (int i = 0; i < rows; ++i)
+      split_pair_word(a[i * lda + q], a_odd + q * rows + i, a_even + q * rows + i);
   }
-  split_pair_words(words, kq * rows, a_odd, a_even);
   const int registers = vectors * kLanes / kNativeLanes;
   constexpr int kMaxNv = kWideRegisters ? 4 : 2;
   for (int i = 0; i < rows; i += 6) {
