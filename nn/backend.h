@@ -166,6 +166,27 @@ struct HostTraffic {
   bool operator==(const HostTraffic&) const = default;
 };
 
+// The kernels a backend runs: what decides its bits beside the model, the
+// data and the seed. Ranks of a reproducible run must agree on
+// description(); checkpoints keep it.
+struct KernelChoice {
+  // One word for metrics.csv and the timeline: "cuda"; on the CPU the
+  // instruction set of its kernels ("avx2", "avx512"), "avx512_bf16" when
+  // bf16 products run on vdpbf16ps.
+  std::string label;
+  // How convolutions run, empty where the device's library chooses (CUDA):
+  // "Winograd 3x3 convolutions", "direct convolutions", "bf16 direct
+  // convolutions" (bf16 takes no Winograd).
+  std::string convolutions;
+  // bf16 products computed without vdpbf16ps: the same bits, slower.
+  bool bf16_emulated = false;
+
+  // "avx2 kernels, Winograd 3x3 convolutions", "cuda kernels".
+  std::string description() const {
+    return label + " kernels" + (convolutions.empty() ? "" : ", " + convolutions);
+  }
+};
+
 // n floats at data, in a backend's memory.
 struct ConstFloats {
   const float* data = nullptr;
@@ -177,6 +198,7 @@ class Backend {
   virtual ~Backend() = default;
   virtual Device device() const = 0;
   virtual std::string name() const = 0;  // "cpu (2 threads)", "cuda:0 (H100)"
+  virtual KernelChoice kernels() const = 0;
 
   // --- convolution ---------------------------------------------------------
   // x: (N, C, H, W), w: (K, C, R, S), b: (K) or null, y: (N, K, P, Q)

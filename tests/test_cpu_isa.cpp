@@ -69,6 +69,30 @@ TEST(CpuIsa, CapLowersTheChoiceButNeverRaisesIt) {
             std::string::npos);
 }
 
+// The backend names the kernels it runs (what reproducible ranks and
+// checkpoints compare): the instruction set under the cap, avx512_bf16 for
+// bf16 on vdpbf16ps, and the convolutions' method, direct in bf16 whatever
+// the Winograd option says.
+TEST(CpuIsa, TheBackendNamesTheKernelsItRuns) {
+  const std::string best = to_string(detect_cpu_isa());
+  const bool dot = detect_cpu_isa() == CpuIsa::kAvx512 && cpu_has_avx512_bf16();
+  const auto kernels = [](CpuBackendOptions o) { return make_cpu_backend(o)->kernels(); };
+  KernelChoice k = kernels({.threads = 1});
+  EXPECT_EQ(k.description(), best + " kernels, Winograd 3x3 convolutions");
+  EXPECT_FALSE(k.bf16_emulated);
+  k = kernels({.threads = 1, .winograd = false});
+  EXPECT_EQ(k.description(), best + " kernels, direct convolutions");
+  k = kernels({.threads = 1, .isa_cap = CpuIsa::kAvx2, .precision = Precision::kBf16});
+  EXPECT_EQ(k.description(), "avx2 kernels, bf16 direct convolutions");
+  EXPECT_TRUE(k.bf16_emulated);
+  for (bool winograd : {true, false}) {
+    k = kernels({.threads = 1, .precision = Precision::kBf16, .winograd = winograd});
+    EXPECT_EQ(k.description(), (dot ? "avx512_bf16" : best) + " kernels, bf16 direct convolutions");
+    EXPECT_EQ(k.label, dot ? "avx512_bf16" : best);
+    EXPECT_EQ(k.bf16_emulated, !dot);
+  }
+}
+
 // Runs `op` on a backend of each instruction set this CPU has, with 1 and
 // with 2 threads, and expects the outputs (the tensors op returns) of the
 // two sets at each thread count to agree: bitwise when tolerance is 0, else

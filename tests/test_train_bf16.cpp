@@ -53,8 +53,9 @@ TEST(TrainBf16, LossTracksFp32) {
       EXPECT_NE(r.output.find("bf16"), std::string::npos) << r.output;
       // The emulation is said where it runs (this CPU, or the isa_avx2 lane),
       // and only there.
-      const bool emulated =
-          app::kernels_label(nn::Device::kCpu, nn::Precision::kBf16) != "avx512_bf16";
+      const bool emulated = nn::make_cpu_backend(app::cpu_backend_options(1, nn::Precision::kBf16))
+                                ->kernels()
+                                .bf16_emulated;
       EXPECT_EQ(r.output.find("note: bf16 products are emulated (") != std::string::npos, emulated)
           << r.output;
     }

@@ -43,38 +43,14 @@ std::string cpu_isa_description() {
   return out;
 }
 
-std::string kernels_label(nn::Device device, nn::Precision precision) {
-  if (device == nn::Device::kCuda) return "cuda";
-  const nn::CpuIsa isa = nn::choose_cpu_isa(cpu_isa_cap_from_environment());
-  if (isa == nn::CpuIsa::kAvx512 && precision == nn::Precision::kBf16 &&
-      nn::cpu_has_avx512_bf16()) {
-    return "avx512_bf16";
-  }
-  return nn::to_string(isa);
-}
-
-std::string bf16_emulation_note(nn::Device device, nn::Precision precision) {
-  if (device != nn::Device::kCpu || precision != nn::Precision::kBf16 ||
-      kernels_label(device, precision) == "avx512_bf16") {
-    return "";
-  }
-  const std::string why =
-      nn::cpu_has_avx512_bf16()
-          ? "LOCKSTEP_CPU_ISA=" + nn::to_string(*cpu_isa_cap_from_environment()) +
-                " leaves out AVX512_BF16"
-          : "this CPU has no AVX512_BF16";
+std::string bf16_emulation_note(const nn::KernelChoice& kernels) {
+  if (!kernels.bf16_emulated) return "";
+  const std::string why = nn::cpu_has_avx512_bf16()
+                              ? "LOCKSTEP_CPU_ISA=" + kernels.label + " leaves out AVX512_BF16"
+                              : "this CPU has no AVX512_BF16";
   return "note: bf16 products are emulated (" + why +
          "): the same bits as on vdpbf16ps, but slower than fp32 (resnet20 2-3x slower on "
          "AMD Zen 3); precision = \"fp32\" trains faster here";
-}
-
-std::string kernels_description(nn::Device device, nn::Precision precision) {
-  std::string out = kernels_label(device, precision) + " kernels";
-  if (device != nn::Device::kCpu) return out;
-  // bf16 convolutions run direct whatever LOCKSTEP_CPU_WINOGRAD says.
-  if (precision == nn::Precision::kBf16) return out + ", bf16 direct convolutions";
-  return out + (cpu_winograd_from_environment() ? ", Winograd 3x3 convolutions"
-                                                : ", direct convolutions");
 }
 
 }  // namespace lockstep::app

@@ -28,24 +28,10 @@ nn::CpuBackendOptions cpu_backend_options(int threads,
 // One line for `lockstep info`: the kernels in use, what the CPU has, the cap.
 std::string cpu_isa_description();
 
-// The kernels a backend on `device` runs in `precision`, as one word for
-// metrics.csv and the timeline: "cuda"; on the CPU the instruction set of
-// its kernels under the cap (avx2, avx512), "avx512_bf16" when bf16
-// products run on vdpbf16ps. precision: the config key's value.
-std::string kernels_label(nn::Device device, nn::Precision precision);
-
-// One line for the start-up banner when bf16 products run emulated (the
-// CPU has no AVX512_BF16, or LOCKSTEP_CPU_ISA caps it away): the same bits
-// as on vdpbf16ps but slower than fp32, naming why; empty otherwise (fp32,
-// CUDA, bf16 on vdpbf16ps).
-std::string bf16_emulation_note(nn::Device device, nn::Precision precision);
-
-// What decides a run's bits beside its config: kernels_label and, on the
-// CPU, the convolutions' method, e.g. "avx2 kernels, Winograd 3x3
-// convolutions", "avx512_bf16 kernels, bf16 direct convolutions" (bf16
-// takes no Winograd, whatever LOCKSTEP_CPU_WINOGRAD says) or "cuda
-// kernels". Ranks of a reproducible run must agree on it; checkpoints keep
-// it, and a resume on others says so.
-std::string kernels_description(nn::Device device, nn::Precision precision);
+// One line for the start-up banner when a backend's bf16 products run
+// emulated (the CPU has no AVX512_BF16, or LOCKSTEP_CPU_ISA caps it away):
+// the same bits as on vdpbf16ps but slower than fp32, naming why; empty
+// otherwise (fp32, CUDA, bf16 on vdpbf16ps).
+std::string bf16_emulation_note(const nn::KernelChoice& kernels);
 
 }  // namespace lockstep::app

@@ -53,7 +53,7 @@ class Report {
   Report& operator=(const Report&) = delete;
 
   // What the run computes in, recorded in every row of metrics.csv: the
-  // precision (fp32 | bf16 | fp16) and the kernels (kernels_label()).
+  // precision (fp32 | bf16 | fp16) and the kernels (nn::KernelChoice::label).
   void set_run_labels(const std::string& precision, const std::string& kernels);
   // A line of text (start-up banner, notes), when active and not "none".
   void line(const std::string& text);

@@ -54,8 +54,8 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm, TrainerHoo
   backend_ = make_backend(config_, device_plan_, threads_);
   if (hooks_.wrap_backend) backend_ = hooks_.wrap_backend(std::move(backend_));
   loss_totals_ = nn::Tensor({nn::kLossTotalsFloats}, backend_->device());
-  const std::string kernels = kernels_label(backend_->device(), config_.precision);
-  kernels_ = kernels_description(backend_->device(), config_.precision);
+  const std::string kernels = backend_->kernels().label;
+  kernels_ = backend_->kernels().description();
   model_ =
       nn::build_model(config_.model, config_.layers, {train_.channels, train_.height, train_.width},
                       train_.num_classes, config_.loss);

@@ -167,7 +167,7 @@ class Trainer {
   int64_t top_k_ = 1;  // of test accuracy: top_k for the data's classes (top_k_for)
   int threads_ = 1;
   // The backend's kernels as checkpoints keep them and reproducible ranks
-  // compare them (app/platform/cpu_isa_env.h kernels_description).
+  // compare them (nn::KernelChoice::description).
   std::string kernels_;
   int64_t epochs_done_ = 0;
   int64_t global_step_ = 0;

@@ -19,10 +19,20 @@ namespace {
 #define LOCKSTEP_STRINGIFY(x) LOCKSTEP_STRINGIFY2(x)
 constexpr const char* kIsaName = LOCKSTEP_STRINGIFY(LOCKSTEP_CPU_ISA);
 
+// How the convolutions run, chosen once: the dispatch below and kernels()
+// read it. bf16 takes its direct kernels (their products are exact), fp32
+// Winograd's F(4x4, 3x3) where it applies unless the options say direct.
+enum class ConvMethod { kBf16Direct, kWinograd, kDirect };
+
 class CpuBackend final : public Backend {
  public:
   CpuBackend(int threads, Precision precision, bool bf16_dot, bool winograd)
-      : pool_(threads), bf16_(precision == Precision::kBf16), dot_(bf16_dot), winograd_(winograd) {}
+      : pool_(threads),
+        bf16_(precision == Precision::kBf16),
+        dot_(bf16_dot),
+        conv_(bf16_      ? ConvMethod::kBf16Direct
+              : winograd ? ConvMethod::kWinograd
+                         : ConvMethod::kDirect) {}
 
   Device device() const override { return Device::kCpu; }
   std::string name() const override {
@@ -31,24 +41,35 @@ class CpuBackend final : public Backend {
     return "cpu (" + std::to_string(n) + (n == 1 ? " thread, " : " threads, ") + kIsaName + bf16 +
            ")";
   }
+  KernelChoice kernels() const override {
+    const char* convolutions = conv_ == ConvMethod::kBf16Direct ? "bf16 direct convolutions"
+                               : conv_ == ConvMethod::kWinograd ? "Winograd 3x3 convolutions"
+                                                                : "direct convolutions";
+    return {.label = bf16_ && dot_ ? "avx512_bf16" : kIsaName,
+            .convolutions = convolutions,
+            .bf16_emulated = bf16_ && !dot_};
+  }
 
   void conv2d_forward(const Conv2dGeometry& g, const float* x, const float* w, const float* b,
                       float* y) override {
     g.validate();
-    if (bf16_) return cpu::conv2d_forward_bf16(pool_, g, x, w, b, y, dot_);
-    cpu::conv2d_forward(pool_, g, x, w, b, y, winograd_);
+    if (conv_ == ConvMethod::kBf16Direct)
+      return cpu::conv2d_forward_bf16(pool_, g, x, w, b, y, dot_);
+    cpu::conv2d_forward(pool_, g, x, w, b, y, conv_ == ConvMethod::kWinograd);
   }
   void conv2d_backward_data(const Conv2dGeometry& g, const float* w, const float* dy,
                             float* dx) override {
     g.validate();
-    if (bf16_) return cpu::conv2d_backward_data_bf16(pool_, g, w, dy, dx, dot_);
-    cpu::conv2d_backward_data(pool_, g, w, dy, dx, winograd_);
+    if (conv_ == ConvMethod::kBf16Direct)
+      return cpu::conv2d_backward_data_bf16(pool_, g, w, dy, dx, dot_);
+    cpu::conv2d_backward_data(pool_, g, w, dy, dx, conv_ == ConvMethod::kWinograd);
   }
   void conv2d_backward_filter(const Conv2dGeometry& g, const float* x, const float* dy, float* dw,
                               float* db) override {
     g.validate();
-    if (bf16_) return cpu::conv2d_backward_filter_bf16(pool_, g, x, dy, dw, db, dot_);
-    cpu::conv2d_backward_filter(pool_, g, x, dy, dw, db, winograd_);
+    if (conv_ == ConvMethod::kBf16Direct)
+      return cpu::conv2d_backward_filter_bf16(pool_, g, x, dy, dw, db, dot_);
+    cpu::conv2d_backward_filter(pool_, g, x, dy, dw, db, conv_ == ConvMethod::kWinograd);
   }
 
   void maxpool2d_forward(const Pool2dGeometry& g, const float* x, float* y) override {
@@ -231,7 +252,7 @@ class CpuBackend final : public Backend {
   cpu::ThreadPool pool_;
   bool bf16_ = false;  // bf16 inputs to convolutions and gemm
   bool dot_ = false;   // on vdpbf16ps
-  bool winograd_ = true;
+  ConvMethod conv_;
 };
 
 }  // namespace

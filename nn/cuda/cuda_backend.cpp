@@ -24,6 +24,7 @@ class CudaBackend final : public Backend {
     return "cuda:" + std::to_string(ctx_.device()) + " (" + ctx_.device_name() +
            (fp32 ? "" : std::string(", ") + nn::to_string(ctx_.precision())) + ")";
   }
+  KernelChoice kernels() const override { return {.label = "cuda"}; }
 
   void conv2d_forward(const Conv2dGeometry& g, const float* x, const float* w, const float* b,
                       float* y) override {

@@ -19,6 +19,7 @@ class ForwardingBackend : public nn::Backend {
 
   nn::Device device() const override { return inner_->device(); }
   std::string name() const override { return inner_->name(); }
+  nn::KernelChoice kernels() const override { return inner_->kernels(); }
   void conv2d_forward(const nn::Conv2dGeometry& g, const float* x, const float* w, const float* b,
                       float* y) override {
     on_op("conv2d_forward");
