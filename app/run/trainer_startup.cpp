@@ -67,8 +67,7 @@ void Trainer::banner() {
       << (config_.threads > 0 ? "threads key"
                               : threads_reason(affinity_count(), online_cpus(), comm_.local_size()))
       << ") on " << backend_->name() << ", precision " << nn::to_string(config_.precision) << "\n";
-  if (const std::string note = bf16_emulation_note(backend_->kernels());
-      !note.empty()) {
+  if (const std::string note = bf16_emulation_note(backend_->kernels()); !note.empty()) {
     out << note << "\n";
   }
   if (gradient_comm_) out << "gradients: " << gradient_comm_->describe() << "\n";
