@@ -16,6 +16,7 @@
 #include "app/run/train_settings.h"
 #include "distributed/distributed_optimizer.h"
 #include "support/dopt_test_util.h"
+#include "support/scoped_env.h"
 
 namespace lockstep::distributed {
 namespace {
@@ -126,13 +127,10 @@ TEST(DistributedOptimizerVerify, CleanStepsPassWithTheSameSums) {
 
 // The lockstep command turns the check on from LOCKSTEP_VERIFY_BUCKETS.
 TEST(DistributedOptimizerVerify, TheTrainerTakesItFromTheEnvironment) {
-  const char* was = std::getenv("LOCKSTEP_VERIFY_BUCKETS");  // the TSan lane sets it
-  const std::string saved = was ? was : "";
-  ::setenv("LOCKSTEP_VERIFY_BUCKETS", "1", 1);
+  lockstep::testing::ScopedEnv env("LOCKSTEP_VERIFY_BUCKETS", "1");  // the TSan lane sets it
   EXPECT_TRUE(app::dopt_config(app::TrainConfig{}).verify_buckets);
-  ::unsetenv("LOCKSTEP_VERIFY_BUCKETS");
+  env.set(nullptr);
   EXPECT_FALSE(app::dopt_config(app::TrainConfig{}).verify_buckets);
-  if (was != nullptr) ::setenv("LOCKSTEP_VERIFY_BUCKETS", saved.c_str(), 1);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "nn/cpu_isa.h"
 #include "support/backend_checks.h"
 #include "support/kernel_references.h"
+#include "support/scoped_env.h"
 
 namespace lockstep::nn {
 namespace {
@@ -171,15 +172,18 @@ TEST(CpuWinograd, EveryInstructionSetGivesTheSameBits) {
 // LOCKSTEP_CPU_WINOGRAD: unset or 1 keeps Winograd, 0 turns it off, and any
 // other value is an error naming the variable and the value.
 TEST(CpuWinograd, TheEnvironmentVariableChoosesAndBadValuesAreNamed) {
-  ::unsetenv("LOCKSTEP_CPU_WINOGRAD");
+  testing::ScopedEnv env("LOCKSTEP_CPU_WINOGRAD", nullptr);
   EXPECT_TRUE(app::cpu_backend_options(1).winograd);
-  ::setenv("LOCKSTEP_CPU_WINOGRAD", "0", 1);
+  env.set("0");
   EXPECT_FALSE(app::cpu_backend_options(1).winograd);
-  EXPECT_NE(app::cpu_isa_description().find("direct convolutions"), std::string::npos);
-  ::setenv("LOCKSTEP_CPU_WINOGRAD", "1", 1);
+  EXPECT_NE(
+      app::cpu_isa_description().find(" kernels, direct convolutions (LOCKSTEP_CPU_WINOGRAD=0)"),
+      std::string::npos);
+  env.set("1");
   EXPECT_TRUE(app::cpu_backend_options(1).winograd);
-  EXPECT_NE(app::cpu_isa_description().find("Winograd F(4x4, 3x3)"), std::string::npos);
-  ::setenv("LOCKSTEP_CPU_WINOGRAD", "yes", 1);
+  EXPECT_NE(app::cpu_isa_description().find(" kernels, Winograd 3x3 convolutions, bf16 products "),
+            std::string::npos);
+  env.set("yes");
   try {
     app::cpu_backend_options(1);
     ADD_FAILURE() << "no error";
@@ -187,7 +191,20 @@ TEST(CpuWinograd, TheEnvironmentVariableChoosesAndBadValuesAreNamed) {
     EXPECT_NE(std::string(e.what()).find("LOCKSTEP_CPU_WINOGRAD = \"yes\""), std::string::npos)
         << e.what();
   }
-  ::unsetenv("LOCKSTEP_CPU_WINOGRAD");
+}
+
+// `lockstep info`'s CPU line names the kernels as the backends do, and the
+// cap: under LOCKSTEP_CPU_ISA=avx2 bf16 products run emulated on any CPU.
+TEST(CpuWinograd, InfoNamesTheBackendsKernelsAndTheCap) {
+  const std::string line = [] {
+    testing::ScopedEnv cap("LOCKSTEP_CPU_ISA", "avx2");
+    return app::cpu_isa_description();
+  }();
+  EXPECT_EQ(
+      line.rfind("avx2 kernels, Winograd 3x3 convolutions, bf16 products emulated (CPU has ", 0),
+      0u)
+      << line;
+  EXPECT_NE(line.find("), capped by LOCKSTEP_CPU_ISA=avx2"), std::string::npos) << line;
 }
 
 }  // namespace

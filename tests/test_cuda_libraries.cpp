@@ -12,6 +12,7 @@
 
 #include "app/platform/cuda_libraries.h"
 #include "app/platform/cuda_plugin_loader.h"
+#include "support/scoped_env.h"
 
 namespace lockstep::app {
 namespace {
@@ -55,15 +56,10 @@ TEST(CudaLibraries, WheelFoldersAreFoundPerPrefixInOrder) {
 }
 
 TEST(CudaLibraries, PythonPrefixesStartWithTheActiveEnvironmentAndIncludeTheSystemOnes) {
-  const char* old = std::getenv("VIRTUAL_ENV");
-  const std::string saved = old != nullptr ? old : "";
-  setenv("VIRTUAL_ENV", "/opt/venvs/train", 1);
-  const auto prefixes = python_prefixes();
-  if (old != nullptr) {
-    setenv("VIRTUAL_ENV", saved.c_str(), 1);
-  } else {
-    unsetenv("VIRTUAL_ENV");
-  }
+  const auto prefixes = [] {
+    testing::ScopedEnv env("VIRTUAL_ENV", "/opt/venvs/train");
+    return python_prefixes();
+  }();
   ASSERT_FALSE(prefixes.empty());
   EXPECT_EQ(prefixes.front(), "/opt/venvs/train");
   for (const char* system : {"/usr/local", "/usr"}) {

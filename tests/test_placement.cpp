@@ -11,6 +11,7 @@
 #include "app/platform/placement.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"
+#include "support/scoped_env.h"
 
 namespace lockstep::app {
 namespace {
@@ -290,23 +291,16 @@ TEST(Placement, AffinityMaskIsWithinTheOnlineCpus) {
 }
 
 TEST(Placement, CudaVisibleDevicesEntries) {
-  const char* saved = std::getenv("CUDA_VISIBLE_DEVICES");
-  const std::string keep = saved ? saved : "";
-  unsetenv("CUDA_VISIBLE_DEVICES");
+  testing::ScopedEnv env("CUDA_VISIBLE_DEVICES", nullptr);
   EXPECT_FALSE(cuda_visible_devices().set);
-  setenv("CUDA_VISIBLE_DEVICES", "3,2", 1);
+  env.set("3,2");
   auto v = cuda_visible_devices();
   EXPECT_TRUE(v.set);
   EXPECT_EQ(v.entries, (std::vector<std::string>{"3", "2"}));
-  setenv("CUDA_VISIBLE_DEVICES", "", 1);
+  env.set("");
   EXPECT_TRUE(cuda_visible_devices().entries.empty());
-  setenv("CUDA_VISIBLE_DEVICES", "1,-1,0", 1);  // the runtime stops at an invalid entry
+  env.set("1,-1,0");  // the runtime stops at an invalid entry
   EXPECT_EQ(cuda_visible_devices().entries, (std::vector<std::string>{"1"}));
-  if (saved) {
-    setenv("CUDA_VISIBLE_DEVICES", keep.c_str(), 1);
-  } else {
-    unsetenv("CUDA_VISIBLE_DEVICES");
-  }
 }
 
 }  // namespace

@@ -32,14 +32,18 @@ nn::CpuBackendOptions cpu_backend_options(int threads, nn::Precision precision) 
 }
 
 std::string cpu_isa_description() {
+  // The kernels as the backends name them (one thread each, nothing run).
+  const nn::KernelChoice fp32 = nn::make_cpu_backend(cpu_backend_options(1))->kernels();
+  const nn::KernelChoice bf16 =
+      nn::make_cpu_backend(cpu_backend_options(1, nn::Precision::kBf16))->kernels();
   const auto cap = cpu_isa_cap_from_environment();
-  std::string out = nn::to_string(nn::choose_cpu_isa(cap)) + " kernels (CPU has " +
-                    nn::to_string(nn::detect_cpu_isa()) +
-                    (nn::cpu_has_avx512_bf16() ? " + avx512_bf16" : "") +
-                    (nn::cpu_has_amx_bf16() ? " + amx_bf16, not used yet" : "") + ")";
+  std::string out = fp32.description();
+  if (!cpu_winograd_from_environment()) out += " (LOCKSTEP_CPU_WINOGRAD=0)";
+  out += std::string(", bf16 products ") + (bf16.bf16_emulated ? "emulated" : "on vdpbf16ps") +
+         " (CPU has " + nn::to_string(nn::detect_cpu_isa()) +
+         (nn::cpu_has_avx512_bf16() ? " + avx512_bf16" : "") +
+         (nn::cpu_has_amx_bf16() ? " + amx_bf16, not used yet" : "") + ")";
   if (cap) out += ", capped by LOCKSTEP_CPU_ISA=" + nn::to_string(*cap);
-  out += cpu_winograd_from_environment() ? ", 3x3 convolutions on Winograd F(4x4, 3x3)"
-                                         : ", direct convolutions (LOCKSTEP_CPU_WINOGRAD=0)";
   return out;
 }
 

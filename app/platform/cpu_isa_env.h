@@ -25,7 +25,9 @@ bool cpu_winograd_from_environment();
 nn::CpuBackendOptions cpu_backend_options(int threads,
                                           nn::Precision precision = nn::Precision::kFp32);
 
-// One line for `lockstep info`: the kernels in use, what the CPU has, the cap.
+// One line for `lockstep info`: the kernels fp32 runs (the backend's
+// KernelChoice), whether bf16 products run on vdpbf16ps, what the CPU has,
+// the cap.
 std::string cpu_isa_description();
 
 // One line for the start-up banner when a backend's bf16 products run
