@@ -15,6 +15,8 @@
 #include "app/platform/cpu_isa_env.h"
 #include "common/error.h"
 #include "nn/backend.h"
+#include "nn/cpu/conv_common.h"
+#include "nn/cpu/thread_pool.h"
 #include "nn/cpu_isa.h"
 #include "support/backend_checks.h"
 #include "support/kernel_references.h"
@@ -58,7 +60,7 @@ const Conv2dGeometry kShapes[] = {
     geometry(2, 16, 32, 16, 1), geometry(3, 32, 16, 32, 1), geometry(4, 64, 8, 64, 1),
     geometry(2, 12, 7, 20, 1),  geometry(3, 20, 10, 8, 1),  geometry(2, 8, 9, 24, 0),
     geometry(2, 16, 6, 16, 2),  geometry(1, 24, 13, 40, 1), geometry(2, 16, 18, 12, 1),
-    geometry(3, 20, 4, 16, 1),
+    geometry(3, 20, 4, 16, 1),  geometry(5, 96, 4, 128, 1),
 };
 
 TEST(CpuWinograd, ForwardMatchesTheReference) {
@@ -104,6 +106,45 @@ TEST(CpuWinograd, WeightGradientMatchesTheReference) {
     one.batch = 1;
     cpu(1)->conv2d_backward_filter(one, x.data(), dy.data(), grads.data(), grads.data() + wsize);
     expect_close(testing::conv3x3_filter_reference(one, x, dy), grads.data(), "one sample");
+  }
+}
+
+// Weight gradients too large for the cache are summed element by element
+// over every block's transformed tiles (winograd_filter_total): the bits of
+// the per-chunk sums (winograd_filter_sums) added in chunk order, on 1 and 2
+// threads, signs of zero included (a channel of dy is zero).
+TEST(CpuWinograd, LargeWeightGradientsAreTheBitsOfTheChunkSumsInOrder) {
+  using cpu::ThreadPool;
+  for (const Conv2dGeometry& g :
+       {geometry(5, 96, 4, 128, 1), geometry(3, 64, 8, 96, 1), geometry(7, 64, 2, 96, 2)}) {
+    SCOPED_TRACE(testing::geometry_name(g));
+    const Tensor x = random_tensor({g.batch, g.in_channels, g.in_h, g.in_w}, 9);
+    Tensor dy = random_tensor({g.batch, g.out_channels, g.out_h(), g.out_w()}, 10);
+    const int64_t plane = g.out_h() * g.out_w();
+    for (int64_t n = 0; n < g.batch; ++n) {
+      std::fill_n(dy.data() + (n * g.out_channels + 3) * plane, plane, 0.0f);
+    }
+    const auto sums = static_cast<size_t>(cpu::conv::winograd_sums_size(g));
+    for (const int chunks : {1, 2, 3}) {
+      const int64_t tiles = cpu::conv::winograd_filter_tiles_size(g, chunks);
+      ASSERT_GT(tiles, 0) << chunks << " chunks: not the element-by-element path";
+      std::vector<float> expected(sums), part(sums);
+      for (int c = 0; c < chunks; ++c) {
+        std::fill(part.begin(), part.end(), 0.0f);
+        cpu::conv::winograd_filter_sums(
+            g, x.data(), dy.data(), ThreadPool::chunk_begin(g.batch, chunks, c),
+            ThreadPool::chunk_begin(g.batch, chunks, c + 1), part.data());
+        for (size_t i = 0; i < sums; ++i) expected[i] = c == 0 ? part[i] : expected[i] + part[i];
+      }
+      for (const int threads : {1, 2}) {
+        ThreadPool pool(threads);
+        std::vector<float> buffer(static_cast<size_t>(tiles)), total(sums, -1.0f);
+        cpu::conv::winograd_filter_total(pool, g, chunks, x.data(), dy.data(), buffer.data(),
+                                         total.data());
+        EXPECT_EQ(std::memcmp(total.data(), expected.data(), sums * sizeof(float)), 0)
+            << chunks << " chunks, " << threads << " threads";
+      }
+    }
   }
 }
 

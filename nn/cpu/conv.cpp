@@ -43,14 +43,28 @@ void winograd_backward_filter(ThreadPool& pool, const Conv2dGeometry& g, const f
   const int64_t K = g.out_channels, sums = conv::winograd_sums_size(g), stride = sums + K;
   const int chunks = static_cast<int>(
       std::min(g.batch, sums > kManyPartialsWeights ? kFewPartials : kManyPartials));
-  float* partials = scratch(ScratchSlot::kPartials, static_cast<size_t>(chunks * stride));
-  conv::for_each_chunk(pool, g.batch, chunks, partials, stride,
-                       [&](int64_t n0, int64_t n1, float* part) {
-                         conv::winograd_filter_sums(g, x, dy, n0, n1, part);
-                         if (db) conv::accumulate_bias_grad(g, dy, n0, n1, part + sums);
-                       });
   float* total = scratch(ScratchSlot::kPackedWeights, static_cast<size_t>(stride));
-  reduce_partials(pool, partials, chunks, stride, db ? stride : sums, total);
+  if (const int64_t tiles = conv::winograd_filter_tiles_size(g, chunks); tiles > 0) {
+    // Large sums: per element e, then the bias's partials alone (the same bits).
+    float* buffer = scratch(ScratchSlot::kPartials, static_cast<size_t>(tiles + chunks * K));
+    conv::winograd_filter_total(pool, g, chunks, x, dy, buffer, total);
+    if (db) {
+      float* bias = buffer + tiles;
+      conv::for_each_chunk(pool, g.batch, chunks, bias, K,
+                           [&](int64_t n0, int64_t n1, float* part) {
+                             conv::accumulate_bias_grad(g, dy, n0, n1, part);
+                           });
+      reduce_partials(pool, bias, chunks, K, K, total + sums);
+    }
+  } else {
+    float* partials = scratch(ScratchSlot::kPartials, static_cast<size_t>(chunks * stride));
+    conv::for_each_chunk(pool, g.batch, chunks, partials, stride,
+                         [&](int64_t n0, int64_t n1, float* part) {
+                           conv::winograd_filter_sums(g, x, dy, n0, n1, part);
+                           if (db) conv::accumulate_bias_grad(g, dy, n0, n1, part + sums);
+                         });
+    reduce_partials(pool, partials, chunks, stride, db ? stride : sums, total);
+  }
   conv::winograd_sums_to_filter(pool, g, total, dw);
   if (db) std::copy(total + sums, total + stride, db);
 }

@@ -92,6 +92,17 @@ void winograd_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x,
 int64_t winograd_sums_size(const Conv2dGeometry& g);
 void winograd_filter_sums(const Conv2dGeometry& g, const float* x, const float* dy, int64_t n0,
                           int64_t n1, float* sums);
+// The sums of the whole batch, as winograd_filter_sums gives them per chunk
+// (ThreadPool::chunk_begin of `chunks`) summed in chunk order: the same
+// bits, for sums too large for the cache. winograd_filter_sums sweeps all
+// of them once per block of tiles; here every block's transformed tiles go
+// to `tiles` first (winograd_filter_tiles_size floats), then, parallel
+// over the 36 elements e, each chunk's DW(e) is summed in a buffer that
+// stays in cache and added to total(e). The size is 0 where that does not
+// pay (sums that fit the cache) or the tiles would take too much memory.
+int64_t winograd_filter_tiles_size(const Conv2dGeometry& g, int chunks);
+void winograd_filter_total(ThreadPool& pool, const Conv2dGeometry& g, int chunks, const float* x,
+                           const float* dy, float* tiles, float* total);
 // dw (K, C, 3, 3) <- G^T DW G of the sums.
 void winograd_sums_to_filter(ThreadPool& pool, const Conv2dGeometry& g, const float* sums,
                              float* dw);
