@@ -171,9 +171,9 @@ void winograd_filter_sums(const Conv2dGeometry& g, const float* x, const float* 
 // Memory traffic decides: winograd_filter_sums reads and writes all the
 // sums once per block, winograd_filter_total writes and reads each block's
 // tiles once. Measured (AVX2, Zen 3, batch 128): 192 -> 384 channels on 4 x 4
-// planes (sums 10.6 MB, 4 blocks; tiles 10.6 MB) 1.5x faster; 64 -> 192 on
-// 8 x 8 (sums 1.8 MB, 4 blocks; tiles 19 MB) and 64 -> 64 on 8 x 8 1.2-1.4x
-// slower, where it is not taken.
+// planes (sums 10.6 MB, 4 blocks; tiles 10.6 MB) 1.75x faster; 64 -> 192 on
+// 8 x 8 (sums 1.8 MB, 4 blocks; tiles 19 MB) no faster and 64 -> 64 on 8 x 8
+// 1.4x slower, where it is not taken.
 int64_t winograd_filter_tiles_size(const Conv2dGeometry& g, int chunks) {
   const Wino z(g, 0);
   const int64_t sums = kE * z.KL * z.CL;
