@@ -113,6 +113,18 @@ void transform_block(const Wino& z, const float* x, const float* dy, int64_t r0,
   }
 }
 
+// The blocks of tile rows of samples [n0, n1), in order, as both paths cut
+// them (their sums' bits depend on it): fn(r0, r1, rows), tile rows
+// [r0, r1), rows the block's tiles padded to a multiple of kRowGroup.
+template <typename F>
+void for_each_block(const Wino& z, int64_t n0, int64_t n1, F&& fn) {
+  const int64_t end = n1 * z.th;
+  for (int64_t r0 = n0 * z.th; r0 < end; r0 += z.rows_per_block) {
+    const int64_t r1 = std::min(end, r0 + z.rows_per_block);
+    fn(r0, r1, round_up((r1 - r0) * z.tw, kRowGroup));
+  }
+}
+
 // The blocks of tile rows winograd_filter_sums takes, chunk by chunk: chunk
 // c's are blocks[first[c]] .. blocks[first[c + 1] - 1]; block b's V and Yv
 // (rows padded) at tiles + at, V first.
@@ -129,14 +141,12 @@ FilterPlan filter_plan(const Wino& z, int64_t batch, int chunks) {
   FilterPlan plan;
   for (int c = 0; c < chunks; ++c) {
     plan.first.push_back(plan.blocks.size());
-    const int64_t end = ThreadPool::chunk_begin(batch, chunks, c + 1) * z.th;
-    for (int64_t r0 = ThreadPool::chunk_begin(batch, chunks, c) * z.th; r0 < end;
-         r0 += z.rows_per_block) {
-      const int64_t r1 = std::min(end, r0 + z.rows_per_block);
-      const int64_t rows = round_up((r1 - r0) * z.tw, kRowGroup);
-      plan.blocks.push_back({r0, r1, rows, plan.floats});
-      plan.floats += kE * rows * (z.CL + z.KL);
-    }
+    for_each_block(z, ThreadPool::chunk_begin(batch, chunks, c),
+                   ThreadPool::chunk_begin(batch, chunks, c + 1),
+                   [&](int64_t r0, int64_t r1, int64_t rows) {
+                     plan.blocks.push_back({r0, r1, rows, plan.floats});
+                     plan.floats += kE * rows * (z.CL + z.KL);
+                   });
   }
   plan.first.push_back(plan.blocks.size());
   return plan;
@@ -157,15 +167,12 @@ void winograd_filter_sums(const Conv2dGeometry& g, const float* x, const float* 
   float* yv = scratch(ScratchSlot::kGather, static_cast<size_t>(z.m_size()));
   float* strip = scratch(ScratchSlot::kPadded, static_cast<size_t>(z.strip_size()));
   const int64_t v_stride = z.tiles_cap * z.CL, y_stride = z.tiles_cap * z.KL;
-  const int64_t end = n1 * z.th;
-  for (int64_t r0 = n0 * z.th; r0 < end; r0 += z.rows_per_block) {
-    const int64_t r1 = std::min(end, r0 + z.rows_per_block);
-    const int64_t rows = round_up((r1 - r0) * z.tw, kRowGroup);
+  for_each_block(z, n0, n1, [&](int64_t r0, int64_t r1, int64_t rows) {
     transform_block(z, x, dy, r0, r1, strip, v, yv);
     for (int e = 0; e < kE; ++e) {
       gemm_tn_block(rows, z.KL, z.CL, yv + e * y_stride, v + e * v_stride, sums + e * z.KL * z.CL);
     }
-  }
+  });
 }
 
 // Memory traffic decides: winograd_filter_sums reads and writes all the
