@@ -54,8 +54,9 @@ Trainer::Trainer(TrainConfig config, distributed::Communicator& comm, TrainerHoo
   backend_ = make_backend(config_, device_plan_, threads_);
   if (hooks_.wrap_backend) backend_ = hooks_.wrap_backend(std::move(backend_));
   loss_totals_ = nn::Tensor({nn::kLossTotalsFloats}, backend_->device());
-  const std::string kernels = backend_->kernels().label;
-  kernels_ = backend_->kernels().description();
+  const nn::KernelChoice choice = backend_->kernels();
+  const std::string kernels = choice.label;
+  kernels_ = choice.description();
   model_ =
       nn::build_model(config_.model, config_.layers, {train_.channels, train_.height, train_.width},
                       train_.num_classes, config_.loss);
