@@ -59,8 +59,10 @@ void winograd_filters(int64_t K, int64_t C, const float* w, int64_t k_pad, int64
         }
       }
     }
-    for (int e = 0; staged && e < 36; ++e) {
-      std::copy_n(rows.data() + e * k_pad, k_pad, u + (e * c_pad + c) * k_pad);
+    if (staged) {
+      for (int e = 0; e < 36; ++e) {
+        std::copy_n(rows.data() + e * k_pad, k_pad, u + (e * c_pad + c) * k_pad);
+      }
     }
   }
 }
