@@ -279,6 +279,12 @@ void write_file_atomically(const std::string& path, std::span<const uint8_t> byt
   file.commit(sync);
 }
 
+void write_text_atomically(const std::string& path, std::string_view text, bool sync) {
+  write_file_atomically(
+      path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()),
+      sync);
+}
+
 int64_t text_width(const std::string& text, int64_t scale) {
   std::string copy = text;
   return stb_easy_font_width(copy.data()) * scale;

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace lockstep::data {
@@ -76,6 +77,8 @@ std::vector<uint8_t> encode_jpeg(const Image& image, int quality = 95);
 // existing device or pipe (/dev/null, /dev/stdout) is written into in place.
 void write_file_atomically(const std::string& path, std::span<const uint8_t> bytes,
                            bool sync = true);
+// The same for text (a CSV file, a marker, a serialized message).
+void write_text_atomically(const std::string& path, std::string_view text, bool sync = true);
 
 // Text with stb_easy_font, each font pixel drawn as scale x scale pixels.
 // text_width / text_height are the size write_text covers (ASCII only).

@@ -19,14 +19,21 @@ case $lane in
     selections=()
     files=()
     # What these add under ASan is their time, not memory checks: training
-    # runs judged on what they learn or print (TrainE2E learns, the README's
-    # commands, the zoo on 1-3 threads: TSan runs it), a look inside the
-    # binary (CpuIsaBinary, CpuBaseline), and the AlexNet interop tests,
-    # whose lockstep side the MnistNet and ResNet-20 ones run too, and the
-    # deeper CIFAR ResNets' experiment files: their blocks are resnet20's.
+    # runs judged on what they learn or print (TrainE2E and TrainBf16 learn,
+    # the README's commands, the zoo on 1-3 threads: TSan runs it), a look
+    # inside the binary (CpuIsaBinary, CpuBaseline), the AlexNet interop
+    # tests, whose lockstep side the MnistNet and ResNet-20 ones run too, the
+    # deeper and wider CIFAR ResNets' experiment files (their blocks are
+    # resnet20's; the wide layers' kernel paths are in CpuWinograd's and
+    # CpuConv's shapes), the stragglers (processes slowed down on purpose:
+    # they run in the plain and loaded lanes, as the fake clusters do), and
+    # the tests that run no lockstep code at all (the format and shellcheck
+    # passes, the GPU check's bash rules, its PyTorch script).
     skip=(cluster_ Readme.EveryCommandRuns$ TrainE2E.MnistNetLearnsOnAFashionMnistSubset$
-      ThreadDeterminism.ZooModels CpuIsaBinary. CpuBaseline. Interop.AlexnetCifar
-      "Jobs/EveryConfig.TrainsOneEpoch/resnet(44|56|110)_cifar10( |$)")
+      TrainBf16.LossTracksFp32$ ThreadDeterminism.ZooModels CpuIsaBinary. CpuBaseline.
+      Interop.AlexnetCifar "Jobs/EveryConfig.TrainsOneEpoch/resnet(18|44|56|110)_cifar10( |$)"
+      StragglerE2E. Style. Jobs.EveryScriptPassesBashNAndShellcheck$ gpu_check_lib$
+      torch_reference_script$)
     ;;
   thread)
     dir=build-tsan

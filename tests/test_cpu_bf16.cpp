@@ -79,7 +79,7 @@ TEST(CpuBf16, PrecisionNamesAndRefusals) {
   EXPECT_THROW(make_cpu_backend({.threads = 1, .precision = Precision::kFp16}), InputError);
 }
 
-struct GemmCase {
+struct Bf16GemmCase {
   int64_t m, n, k;
 };
 
@@ -108,9 +108,9 @@ std::vector<Path> paths() {
 TEST(CpuBf16, GemmMatchesDoubleReferenceOverBlockTails) {
   // m: tile rows 6 (1, 5, 13); n: tile 64, block 512 (1, 17, 67, 515);
   // k: pairs (odd 1, 3, 37), block 256 pairs (513, 1030).
-  const std::vector<GemmCase> cases = {{1, 1, 1},    {5, 17, 3},    {13, 67, 37},
-                                       {7, 515, 40}, {13, 70, 513}, {6, 64, 1030}};
-  for (const GemmCase& s : cases) {
+  const std::vector<Bf16GemmCase> cases = {{1, 1, 1},    {5, 17, 3},    {13, 67, 37},
+                                           {7, 515, 40}, {13, 70, 513}, {6, 64, 1030}};
+  for (const Bf16GemmCase& s : cases) {
     for (int t = 0; t < 4; ++t) {
       const bool ta = t & 1, tb = t & 2;
       const std::vector<float> a = random_values(s.m * s.k, 1), b = random_values(s.k * s.n, 2);
@@ -317,8 +317,8 @@ float vdpbf16ps_model(const std::vector<float>& a, const std::vector<float>& b, 
 // emulation against vdpbf16ps where the CPU has it; this one holds on every
 // CPU.
 TEST(CpuBf16, EveryPathGivesTheBitsOfTheVdpbf16psArithmetic) {
-  const std::vector<GemmCase> cases = {{13, 70, 37}, {7, 19, 601}, {12, 64, 260}};
-  for (const GemmCase& s : cases) {
+  const std::vector<Bf16GemmCase> cases = {{13, 70, 37}, {7, 19, 601}, {12, 64, 260}};
+  for (const Bf16GemmCase& s : cases) {
     const std::vector<float> a = random_values(s.m * s.k, 11), b = random_values(s.k * s.n, 12);
     const std::vector<float> c0 = random_values(s.m * s.n, 13);
     const int64_t kq = (s.k + 1) / 2, mr = (s.m + 11) / 12 * 12, nr = (s.n + 15) / 16 * 16;
@@ -359,8 +359,8 @@ TEST(CpuBf16, EveryPathGivesTheBitsOfTheVdpbf16psArithmetic) {
 // vdpbf16ps, over tails of the tiles (m: 6 and 12 rows; n: 16, 32, 64 and
 // the 64-column tile; depth: blocks of 128 pairs, odd depths).
 TEST(CpuBf16, PairedOperandsGiveTheBitsOfGemmBf16) {
-  const std::vector<GemmCase> cases = {{1, 3, 1}, {7, 67, 37}, {13, 16, 300}, {24, 48, 259}};
-  for (const GemmCase& s : cases) {
+  const std::vector<Bf16GemmCase> cases = {{1, 3, 1}, {7, 67, 37}, {13, 16, 300}, {24, 48, 259}};
+  for (const Bf16GemmCase& s : cases) {
     const std::vector<float> a = random_values(s.m * s.k, 4), b = random_values(s.k * s.n, 5);
     const int64_t kq = (s.k + 1) / 2, ldb = s.n + 5;
     const std::vector<uint32_t> bw = pair_words(b, s.k, s.n, ldb);

@@ -195,9 +195,9 @@ TEST(DistributedOptimizer, RefusesTooManyOrTooFewPasses) {
 
 // --- the communication thread -------------------------------------------------------------
 
-class CommThread : public ::testing::TestWithParam<bool> {};
+class ReductionThread : public ::testing::TestWithParam<bool> {};
 
-TEST_P(CommThread, ErrorIsRethrownFromSynchronizeAndTheNextStepWorks) {
+TEST_P(ReductionThread, ErrorIsRethrownFromSynchronizeAndTheNextStepWorks) {
   auto backend = nn::make_cpu_backend(1);
   FakeCommunicator comm(2);
   comm.fail_call = 2;  // the second bucket's allreduce
@@ -219,7 +219,7 @@ TEST_P(CommThread, ErrorIsRethrownFromSynchronizeAndTheNextStepWorks) {
   EXPECT_EQ(sgd->steps(), 1);
 }
 
-TEST_P(CommThread, BucketsAreReducedInIndexOrderWhateverTheAnnounceOrder) {
+TEST_P(ReductionThread, BucketsAreReducedInIndexOrderWhateverTheAnnounceOrder) {
   auto backend = nn::make_cpu_backend(1);
   FakeCommunicator comm(2);
   auto m = small_model(9);
@@ -236,7 +236,7 @@ TEST_P(CommThread, BucketsAreReducedInIndexOrderWhateverTheAnnounceOrder) {
   EXPECT_EQ(comm.labels.back(), "step 1 bucket " + std::to_string(expected.size() - 1));
 }
 
-INSTANTIATE_TEST_SUITE_P(OverlapOnAndOff, CommThread, ::testing::Bool());
+INSTANTIATE_TEST_SUITE_P(OverlapOnAndOff, ReductionThread, ::testing::Bool());
 
 }  // namespace
 }  // namespace lockstep::distributed

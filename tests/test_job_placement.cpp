@@ -23,11 +23,10 @@ namespace lockstep {
 namespace {
 
 using testing::contains;
+using testing::kSourceDir;
 using testing::read_file;
 using testing::run_command;
 using testing::ScratchDir;
-
-const std::string kSource = LOCKSTEP_SOURCE_DIR;
 
 struct Row {
   std::string local, cpus, threads, cuda_visible, gpus, gpu, plugin;
@@ -59,7 +58,7 @@ struct JobFixture {
     std::filesystem::create_directories(data);
     std::ofstream(data + "/train-images-idx3-ubyte.gz") << "x";
     std::ofstream(dir.file("nodes")) << "node0\n";
-    env = "cd " + kSource + " && export PATH=" + kSource +
+    env = "cd " + kSourceDir + " && export PATH=" + kSourceDir +
           "/tests/launchers:$PATH REAL_MPIEXEC=" + LOCKSTEP_MPIEXEC +
           " LOCKSTEP=" LOCKSTEP_BINARY " DOCTOR=1 && timeout 120 env -u CUDA_VISIBLE_DEVICES ";
   }
@@ -171,7 +170,7 @@ TEST(JobPlacement, PolarisTakesNcclOverSlingshotWhereThePluginIs) {
   EXPECT_TRUE(contains(r.output, "NCCL_NET=AWS Libfabric")) << r.output;
   // The libfabric settings, the plugin's folder first on the library path,
   // and the plugin found on LD_LIBRARY_PATH (a site module) as well.
-  const auto env = run_command("cd " + kSource + " && SLINGSHOT=1 LD_LIBRARY_PATH=/x:" + plugin +
+  const auto env = run_command("cd " + kSourceDir + " && SLINGSHOT=1 LD_LIBRARY_PATH=/x:" + plugin +
                                "/lib FI_CXI_DEFAULT_CQ_SIZE=7 bash -c 'source jobs/common.sh && "
                                "slingshot_nccl && env'");
   ASSERT_EQ(env.exit_code, 0) << env.output;
@@ -302,7 +301,7 @@ TEST(JobPlacement, PerNodeCountsThatAreNotWholeNumbersStopTheJobNamingTheVariabl
 // breaks CUDA IPC between them), and gpu_affinity.sh gives each rank one of
 // them by SLURM_LOCALID, in reverse (GPU 3 is nearest to cores 0-15).
 TEST(JobPlacement, SlurmBindsCoresAndGivesEachRankOneOfTheNodesGpus) {
-  const std::string script = read_file(kSource + "/jobs/slurm.sbatch.sh");
+  const std::string script = read_file(kSourceDir + "/jobs/slurm.sbatch.sh");
   for (const char* line : {"\n#SBATCH --ntasks-per-node=4\n", "\n#SBATCH --cpus-per-task=32\n",
                            "\n#SBATCH --gpus-per-node=4\n"}) {
     EXPECT_TRUE(contains(script, line)) << line;
@@ -372,7 +371,7 @@ TEST(JobPlacement, SrunWithoutCpusPerTaskBindsOneCpu) {
 TEST(JobPlacement, LocalSharesTheMachineBetweenItsRanks) {
   JobFixture f;
   const auto r =
-      run_command("cd " + kSource +
+      run_command("cd " + kSourceDir +
                   " && LOCKSTEP=" LOCKSTEP_BINARY
                   " DOCTOR=1 timeout 120 bash jobs/local.sh 2 configs/fashion_mnist.toml " +
                   f.options());

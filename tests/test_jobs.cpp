@@ -20,13 +20,12 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::contains;
+using testing::kSourceDir;
 using testing::lines_of;
 using testing::read_file;
 using testing::run_command;
 using testing::run_lockstep;
 using testing::ScratchDir;
-
-const std::string kSource = LOCKSTEP_SOURCE_DIR;
 
 std::vector<std::string> files_in(const std::string& dir, const std::string& extension) {
   std::vector<std::string> files;
@@ -39,15 +38,16 @@ std::vector<std::string> files_in(const std::string& dir, const std::string& ext
 
 // Runs a script of the repository from its root, lockstep as LOCKSTEP.
 testing::CommandResult run_script(const std::string& script_and_args) {
-  return run_command("cd " + kSource + " && LOCKSTEP=" LOCKSTEP_BINARY " bash " + script_and_args);
+  return run_command("cd " + kSourceDir + " && LOCKSTEP=" LOCKSTEP_BINARY " bash " +
+                     script_and_args);
 }
 
 std::vector<std::string> shell_scripts() {
-  auto scripts = files_in(kSource + "/jobs", ".sh");
-  for (const auto& s : files_in(kSource + "/scripts", ".sh")) scripts.push_back(s);
+  auto scripts = files_in(kSourceDir + "/jobs", ".sh");
+  for (const auto& s : files_in(kSourceDir + "/scripts", ".sh")) scripts.push_back(s);
   // tests/launchers/: aprun, mpiexec, mpirun, srun (no extension) and their helpers.
-  for (const auto& s : files_in(kSource + "/tests/launchers", "")) scripts.push_back(s);
-  for (const auto& s : files_in(kSource + "/tests/launchers", ".sh")) scripts.push_back(s);
+  for (const auto& s : files_in(kSourceDir + "/tests/launchers", "")) scripts.push_back(s);
+  for (const auto& s : files_in(kSourceDir + "/tests/launchers", ".sh")) scripts.push_back(s);
   return scripts;
 }
 
@@ -59,7 +59,7 @@ TEST(Jobs, EveryScriptPassesBashNAndShellcheck) {
   for (const auto& s : scripts) {
     auto r = run_command("bash -n " + s);
     EXPECT_EQ(r.exit_code, 0) << s << "\n" << r.output;
-    r = run_command("cd " + kSource + " && shellcheck -x " + s);
+    r = run_command("cd " + kSourceDir + " && shellcheck -x " + s);
     EXPECT_EQ(r.exit_code, 0) << s << "\n" << r.output;
   }
 }
@@ -145,7 +145,7 @@ TEST(Jobs, ScaleKeepsTheRowsOfTheRunsThatFinished) {
   REQUIRE_FASHION_MNIST();
   ScratchDir out;
   const auto r = run_command(
-      "cd " + kSource +
+      "cd " + kSourceDir +
       " && LOCKSTEP=" LOCKSTEP_BINARY
       " LAUNCHER='bash tests/helpers/fail_for_ranks.sh {n} 1 mpiexec -n {n}' bash jobs/scale.sh "
       "--config configs/fashion_mnist.toml --ranks 1,2 --epochs 1 --train-subset 256 "
@@ -181,7 +181,7 @@ TEST(Jobs, AprunRanksPerNodeAreHeldToTheRankCount) {
       {"mpiexec -n 1 --ppn 4 -N 4", "mpiexec -n 1 --ppn 4 -N 4"},
       {"aprun -n 1 -d 4", "aprun -n 1 -d 4"}};
   for (const auto& [given, expected] : cases) {
-    const auto r = run_command("cd " + kSource +
+    const auto r = run_command("cd " + kSourceDir +
                                " && bash -c 'set -euo pipefail; source jobs/common.sh; launcher=(" +
                                given + "); aprun_fit_per_node; echo \"${launcher[*]}\"'");
     ASSERT_EQ(r.exit_code, 0) << given << "\n" << r.output;
@@ -194,7 +194,7 @@ TEST(Jobs, AprunRanksPerNodeAreHeldToTheRankCount) {
 TEST(Jobs, ScaleUnderAprunRunsFewerRanksThanRanksPerNode) {
   REQUIRE_FASHION_MNIST();
   ScratchDir out;
-  const auto r = run_command("cd " + kSource + " && PATH=" + kSource +
+  const auto r = run_command("cd " + kSourceDir + " && PATH=" + kSourceDir +
                              "/tests/launchers:$PATH REAL_MPIEXEC=" LOCKSTEP_MPIEXEC
                              " LOCKSTEP=" LOCKSTEP_BINARY
                              " LAUNCHER='aprun -n {n} -N 2 -d 1 -cc depth' bash jobs/scale.sh "
@@ -240,7 +240,7 @@ TEST(Jobs, TheExperimentFilesAreThere) {
 class EveryConfig : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(EveryConfig, TrainsOneEpoch) {
-  const std::string config = kSource + "/configs/" + GetParam() + ".toml";
+  const std::string config = kSourceDir + "/configs/" + GetParam() + ".toml";
   const std::regex dataset_key(R"((^|\n)\s*dataset\s*=\s*"([^"]*)\")");
   std::smatch m;
   const std::string text = read_file(config);

@@ -29,7 +29,7 @@ using testing::run_command;
 using testing::run_lockstep;
 using testing::ScratchDir;
 
-std::string small_run(const std::string& dir, int epochs, int train_subset = 256) {
+std::string recovery_run(const std::string& dir, int epochs, int train_subset = 256) {
   return testing::fashion_mnist_train_args(dir, epochs, train_subset, 128, 1) +
          " --keep-checkpoints 0";
 }
@@ -48,7 +48,7 @@ size_t count_lines_with(const std::string& output, const std::string& part) {
 TEST(RunRecovery, ResumeAutoSkipsCorruptCheckpointsAndNamesThem) {
   REQUIRE_FASHION_MNIST();
   ScratchDir dir;
-  auto r = run_lockstep(small_run(dir.path(), 3));
+  auto r = run_lockstep(recovery_run(dir.path(), 3));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto paths = app::CheckpointStore(dir.file("checkpoints"), 0).numbered();
   ASSERT_EQ(paths.size(), 3u);
@@ -61,7 +61,7 @@ TEST(RunRecovery, ResumeAutoSkipsCorruptCheckpointsAndNamesThem) {
   }
   const std::string corrupt = dir.file("corrupt.lsck");  // the resume replaces paths[1]
   fs::copy_file(paths[1], corrupt);
-  r = run_lockstep(small_run(dir.path(), 4) + " --resume auto");
+  r = run_lockstep(recovery_run(dir.path(), 4) + " --resume auto");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(count_lines_with(r.output, "resume auto: skipping a bad checkpoint"), 2u) << r.output;
   for (const std::string& bad : {paths[2], paths[1]}) {
@@ -78,7 +78,7 @@ TEST(RunRecovery, ResumeAutoSkipsCorruptCheckpointsAndNamesThem) {
     epochs.push_back(line.substr(0, line.find(',')));
   EXPECT_EQ(epochs, (std::vector<std::string>{"epoch", "1", "2", "3", "4"}));
   // An explicit path to a bad file stays an error that names it.
-  r = run_lockstep(small_run(dir.path(), 4) + " --resume " + corrupt);
+  r = run_lockstep(recovery_run(dir.path(), 4) + " --resume " + corrupt);
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, corrupt)) << r.output;
 }
@@ -90,7 +90,7 @@ TEST(RunRecovery, ResumeAutoSkipsCorruptCheckpointsAndNamesThem) {
 TEST(RunRecovery, ARowLostAfterItsCheckpointIsRestoredOnResume) {
   REQUIRE_FASHION_MNIST();
   ScratchDir dir;
-  auto r = run_lockstep(small_run(dir.path(), 2));
+  auto r = run_lockstep(recovery_run(dir.path(), 2));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   std::vector<std::string> rows = testing::lines_of(testing::read_file(dir.file("metrics.csv")));
   ASSERT_EQ(rows.size(), 3u);
@@ -101,7 +101,7 @@ TEST(RunRecovery, ARowLostAfterItsCheckpointIsRestoredOnResume) {
     for (const std::string& row : rows) out << row << "\n";
   }
   fs::remove(dir.file("COMPLETE"));
-  r = run_lockstep(small_run(dir.path(), 3) + " --resume auto");
+  r = run_lockstep(recovery_run(dir.path(), 3) + " --resume auto");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   rows = testing::lines_of(testing::read_file(dir.file("metrics.csv")));
   ASSERT_EQ(rows.size(), 4u) << testing::read_file(dir.file("metrics.csv"));
@@ -126,20 +126,20 @@ TEST(RunRecovery, ARowLostAfterItsCheckpointIsRestoredOnResume) {
 TEST(RunRecovery, ExplicitResumeToAnEarlierCheckpointDiscardsTheLaterOnlyWithOverwrite) {
   REQUIRE_FASHION_MNIST();
   ScratchDir dir;
-  auto r = run_lockstep(small_run(dir.path(), 3));
+  auto r = run_lockstep(recovery_run(dir.path(), 3));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const app::CheckpointStore store(dir.file("checkpoints"), 0);
   const auto paths = store.numbered();
   ASSERT_EQ(paths.size(), 3u);
   // Back to epoch 1: epochs 2 and 3 belong to the abandoned timeline, which
   // a later --resume auto would otherwise take up.
-  r = run_lockstep(small_run(dir.path(), 2) + " --resume " + paths[0]);
+  r = run_lockstep(recovery_run(dir.path(), 2) + " --resume " + paths[0]);
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "holds 2 later checkpoints (newest " + paths[2] + ")"))
       << r.output;
   EXPECT_TRUE(contains(r.output, "--overwrite")) << r.output;
   EXPECT_EQ(store.numbered(), paths);
-  r = run_lockstep(small_run(dir.path(), 2) + " --resume " + paths[0] + " --overwrite");
+  r = run_lockstep(recovery_run(dir.path(), 2) + " --resume " + paths[0] + " --overwrite");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   for (const std::string& later : {paths[1], paths[2]}) {
     EXPECT_EQ(count_lines_with(r.output, "resume: removed the later checkpoint " + later), 1u)
@@ -165,10 +165,10 @@ TEST(RunRecovery, MetricsThatCannotBeWrittenAreAnError) {
 TEST(RunRecovery, FinishedRunSaysAlreadyCompleteAndTrainsNothing) {
   REQUIRE_FASHION_MNIST();
   ScratchDir dir;
-  auto r = run_lockstep(small_run(dir.path(), 1));
+  auto r = run_lockstep(recovery_run(dir.path(), 1));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(fs::exists(dir.file("COMPLETE"))) << r.output;
-  r = run_lockstep(small_run(dir.path(), 1) + " --resume auto");
+  r = run_lockstep(recovery_run(dir.path(), 1) + " --resume auto");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "already complete: 1 of 1 epochs")) << r.output;
   EXPECT_FALSE(contains(r.output, "epoch   1/1")) << r.output;
@@ -179,9 +179,9 @@ TEST(RunRecovery, FinishedRunSaysAlreadyCompleteAndTrainsNothing) {
 TEST(RunRecovery, FreshRunRefusesAnotherRunsCheckpointsUnlessOverwrite) {
   REQUIRE_FASHION_MNIST();
   ScratchDir dir;
-  auto r = run_lockstep(small_run(dir.path(), 1));
+  auto r = run_lockstep(recovery_run(dir.path(), 1));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  r = run_lockstep(small_run(dir.path(), 1) + " --seed 3");
+  r = run_lockstep(recovery_run(dir.path(), 1) + " --seed 3");
   EXPECT_NE(r.exit_code, 0) << r.output;
   for (const char* remedy : {"--resume auto", "another --run-dir", "--overwrite"}) {
     EXPECT_TRUE(contains(r.output, remedy)) << remedy << " missing from\n" << r.output;
@@ -194,7 +194,7 @@ TEST(RunRecovery, FreshRunRefusesAnotherRunsCheckpointsUnlessOverwrite) {
   for (const char* typo : {" --model resnet-20",
                            " --init-from "
                            "/nonexistent.safetensors"}) {
-    r = run_lockstep(small_run(dir.path(), 1) + " --seed 3 --overwrite" + typo);
+    r = run_lockstep(recovery_run(dir.path(), 1) + " --seed 3 --overwrite" + typo);
     EXPECT_NE(r.exit_code, 0) << typo << "\n" << r.output;
     EXPECT_EQ(app::CheckpointStore(dir.file("checkpoints"), 0).numbered().size(), 1u) << typo;
     EXPECT_EQ(testing::read_file(dir.file("model.safetensors")), weights) << typo;
@@ -202,7 +202,7 @@ TEST(RunRecovery, FreshRunRefusesAnotherRunsCheckpointsUnlessOverwrite) {
   }
   // The other run's best checkpoint goes with the rest of its results.
   testing::write_bytes(dir.file("best.lsck"), {'o', 'l', 'd'});
-  r = run_lockstep(small_run(dir.path(), 1) + " --seed 3 --overwrite");
+  r = run_lockstep(recovery_run(dir.path(), 1) + " --seed 3 --overwrite");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(lines_in(dir.file("metrics.csv")), 2u);
   EXPECT_EQ(app::CheckpointStore(dir.file("checkpoints"), 0).numbered().size(), 1u);
@@ -213,12 +213,12 @@ TEST(RunRecovery, FreshRunRefusesAnotherRunsCheckpointsUnlessOverwrite) {
 TEST(RunRecovery, ResumePrintsChangedSettingsAndRefusesModelOrDataChanges) {
   REQUIRE_FASHION_MNIST();
   ScratchDir dir;
-  auto r = run_lockstep(small_run(dir.path(), 1));
+  auto r = run_lockstep(recovery_run(dir.path(), 1));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  r = run_lockstep(small_run(dir.path(), 2, 128) + " --resume auto");
+  r = run_lockstep(recovery_run(dir.path(), 2, 128) + " --resume auto");
   EXPECT_NE(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "train_subset 256 -> 128")) << r.output;
-  r = run_lockstep(small_run(dir.path(), 2) + " --resume auto --lr 0.02");
+  r = run_lockstep(recovery_run(dir.path(), 2) + " --resume auto --lr 0.02");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_TRUE(contains(r.output, "setting changed since the checkpoint: lr: 0.01 -> 0.02"))
       << r.output;
@@ -390,7 +390,7 @@ TEST(RunRecovery, NonFiniteLossStopsTrainingWithoutACheckpoint) {
   REQUIRE_FASHION_MNIST();
   for (const char* lr : {"1e30", "1e38"}) {  // inf itself is refused by validation
     ScratchDir dir;
-    const auto r = run_lockstep(small_run(dir.path(), 2) + " --lr " + lr);
+    const auto r = run_lockstep(recovery_run(dir.path(), 2) + " --lr " + lr);
     EXPECT_EQ(r.exit_code, 1) << lr << "\n" << r.output;
     EXPECT_EQ(count_lines_with(r.output, "training diverged: the loss is"), 1u) << r.output;
     EXPECT_TRUE(contains(r.output, "in epoch 1 step ")) << r.output;

@@ -24,15 +24,14 @@ namespace lockstep {
 namespace {
 
 using testing::contains;
+using testing::kSourceDir;
 using testing::run_command;
 using testing::ScratchDir;
 
-const std::string kSource = LOCKSTEP_SOURCE_DIR;
-
 // One epoch of a tiny model: 6 steps per rank at 2 ranks.
 std::string train_command(const std::string& data_dir, const std::string& run_dir) {
-  return kSource + "/tests/helpers/slow_rank.sh 1 " + LOCKSTEP_BINARY + " train --dataset mnist" +
-         " --data-dir " + data_dir + " --run-dir " + run_dir +
+  return kSourceDir + "/tests/helpers/slow_rank.sh 1 " + LOCKSTEP_BINARY +
+         " train --dataset mnist" + " --data-dir " + data_dir + " --run-dir " + run_dir +
          " --model mnist_net --epochs 1 --batch-size 128 --test-subset 32 --threads 1"
          " --progress plain --straggler-threshold 0.25";
 }
@@ -64,7 +63,7 @@ TEST(StragglerE2E, SlowRankNamedOnOneHost) {
 }
 
 TEST(StragglerE2E, SlowNodeNamedOnFakeCluster) {
-  const std::string cluster = kSource + "/scripts/fake_cluster.sh";
+  const std::string cluster = kSourceDir + "/scripts/fake_cluster.sh";
   const auto check = run_command(cluster + " check -p strag");
   if (check.exit_code != 0) {
     // CI runs as root: there the fake cluster must run.

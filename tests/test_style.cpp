@@ -13,9 +13,8 @@
 namespace lockstep {
 namespace {
 
+using testing::kSourceDir;
 using testing::run_command;
-
-const std::string kSource = LOCKSTEP_SOURCE_DIR;
 
 TEST(Style, EverySourceFileIsAsClangFormatWritesIt) {
   ASSERT_EQ(run_command("command -v clang-format").exit_code, 0)
@@ -25,7 +24,7 @@ TEST(Style, EverySourceFileIsAsClangFormatWritesIt) {
       "'*.h' -o -name '*.cu' -o -name '*.cuh' \\) -print0";
   const std::string check =
       "for f; do clang-format --style=file \"$f\" | cmp -s - \"$f\" || echo \"$f\"; done";
-  const auto r = run_command("cd " + kSource + " && " + list + " | xargs -0 -n 25 -P 2 sh -c '" +
+  const auto r = run_command("cd " + kSourceDir + " && " + list + " | xargs -0 -n 25 -P 2 sh -c '" +
                              check + "' _ 2>&1");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_EQ(r.output, "") << "not as clang-format writes them (run clang-format -i on each):\n"

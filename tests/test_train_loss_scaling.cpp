@@ -23,7 +23,7 @@ using testing::run_lockstep;
 using testing::ScratchDir;
 
 // 1000 samples at batch 64: 16 steps an epoch.
-std::string small_run(const std::string& dir, int epochs) {
+std::string scaling_run(const std::string& dir, int epochs) {
   return testing::fashion_mnist_train_args(dir, epochs, 1000, 200, 1);
 }
 
@@ -32,9 +32,9 @@ std::string small_run(const std::string& dir, int epochs) {
 TEST(TrainLossScaling, PowerOfTwoScalesTrainBitForBitAsWithout) {
   REQUIRE_FASHION_MNIST();
   ScratchDir plain, scaled;
-  auto r = run_lockstep(small_run(plain.path(), 2));
+  auto r = run_lockstep(scaling_run(plain.path(), 2));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  r = run_lockstep(small_run(scaled.path(), 2) +
+  r = run_lockstep(scaling_run(scaled.path(), 2) +
                    " --loss-scaling on --loss-scale-growth-interval 10");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("loss scaling: scale 65536 (initial 65536), x2 after 10 clean steps"),
@@ -56,11 +56,11 @@ TEST(TrainLossScaling, ClippingAppliesWithLossScalingAsWithout) {
   REQUIRE_FASHION_MNIST();
   ScratchDir unclipped, clipped, scaled;
   const std::string clip = " --grad-clip-norm 0.05";
-  auto r = run_lockstep(small_run(unclipped.path(), 1));
+  auto r = run_lockstep(scaling_run(unclipped.path(), 1));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  r = run_lockstep(small_run(clipped.path(), 1) + clip);
+  r = run_lockstep(scaling_run(clipped.path(), 1) + clip);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  r = run_lockstep(small_run(scaled.path(), 1) + clip + " --loss-scaling on");
+  r = run_lockstep(scaling_run(scaled.path(), 1) + clip + " --loss-scaling on");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("0 steps skipped"), std::string::npos) << r.output;
   const auto a = final_checkpoint(clipped.path()), b = final_checkpoint(scaled.path());
@@ -79,11 +79,11 @@ TEST(TrainLossScaling, ResumeRestoresScaleAndGrowthTracker) {
   REQUIRE_FASHION_MNIST();
   const std::string flags = " --loss-scaling on --loss-scale-growth-interval 10";
   ScratchDir straight, split;
-  auto r = run_lockstep(small_run(straight.path(), 4) + flags);
+  auto r = run_lockstep(scaling_run(straight.path(), 4) + flags);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  r = run_lockstep(small_run(split.path(), 2) + flags);
+  r = run_lockstep(scaling_run(split.path(), 2) + flags);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  r = run_lockstep(small_run(split.path(), 4) + flags + " --resume auto");
+  r = run_lockstep(scaling_run(split.path(), 4) + flags + " --resume auto");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("resuming from"), std::string::npos) << r.output;
   const auto a = final_checkpoint(straight.path()), b = final_checkpoint(split.path());
@@ -100,7 +100,7 @@ TEST(TrainLossScaling, ResumeRestoresScaleAndGrowthTracker) {
 TEST(TrainLossScaling, OverflowSkipsStepsAndTrainingRecovers) {
   REQUIRE_FASHION_MNIST();
   ScratchDir dir;
-  const auto r = run_lockstep(small_run(dir.path(), 2) +
+  const auto r = run_lockstep(scaling_run(dir.path(), 2) +
                               " --loss-scaling on --loss-scale-init 1073741824 --compression fp16");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   // Steps skipped in each epoch, from the epoch lines.

@@ -12,10 +12,12 @@
 #include "app/checkpoint/checkpoint.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"
+#include "support/run_files.h"
 
 namespace lockstep {
 namespace {
 
+using testing::final_checkpoint;
 using testing::run_command;
 using testing::ScratchDir;
 
@@ -33,10 +35,6 @@ struct TinyData {
     return "--dataset mnist --data-dir " + dir.path() + " --progress plain --threads 1";
   }
 };
-
-app::Checkpoint final_checkpoint(const std::string& run_dir) {
-  return app::load_checkpoint(app::CheckpointStore(run_dir + "/checkpoints", 0).latest());
-}
 
 double max_relative_difference(const app::Checkpoint& a, const app::Checkpoint& b,
                                const std::string& prefix_filter) {

@@ -43,8 +43,7 @@ void mark_run_complete(const std::string& run_dir, int64_t epochs_done, int64_t 
                        bool early_stop) {
   const std::string text = detail::concat("complete: ", early_stop ? "early stop after " : "",
                                           "epoch ", epochs_done, " of ", epochs, "\n");
-  data::write_file_atomically((fs::path(run_dir) / kCompleteMarker).string(),
-                              {reinterpret_cast<const uint8_t*>(text.data()), text.size()});
+  data::write_text_atomically((fs::path(run_dir) / kCompleteMarker).string(), text);
 }
 
 }  // namespace lockstep::app

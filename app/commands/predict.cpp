@@ -11,6 +11,7 @@
 
 #include "app/checkpoint/trained_model.h"
 #include "app/config/config.h"
+#include "app/formats/csv.h"
 #include "app/platform/cpu_isa_env.h"
 #include "common/error.h"
 #include "data/image_io.h"
@@ -23,22 +24,10 @@ namespace fs = std::filesystem;
 
 constexpr int64_t kChunk = 256;  // images decoded and classified at a time
 
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string quoted = "\"";
-  for (char c : s) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return quoted + "\"";
-}
-
 std::string format_probability(double p) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.6f", p);
   return buf;
-}
-
-void write_text(const std::string& path, const std::string& text) {
-  data::write_file_atomically(
-      path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
 }
 
 // path,out0,out1,... with every float's shortest round-trip digits.
@@ -201,8 +190,9 @@ int run_predict(const PredictArgs& args) {
     csv << "\n";
   }
   std::fflush(stdout);
-  if (!args.csv.empty()) write_text(args.csv, csv.str());
-  if (!args.outputs_csv.empty()) write_text(args.outputs_csv, outputs_csv(predictions));
+  if (!args.csv.empty()) data::write_text_atomically(args.csv, csv.str());
+  if (!args.outputs_csv.empty())
+    data::write_text_atomically(args.outputs_csv, outputs_csv(predictions));
   return 0;
 }
 

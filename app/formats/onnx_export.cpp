@@ -60,8 +60,7 @@ void save_onnx(const std::string& path, nn::Model& model, const ModelCard& card)
   value_info(graph->add_output(), "output", {model.output_size()});
   std::string bytes;
   if (!m.SerializeToString(&bytes)) fail_input("ONNX export: cannot serialise the model");
-  data::write_file_atomically(
-      path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+  data::write_text_atomically(path, bytes);
 }
 
 #else

@@ -5,23 +5,12 @@
 #include <filesystem>
 #include <sstream>
 
+#include "app/formats/csv.h"
 #include "common/error.h"
 #include "data/image_io.h"
 
 namespace lockstep::app {
 namespace {
-
-void write_text(const std::string& path, const std::string& text) {
-  data::write_file_atomically(
-      path, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
-}
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return q + "\"";
-}
 
 std::string name_of(const std::vector<std::string>& names, int64_t c) {
   return c < static_cast<int64_t>(names.size()) ? names[static_cast<size_t>(c)] : std::to_string(c);
@@ -90,7 +79,7 @@ void write_per_class_csv(const std::string& path, const ClassMetrics& m,
     out << c << "," << csv_field(name_of(names, c)) << "," << total << "," << m.confusion(c, c)
         << "," << acc << "\n";
   }
-  write_text(path, out.str());
+  data::write_text_atomically(path, out.str());
 }
 
 void write_confusion_csv(const std::string& path, const ClassMetrics& m,
@@ -104,7 +93,7 @@ void write_confusion_csv(const std::string& path, const ClassMetrics& m,
     for (int64_t p = 0; p < m.classes(); ++p) out << "," << m.confusion(t, p);
     out << "\n";
   }
-  write_text(path, out.str());
+  data::write_text_atomically(path, out.str());
 }
 
 void write_confusion_png(const std::string& path, const ClassMetrics& m,

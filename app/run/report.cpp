@@ -72,8 +72,7 @@ void Report::resume_at(int64_t epochs_done, const std::string& checkpoint_row) {
       checkpoint_row.starts_with(std::to_string(epochs_done) + ",")) {
     kept += checkpoint_row;
   }
-  data::write_file_atomically(metrics_path_,
-                              {reinterpret_cast<const uint8_t*>(kept.data()), kept.size()});
+  data::write_text_atomically(metrics_path_, kept);
   open_metrics(!kept.empty());
 }
 

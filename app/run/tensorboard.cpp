@@ -198,8 +198,7 @@ TensorBoardLog::TensorBoardLog(const std::string& dir, bool resume, int64_t epoc
       if (!late) kept += tfrecord(records[i]);
     }
   }
-  data::write_file_atomically(
-      path_, std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(kept.data()), kept.size()));
+  data::write_text_atomically(path_, kept);
   file_ = std::fopen(path_.c_str(), "ab");
   if (!file_) fail_input(path_, ": cannot open the TensorBoard event file for appending");
 }

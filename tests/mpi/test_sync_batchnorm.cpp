@@ -45,7 +45,7 @@ std::vector<float> state(const nn::Model& m) {
 }
 
 // Samples of 2x6x6 pixels around 0.5.
-testing::Batch make_batch(const std::vector<int64_t>& ids) {
+testing::Batch bn_batch(const std::vector<int64_t>& ids) {
   return testing::make_batch(ids, {2, 6, 6}, 0.5f);
 }
 
@@ -76,11 +76,11 @@ TEST(SyncBatchNorm, NRanksAtBatchBMatchOneProcessAtBatchNB) {
     for (int64_t j = 0; j < global; ++j) all.push_back(first + j);
     for (int64_t j = rank; j < global; j += size) mine.push_back(first + j);
     first += global;
-    train_pass(*reference, *backend, make_batch(all), 1.0f / static_cast<float>(global), nullptr);
+    train_pass(*reference, *backend, bn_batch(all), 1.0f / static_cast<float>(global), nullptr);
     reference_sgd->step(*backend, 0.05f);
     // The optimizer averages over ranks: size / global makes that a mean
     // over the global batch whatever this rank's share.
-    train_pass(*replica, *backend, make_batch(mine),
+    train_pass(*replica, *backend, bn_batch(mine),
                static_cast<float>(size) / static_cast<float>(global), &reducer,
                dopt.grad_ready_callback());
     dopt.step(0.05f);
@@ -102,7 +102,7 @@ TEST(SyncBatchNorm, PerRankRunningStatisticsAreAveragedAcrossRanks) {
   auto backend = nn::make_cpu_backend(1);
   auto model = bn_model(5);
   // Per-rank statistics: each rank sees other samples.
-  train_pass(*model, *backend, make_batch({rank * 10L, rank * 10L + 1}), 0.5f, nullptr);
+  train_pass(*model, *backend, bn_batch({rank * 10L, rank * 10L + 1}), 0.5f, nullptr);
   std::vector<float> mine = state(*model), mean = mine;
   comm->allreduce(std::span<float>(mean), ReduceOp::kSum);
   app::average_running_statistics(*comm, *model);

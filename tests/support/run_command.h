@@ -10,6 +10,9 @@ struct CommandResult {
   std::string output;  // stdout and stderr together
 };
 
+// The source tree (LOCKSTEP_SOURCE_DIR): its scripts, configs and job files.
+inline const std::string kSourceDir = LOCKSTEP_SOURCE_DIR;
+
 // Runs `command` through /bin/sh with stderr merged into stdout.
 CommandResult run_command(const std::string& command);
 
