@@ -21,10 +21,12 @@
 #include "support/dataset_files.h"
 #include "support/interop_util.h"
 #include "support/run_command.h"
+#include "support/run_files.h"
 
 namespace lockstep {
 namespace {
 
+using testing::newest_checkpoint;
 using testing::run_interop;
 using testing::run_lockstep;
 using testing::ScratchDir;
@@ -84,7 +86,7 @@ void lockstep_to_pytorch(const Case& c) {
                         "--run-dir " +
                         run);
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::string ckpt = app::CheckpointStore(run + "/checkpoints", 0).latest();
+  const std::string ckpt = newest_checkpoint(run);
   ASSERT_FALSE(ckpt.empty());
   for (const char* format : {"safetensors", "onnx"}) {
     r = run_lockstep("export --checkpoint " + ckpt + " --format " + format + " --out " +

@@ -22,11 +22,13 @@
 #include "distributed/communicator.h"
 #include "support/dataset_files.h"
 #include "support/run_command.h"
+#include "support/run_files.h"
 
 namespace lockstep {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::newest_checkpoint;
 using testing::run_lockstep;
 using testing::ScratchDir;
 
@@ -57,7 +59,7 @@ std::string train_one_epoch(const std::string& data_args, const std::string& run
                               " --progress none --run-dir " +
                               run_dir);
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  return app::CheckpointStore(run_dir + "/checkpoints", 0).latest();
+  return newest_checkpoint(run_dir);
 }
 
 // The checkpoint's model, restored by the trainer (the path evaluate takes),

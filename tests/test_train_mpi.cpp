@@ -18,6 +18,7 @@ namespace lockstep {
 namespace {
 
 using testing::final_checkpoint;
+using testing::newest_checkpoint;
 using testing::run_command;
 using testing::ScratchDir;
 
@@ -142,7 +143,7 @@ TEST(TrainMpi, ThreeRanksEvaluateLikeOneProcess) {
   auto r = run_command(mpiexec(
       1, "train " + data.flags() + " --epochs 1 --test-subset 100 --run-dir " + run.path()));
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const std::string ckpt = app::CheckpointStore(run.path() + "/checkpoints", 0).latest();
+  const std::string ckpt = newest_checkpoint(run.path());
   const std::regex line("test loss ([0-9.]+) acc ([0-9.]+)% \\(([0-9]+) samples");
   std::smatch m1, m3;
   const auto one =
