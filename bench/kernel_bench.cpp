@@ -281,11 +281,7 @@ void bench_resnet20(int threads) {
   std::printf(
       "\nresnet20, batch 128, %s, %s: median ms (GFLOP/s, %% of %d core%s' peak; for "
       "Winograd the direct convolution's flops over its time)\n",
-      b->name().c_str(),
-      winograd && precision == lockstep::nn::Precision::kFp32
-          ? "Winograd F(4x4, 3x3) where it applies"
-          : "direct convolutions",
-      threads, threads == 1 ? "" : "s");
+      b->name().c_str(), b->kernels().convolutions.c_str(), threads, threads == 1 ? "" : "s");
   const int64_t N = 128;
   struct Shape {
     const char* name;

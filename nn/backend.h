@@ -176,7 +176,8 @@ struct KernelChoice {
   std::string label;
   // How convolutions run, empty where the device's library chooses (CUDA):
   // "Winograd 3x3 convolutions", "direct convolutions", "bf16 direct
-  // convolutions" (bf16 takes no Winograd).
+  // convolutions, fp32 Winograd 3x3 where it applies", "bf16 direct
+  // convolutions" (bf16 without Winograd).
   std::string convolutions;
   // bf16 products computed without vdpbf16ps: the same bits, slower.
   bool bf16_emulated = false;
@@ -415,11 +416,13 @@ class Backend {
 // precision bf16 runs convolutions and gemm on bf16 inputs (nn/precision.h),
 // on vdpbf16ps where the CPU has AVX512_BF16, else emulated; fp16 is an
 // InputError (check_cpu_precision).
-// winograd: fp32 3x3 convolutions with stride 1 and at least 8 channels in
-// and out run on Winograd's F(4x4, 3x3) (forward, data and weight
-// gradients), 4x fewer multiplications; the results
-// differ from the direct convolution's by rounding, and are the same bits
-// on every instruction set and thread count. false: the direct convolution.
+// winograd: 3x3 convolutions with stride 1 and at least 8 channels in and
+// out run on Winograd's F(4x4, 3x3) in fp32 (forward, data and weight
+// gradients), 4x fewer multiplications, in bf16 too (there in place of
+// bf16's direct products: as fast or faster, and closer to exact); the
+// results differ from the direct convolution's by rounding, and are the
+// same bits on every instruction set and thread count. false: the direct
+// convolution (in bf16: bf16's direct products everywhere).
 struct CpuBackendOptions {
   int threads = 0;
   std::optional<CpuIsa> isa_cap;

@@ -71,8 +71,8 @@ TEST(CpuIsa, CapLowersTheChoiceButNeverRaisesIt) {
 
 // The backend names the kernels it runs (what reproducible ranks and
 // checkpoints compare): the instruction set under the cap, avx512_bf16 for
-// bf16 on vdpbf16ps, and the convolutions' method, direct in bf16 whatever
-// the Winograd option says.
+// bf16 on vdpbf16ps, and the convolutions' method: in bf16 direct, with
+// fp32 Winograd where it applies unless the option says direct.
 TEST(CpuIsa, TheBackendNamesTheKernelsItRuns) {
   const std::string best = to_string(detect_cpu_isa());
   const bool dot = detect_cpu_isa() == CpuIsa::kAvx512 && cpu_has_avx512_bf16();
@@ -83,11 +83,13 @@ TEST(CpuIsa, TheBackendNamesTheKernelsItRuns) {
   k = kernels({.threads = 1, .winograd = false});
   EXPECT_EQ(k.description(), best + " kernels, direct convolutions");
   k = kernels({.threads = 1, .isa_cap = CpuIsa::kAvx2, .precision = Precision::kBf16});
-  EXPECT_EQ(k.description(), "avx2 kernels, bf16 direct convolutions");
+  EXPECT_EQ(k.description(),
+            "avx2 kernels, bf16 direct convolutions, fp32 Winograd 3x3 where it applies");
   EXPECT_TRUE(k.bf16_emulated);
   for (bool winograd : {true, false}) {
     k = kernels({.threads = 1, .precision = Precision::kBf16, .winograd = winograd});
-    EXPECT_EQ(k.description(), (dot ? "avx512_bf16" : best) + " kernels, bf16 direct convolutions");
+    EXPECT_EQ(k.description(), (dot ? "avx512_bf16" : best) + " kernels, bf16 direct convolutions" +
+                                   (winograd ? ", fp32 Winograd 3x3 where it applies" : ""));
     EXPECT_EQ(k.label, dot ? "avx512_bf16" : best);
     EXPECT_EQ(k.bf16_emulated, !dot);
   }

@@ -9,6 +9,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -167,6 +168,70 @@ TEST(CpuWinograd, TheOptionSelectsTheAlgorithm) {
   cpu(1, false)->conv2d_backward_data(big, w.data(), dy.data(), b.data());
   EXPECT_FALSE(bitwise_equal(a, b));
   expect_close(testing::conv3x3_data_reference(big, w, dy), b.data(), "direct data gradient");
+}
+
+// The three passes of a convolution on one backend, from the same inputs.
+struct Passes {
+  Tensor y, dx, dw;
+};
+
+Passes passes(Backend& be, const Conv2dGeometry& g) {
+  const int64_t R = g.kernel_h;
+  const Tensor x = random_tensor({g.batch, g.in_channels, g.in_h, g.in_w}, 11);
+  const Tensor w = random_tensor({g.out_channels, g.in_channels, R, R}, 12);
+  const Tensor dy = random_tensor({g.batch, g.out_channels, g.out_h(), g.out_w()}, 13);
+  Passes p{Tensor({g.batch, g.out_channels, g.out_h(), g.out_w()}),
+           Tensor({g.batch, g.in_channels, g.in_h, g.in_w}),
+           Tensor({g.out_channels, g.in_channels, R, R})};
+  be.conv2d_forward(g, x.data(), w.data(), nullptr, p.y.data());
+  be.conv2d_backward_data(g, w.data(), dy.data(), p.dx.data());
+  be.conv2d_backward_filter(g, x.data(), dy.data(), p.dw.data(), nullptr);
+  return p;
+}
+
+// In bf16 the passes Winograd applies to run it in fp32: a bf16 backend
+// gives the fp32 Winograd backend's bits for them, and its own bf16 direct
+// products elsewhere (a stride-2 convolution; the data gradient of a 3x3
+// one without "same" padding) and everywhere without the option, on every
+// instruction set (emulated bf16 and vdpbf16ps alike).
+TEST(CpuWinograd, Bf16RunsTheWinogradPassesInFp32) {
+  std::vector<std::optional<CpuIsa>> isas = {CpuIsa::kAvx2};
+  if (detect_cpu_isa() == CpuIsa::kAvx512) isas.emplace_back(CpuIsa::kAvx512);
+  for (const auto isa : isas) {
+    SCOPED_TRACE(to_string(*isa));
+    const auto bf16 = [&](bool winograd) {
+      return make_cpu_backend(
+          {.threads = 2, .isa_cap = isa, .precision = Precision::kBf16, .winograd = winograd});
+    };
+    const Conv2dGeometry same = geometry(3, 16, 16, 24, 1);
+    const Passes fp32 = passes(*cpu(2, true, isa), same);
+    const Passes on = passes(*bf16(true), same), off = passes(*bf16(false), same);
+    EXPECT_TRUE(bitwise_equal(on.y, fp32.y));
+    EXPECT_TRUE(bitwise_equal(on.dx, fp32.dx));
+    EXPECT_TRUE(bitwise_equal(on.dw, fp32.dw));
+    EXPECT_FALSE(bitwise_equal(off.y, fp32.y));
+    EXPECT_FALSE(bitwise_equal(off.dx, fp32.dx));
+    EXPECT_FALSE(bitwise_equal(off.dw, fp32.dw));
+
+    // No padding: the forward and weight gradient on Winograd, the data
+    // gradient (not the transposed forward) on bf16's products.
+    const Conv2dGeometry valid = geometry(2, 16, 10, 16, 0);
+    const Passes fp32_valid = passes(*cpu(2, true, isa), valid);
+    const Passes on_valid = passes(*bf16(true), valid), off_valid = passes(*bf16(false), valid);
+    EXPECT_TRUE(bitwise_equal(on_valid.y, fp32_valid.y));
+    EXPECT_TRUE(bitwise_equal(on_valid.dw, fp32_valid.dw));
+    EXPECT_TRUE(bitwise_equal(on_valid.dx, off_valid.dx));
+    EXPECT_FALSE(bitwise_equal(on_valid.dx, fp32_valid.dx));
+
+    const Conv2dGeometry strided{2, 16, 16, 16, 32, 3, 3, 2, 1};
+    const Passes fp32_strided = passes(*cpu(2, true, isa), strided);
+    const Passes on_strided = passes(*bf16(true), strided);
+    const Passes off_strided = passes(*bf16(false), strided);
+    EXPECT_TRUE(bitwise_equal(on_strided.y, off_strided.y));
+    EXPECT_TRUE(bitwise_equal(on_strided.dx, off_strided.dx));
+    EXPECT_TRUE(bitwise_equal(on_strided.dw, off_strided.dw));
+    EXPECT_FALSE(bitwise_equal(on_strided.y, fp32_strided.y));
+  }
 }
 
 // A sample's outputs are the same bits alone, in any batch around it, on 1

@@ -53,8 +53,9 @@ std::string bf16_emulation_note(const nn::KernelChoice& kernels) {
                               ? "LOCKSTEP_CPU_ISA=" + kernels.label + " leaves out AVX512_BF16"
                               : "this CPU has no AVX512_BF16";
   return "note: bf16 products are emulated (" + why +
-         "): the same bits as on vdpbf16ps, but slower than fp32 (resnet20 2-3x slower on "
-         "AMD Zen 3); precision = \"fp32\" trains faster here";
+         "): the same bits as on vdpbf16ps, but slower than fp32 where Winograd does not take "
+         "the convolution (mnist_net 2x, AlexNet-CIFAR 1.2x slower on AMD Zen 4 under AVX2); "
+         "precision = \"fp32\" trains faster here";
 }
 
 }  // namespace lockstep::app

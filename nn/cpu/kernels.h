@@ -21,6 +21,12 @@ void conv2d_backward_data(ThreadPool& pool, const Conv2dGeometry& g, const float
                           const float* dy, float* dx, bool winograd);
 void conv2d_backward_filter(ThreadPool& pool, const Conv2dGeometry& g, const float* x,
                             const float* dy, float* dw, float* db, bool winograd);
+// The passes of g that the three ops above run on Winograd when `winograd`
+// is true (decided here alone: a bf16 backend hands these passes to them).
+struct WinogradPasses {
+  bool forward = false, backward_data = false, backward_filter = false;
+};
+WinogradPasses winograd_passes(const Conv2dGeometry& g);
 
 // conv_bf16.cpp, conv_bf16_filter.cpp: the same ops with the inputs of
 // every product rounded to bf16 (gemm_bf16.h); dot: on vdpbf16ps.
