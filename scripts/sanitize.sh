@@ -37,7 +37,10 @@ case $lane in
     ;;
   thread)
     dir=build-tsan
-    extra=(-DCMAKE_CXX_COMPILER=clang++)
+    # File by file (no unity batches): the one build that compiles each
+    # library source alone, so a missing #include that a batch hides fails
+    # here (LOCKSTEP_UNITY_BUILD=OFF is a supported build).
+    extra=(-DCMAKE_CXX_COMPILER=clang++ -DLOCKSTEP_UNITY_BUILD=OFF)
     # Threads: the compute pool, the batch loader, parallel image decoding,
     # the gradient reduction thread with overlap on and off, the stall
     # watchdog, the timeline; ranks: the 2- and 3-rank suites, multi-rank
