@@ -105,6 +105,25 @@ struct Errors {
   double direct = 0, winograd_bf16 = 0, winograd_fp32 = 0, exact = 0;  // sums of squares
 };
 
+// out (rows, rows) = l x l^T for l (rows, inner) and x (inner, inner);
+// tmp holds rows x inner.
+void sandwich(const double* l, const double* x, int rows, int inner, double* tmp, double* out) {
+  for (int i = 0; i < rows; ++i) {
+    for (int j = 0; j < inner; ++j) {
+      double s = 0.0;
+      for (int k = 0; k < inner; ++k) s += l[i * inner + k] * x[k * inner + j];
+      tmp[i * inner + j] = s;
+    }
+  }
+  for (int i = 0; i < rows; ++i) {
+    for (int j = 0; j < rows; ++j) {
+      double s = 0.0;
+      for (int k = 0; k < inner; ++k) s += tmp[i * inner + k] * l[j * inner + k];
+      out[i * rows + j] = s;
+    }
+  }
+}
+
 // One tile of kChannels channels, added to e.
 void tile(const Transforms& t, std::mt19937& rng, Errors& e) {
   const int n = t.n, m = t.m;
@@ -116,34 +135,9 @@ void tile(const Transforms& t, std::mt19937& rng, Errors& e) {
   for (int c = 0; c < kChannels; ++c) {
     const double* dc = d.data() + c * n * n;
     const double* gc = g.data() + c * kR * kR;
-    for (int i = 0; i < n; ++i) {  // V = B^T d B
-      for (int j = 0; j < n; ++j) {
-        double s = 0.0;
-        for (int k = 0; k < n; ++k) s += t.bt[i * n + k] * dc[k * n + j];
-        tmp[i * n + j] = s;
-      }
-    }
-    for (int i = 0; i < n; ++i) {
-      for (int j = 0; j < n; ++j) {
-        double s = 0.0;
-        for (int k = 0; k < n; ++k) s += tmp[i * n + k] * t.bt[j * n + k];
-        v[i * n + j] = s;
-      }
-    }
-    for (int i = 0; i < n; ++i) {  // U = G g G^T
-      for (int j = 0; j < kR; ++j) {
-        double s = 0.0;
-        for (int k = 0; k < kR; ++k) s += t.g[i * kR + k] * gc[k * kR + j];
-        tmp[i * kR + j] = s;
-      }
-    }
-    for (int i = 0; i < n; ++i) {
-      for (int j = 0; j < n; ++j) {
-        double s = 0.0;
-        for (int k = 0; k < kR; ++k) s += tmp[i * kR + k] * t.g[j * kR + k];
-        u[i * n + j] = s;
-      }
-    }
+    // V = B^T d B, U = G g G^T
+    sandwich(t.bt.data(), dc, n, n, tmp.data(), v.data());
+    sandwich(t.g.data(), gc, n, kR, tmp.data(), u.data());
     for (int k = 0; k < n * n; ++k) {
       mb[k] += bf16(u[k]) * bf16(v[k]);
       mf[k] += fp32(u[k]) * fp32(v[k]);
