@@ -28,12 +28,13 @@ case $lane in
     # CpuConv's shapes), the stragglers (processes slowed down on purpose:
     # they run in the plain and loaded lanes, as the fake clusters do), and
     # the tests that run no lockstep code at all (the format and shellcheck
-    # passes, the GPU check's bash rules, its PyTorch script).
+    # passes, the GPU check's bash rules, its PyTorch script, the Winograd
+    # error study's transforms: bench/winograd_error, not built here).
     skip=(cluster_ Readme.EveryCommandRuns$ TrainE2E.MnistNetLearnsOnAFashionMnistSubset$
       TrainBf16.LossTracksFp32$ ThreadDeterminism.ZooModels CpuIsaBinary. CpuBaseline.
       Interop.AlexnetCifar "Jobs/EveryConfig.TrainsOneEpoch/resnet(18|44|56|110)_cifar10( |$)"
       StragglerE2E. Style. Jobs.EveryScriptPassesBashNAndShellcheck$ gpu_check_lib$
-      torch_reference_script$)
+      torch_reference_script$ winograd_error_transforms$)
     ;;
   thread)
     dir=build-tsan
