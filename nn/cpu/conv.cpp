@@ -35,6 +35,16 @@ void reduce_partials(ThreadPool& pool, const float* partials, int chunks, int64_
   });
 }
 
+// The data gradient's convolution: with stride 1, a square kernel and
+// "same" padding, the forward pass of the transposed one (below).
+bool transposes(const Conv2dGeometry& g) {
+  return g.stride == 1 && g.kernel_w == g.kernel_h && 2 * g.pad == g.kernel_h - 1;
+}
+Conv2dGeometry transposed(const Conv2dGeometry& g) {
+  return {g.batch,    g.out_channels, g.out_h(), g.out_w(), g.in_channels,
+          g.kernel_h, g.kernel_h,     1,         g.pad};
+}
+
 // Winograd's weight gradient: per chunk of samples (as below) the
 // transformed sums and the bias's, reduced in chunk order, then taken to
 // dw once.
@@ -83,22 +93,12 @@ void accumulate_bias_grad(const Conv2dGeometry& g, const float* dy, int64_t n0, 
   }
 }
 
-// The data gradient's convolution: with stride 1, a square kernel and
-// "same" padding, the forward pass of the transposed one (below).
-bool transposes(const Conv2dGeometry& g) {
-  return g.stride == 1 && g.kernel_w == g.kernel_h && 2 * g.pad == g.kernel_h - 1;
-}
-Conv2dGeometry transposed(const Conv2dGeometry& g) {
-  return {g.batch,    g.out_channels, g.out_h(), g.out_w(), g.in_channels,
-          g.kernel_h, g.kernel_h,     1,         g.pad};
-}
-
 }  // namespace conv
 
 WinogradPasses winograd_passes(const Conv2dGeometry& g) {
   const bool applies = conv::winograd_applies(g);
   return {.forward = applies,
-          .backward_data = conv::transposes(g) && conv::winograd_applies(conv::transposed(g)),
+          .backward_data = transposes(g) && conv::winograd_applies(transposed(g)),
           .backward_filter = applies};
 }
 
@@ -125,7 +125,7 @@ void conv2d_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x, c
 void conv2d_backward_data(ThreadPool& pool, const Conv2dGeometry& g, const float* w,
                           const float* dy, float* dx, bool winograd) {
   const int64_t K = g.out_channels, C = g.in_channels, R = g.kernel_h, RS = R * R;
-  if (conv::transposes(g) && (K <= 32 || (winograd && winograd_passes(g).backward_data))) {
+  if (transposes(g) && (K <= 32 || (winograd && winograd_passes(g).backward_data))) {
     float* flipped = scratch(ScratchSlot::kPartials, static_cast<size_t>(K * C * RS));
     for (int64_t k = 0; k < K; ++k) {
       for (int64_t c = 0; c < C; ++c) {
@@ -133,7 +133,7 @@ void conv2d_backward_data(ThreadPool& pool, const Conv2dGeometry& g, const float
           flipped[(c * K + k) * RS + RS - 1 - t] = w[(k * C + c) * RS + t];
       }
     }
-    return conv2d_forward(pool, conv::transposed(g), dy, flipped, nullptr, dx, winograd);
+    return conv2d_forward(pool, transposed(g), dy, flipped, nullptr, dx, winograd);
   }
   if (conv::wide_applies(g)) {
     conv::wide_backward_data(pool, g, w, dy, dx);
