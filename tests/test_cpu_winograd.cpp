@@ -11,6 +11,7 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "app/platform/cpu_isa_env.h"
@@ -175,18 +176,23 @@ struct Passes {
   Tensor y, dx, dw;
 };
 
+// The forward pass as forward() runs it (no bias), then the data and
+// weight gradients of one dy.
 Passes passes(Backend& be, const Conv2dGeometry& g) {
-  const int64_t R = g.kernel_h;
-  const Tensor x = random_tensor({g.batch, g.in_channels, g.in_h, g.in_w}, 11);
-  const Tensor w = random_tensor({g.out_channels, g.in_channels, R, R}, 12);
-  const Tensor dy = random_tensor({g.batch, g.out_channels, g.out_h(), g.out_w()}, 13);
-  Passes p{Tensor({g.batch, g.out_channels, g.out_h(), g.out_w()}),
-           Tensor({g.batch, g.in_channels, g.in_h, g.in_w}),
-           Tensor({g.out_channels, g.in_channels, R, R})};
-  be.conv2d_forward(g, x.data(), w.data(), nullptr, p.y.data());
-  be.conv2d_backward_data(g, w.data(), dy.data(), p.dx.data());
-  be.conv2d_backward_filter(g, x.data(), dy.data(), p.dw.data(), nullptr);
+  ConvRun r = forward(be, g, false, 11);
+  const Tensor dy = random_tensor({g.batch, g.out_channels, g.out_h(), g.out_w()}, 14);
+  Passes p{std::move(r.y), Tensor({g.batch, g.in_channels, g.in_h, g.in_w}),
+           Tensor({g.out_channels, g.in_channels, 3, 3})};
+  be.conv2d_backward_data(g, r.w.data(), dy.data(), p.dx.data());
+  be.conv2d_backward_filter(g, r.x.data(), dy.data(), p.dw.data(), nullptr);
   return p;
+}
+
+// Each of the three passes of a and b: the same bits when `same`, else not.
+void expect_same_bits(const Passes& a, const Passes& b, bool same) {
+  EXPECT_EQ(bitwise_equal(a.y, b.y), same) << "forward";
+  EXPECT_EQ(bitwise_equal(a.dx, b.dx), same) << "data gradient";
+  EXPECT_EQ(bitwise_equal(a.dw, b.dw), same) << "weight gradient";
 }
 
 // In bf16 the passes Winograd applies to run it in fp32: a bf16 backend
@@ -206,12 +212,8 @@ TEST(CpuWinograd, Bf16RunsTheWinogradPassesInFp32) {
     const Conv2dGeometry same = geometry(3, 16, 16, 24, 1);
     const Passes fp32 = passes(*cpu(2, true, isa), same);
     const Passes on = passes(*bf16(true), same), off = passes(*bf16(false), same);
-    EXPECT_TRUE(bitwise_equal(on.y, fp32.y));
-    EXPECT_TRUE(bitwise_equal(on.dx, fp32.dx));
-    EXPECT_TRUE(bitwise_equal(on.dw, fp32.dw));
-    EXPECT_FALSE(bitwise_equal(off.y, fp32.y));
-    EXPECT_FALSE(bitwise_equal(off.dx, fp32.dx));
-    EXPECT_FALSE(bitwise_equal(off.dw, fp32.dw));
+    expect_same_bits(on, fp32, true);
+    expect_same_bits(off, fp32, false);
 
     // No padding: the forward and weight gradient on Winograd, the data
     // gradient (not the transposed forward) on bf16's products.
@@ -227,9 +229,7 @@ TEST(CpuWinograd, Bf16RunsTheWinogradPassesInFp32) {
     const Passes fp32_strided = passes(*cpu(2, true, isa), strided);
     const Passes on_strided = passes(*bf16(true), strided);
     const Passes off_strided = passes(*bf16(false), strided);
-    EXPECT_TRUE(bitwise_equal(on_strided.y, off_strided.y));
-    EXPECT_TRUE(bitwise_equal(on_strided.dx, off_strided.dx));
-    EXPECT_TRUE(bitwise_equal(on_strided.dw, off_strided.dw));
+    expect_same_bits(on_strided, off_strided, true);
     EXPECT_FALSE(bitwise_equal(on_strided.y, fp32_strided.y));
   }
 }

@@ -27,9 +27,9 @@ constexpr const char* kIsaName = LOCKSTEP_STRINGIFY(LOCKSTEP_CPU_ISA);
 // multiplications at half the rate are as fast or faster (resnet20's 16-
 // and 64-channel layers 1.1-1.3x on Zen 4, AlexNet-CIFAR's alike), and
 // far closer to exact (rms relative error 4e-7 against bf16's 2.3e-3);
-// where bf16 is emulated, resnet20 2.4x faster. Winograd on bf16 operands is not
-// offered: F(4x4, 3x3)'s transforms magnify their rounding to 2.5e-2, 11x
-// bf16's direct products. The choice is the geometry's alone, the same on
+// where bf16 is emulated, resnet20 2.4x faster. Winograd on bf16 operands
+// is not offered: F(4x4, 3x3)'s transforms magnify their rounding to
+// 2.5e-2, 11x bf16's direct products. The choice is the geometry's alone, the same on
 // every CPU, so bf16 keeps the same bits on every instruction set.
 enum class ConvMethod { kBf16Direct, kBf16Winograd, kWinograd, kDirect };
 
