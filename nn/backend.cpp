@@ -19,4 +19,15 @@ void Pool2dGeometry::validate() const {
       "bad maxpool2d geometry");
 }
 
+// Only for the geometries conv2d_maps_input takes, which here are none.
+void Backend::conv2d_forward_mapped(const Conv2dGeometry&, const ConvInputMap&, const float*,
+                                    const float*, const float*, float*) {
+  LOCKSTEP_CHECK(false, name(), " does not map a convolution's input");
+}
+
+void Backend::conv2d_backward_filter_mapped(const Conv2dGeometry&, const ConvInputMap&,
+                                            const float*, const float*, float*, float*) {
+  LOCKSTEP_CHECK(false, name(), " does not map a convolution's input");
+}
+
 }  // namespace lockstep::nn

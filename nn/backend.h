@@ -82,6 +82,14 @@ struct BatchNormTrainState {
   bool mask_from_x = false;
 };
 
+// A per-channel map of a convolution's input (Backend::conv2d_maps_input):
+// x * scale[c] + shift[c], then max(., 0) when relu; coef: (2, C) =
+// (scale, shift) in the backend's memory, as batchnorm_apply takes it.
+struct ConvInputMap {
+  const float* coef = nullptr;
+  bool relu = false;
+};
+
 // The shortcut of a CIFAR ResNet ("option A", He et al. 2016): every
 // stride-th pixel of x, with pad_before zero channels in front and zeros
 // after up to out_channels: y[n, pad_before + c, i, j] = x[n, c, i*s, j*s].
@@ -211,6 +219,19 @@ class Backend {
   // x: (N, C, H, W), dy: (N, K, P, Q) -> dw: (K, C, R, S), db: (K) (db may be null)
   virtual void conv2d_backward_filter(const Conv2dGeometry& g, const float* x, const float* dy,
                                       float* dw, float* db) = 0;
+  // A BatchNorm's apply pass taken into the convolution that reads its
+  // output: the input is x' = map(x) as batchnorm_apply(x, map.coef,
+  // map.relu) gives it (the same bits), read from x as the convolution
+  // goes, so x' is never written. conv2d_forward_mapped and
+  // conv2d_backward_filter_mapped are conv2d_forward and
+  // conv2d_backward_filter of x' (the same bits); a backend takes them for
+  // the geometries conv2d_maps_input says, and they are called for no
+  // other. The data gradient does not read x.
+  virtual bool conv2d_maps_input(const Conv2dGeometry& /*g*/) const { return false; }
+  virtual void conv2d_forward_mapped(const Conv2dGeometry& g, const ConvInputMap& map,
+                                     const float* x, const float* w, const float* b, float* y);
+  virtual void conv2d_backward_filter_mapped(const Conv2dGeometry& g, const ConvInputMap& map,
+                                             const float* x, const float* dy, float* dw, float* db);
 
   // --- pooling -------------------------------------------------------------
   // x: (N, C, H, W) -> y: (N, C, P, Q)
@@ -264,6 +285,8 @@ class Backend {
   // Forward: batchnorm_stats' sums over M = N * S elements per channel,
   // then mean and invstd into s.stats, the running statistics moved,
   // num_batches_tracked + 1, and y as batchnorm_apply with (scale, shift).
+  // y null: no apply pass; s.coef keeps (scale, shift) for the
+  // convolution that maps its input through them (conv2d_maps_input).
   virtual void batchnorm_train_forward(const BatchNormGeometry& g, const BatchNormTrainState& s,
                                        const float* x, bool relu, float* y) = 0;
   // batchnorm_train_forward with y as batchnorm_apply_add (add: (N, C, S));

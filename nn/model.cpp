@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "nn/layers/batch_norm2d.h"
 
 namespace lockstep::nn {
 
@@ -19,7 +20,10 @@ Model::Model(std::string name, Shape input_shape, std::vector<std::unique_ptr<La
       layers_(std::move(layers)),
       loss_(loss) {
   if (layers_.empty()) fail_input("model ", name_, " has no layers");
-  for (size_t i = 0; i < layers_.size(); ++i) layers_[i]->set_index(static_cast<int64_t>(i));
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    layers_[i]->set_index(static_cast<int64_t>(i));
+    if (i > 0) pair_batchnorm_conv(*layers_[i - 1], *layers_[i]);
+  }
   // Check the shapes chain now, for a batch of one, so a bad spec fails
   // before training starts.
   Shape shape = input_shape_;

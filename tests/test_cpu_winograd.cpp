@@ -234,6 +234,66 @@ TEST(CpuWinograd, Bf16RunsTheWinogradPassesInFp32) {
   }
 }
 
+// A BatchNorm's apply pass taken into the convolution that reads its
+// output (Backend::conv2d_maps_input): the forward pass and the weight
+// gradient of x mapped as they read it are the bits of batchnorm_apply,
+// then the convolution of its output, on every shape (partial tiles and
+// channel vectors, rows read lane by lane, padding 0 and 2), with and
+// without the ReLU, in fp32 and bf16, on every instruction set. The
+// mapping is offered where both passes that read x run on fp32 Winograd.
+TEST(CpuWinograd, AMappedInputIsTheBatchNormApplyThenTheConvolution) {
+  std::vector<std::optional<CpuIsa>> isas = {CpuIsa::kAvx2};
+  if (detect_cpu_isa() == CpuIsa::kAvx512) isas.emplace_back(CpuIsa::kAvx512);
+  for (const auto isa : isas) {
+    for (const Precision precision : {Precision::kFp32, Precision::kBf16}) {
+      const auto be = make_cpu_backend({.threads = 2, .isa_cap = isa, .precision = precision});
+      for (const Conv2dGeometry& g : kShapes) {
+        SCOPED_TRACE(std::string(to_string(*isa)) + " " + to_string(precision) + " " +
+                     testing::geometry_name(g));
+        ASSERT_TRUE(be->conv2d_maps_input(g));
+        const int64_t C = g.in_channels, K = g.out_channels, wsize = K * C * 9;
+        const Tensor x = random_tensor({g.batch, C, g.in_h, g.in_w}, 21);
+        const Tensor w = random_tensor({K, C, 3, 3}, 22), b = random_tensor({K}, 23);
+        const Tensor dy = random_tensor({g.batch, K, g.out_h(), g.out_w()}, 24);
+        const Tensor coef = random_tensor({2, C}, 25, -1.5f, 1.5f);  // scale, shift
+        for (const bool relu : {true, false}) {
+          SCOPED_TRACE(relu ? "relu" : "no relu");
+          Tensor z(x.shape());
+          be->batchnorm_apply({g.batch, C, g.in_h * g.in_w}, x.data(), coef.data(), relu, z.data());
+          Tensor y_apart({g.batch, K, g.out_h(), g.out_w()}), y_mapped(y_apart.shape());
+          Tensor dw_apart({wsize + K}), dw_mapped({wsize + K});
+          be->conv2d_forward(g, z.data(), w.data(), b.data(), y_apart.data());
+          be->conv2d_backward_filter(g, z.data(), dy.data(), dw_apart.data(),
+                                     dw_apart.data() + wsize);
+          const ConvInputMap map{.coef = coef.data(), .relu = relu};
+          be->conv2d_forward_mapped(g, map, x.data(), w.data(), b.data(), y_mapped.data());
+          be->conv2d_backward_filter_mapped(g, map, x.data(), dy.data(), dw_mapped.data(),
+                                            dw_mapped.data() + wsize);
+          EXPECT_TRUE(bitwise_equal(y_mapped, y_apart)) << "forward";
+          EXPECT_TRUE(bitwise_equal(dw_mapped, dw_apart)) << "weight and bias gradients";
+          // The map ran: the convolution of x itself differs.
+          be->conv2d_forward(g, x.data(), w.data(), b.data(), y_apart.data());
+          EXPECT_FALSE(bitwise_equal(y_mapped, y_apart));
+        }
+      }
+    }
+  }
+  const Conv2dGeometry same = geometry(2, 16, 16, 16, 1);
+  EXPECT_FALSE(cpu(1, false)->conv2d_maps_input(same)) << "direct convolutions";
+  EXPECT_FALSE(make_cpu_backend({.threads = 1, .precision = Precision::kBf16, .winograd = false})
+                   ->conv2d_maps_input(same))
+      << "bf16 direct convolutions";
+  const Conv2dGeometry strided{2, 16, 16, 16, 32, 3, 3, 2, 1};
+  EXPECT_FALSE(cpu(1)->conv2d_maps_input(strided)) << "stride 2";
+  EXPECT_FALSE(cpu(1)->conv2d_maps_input(geometry(2, 4, 16, 16, 1))) << "4 channels in";
+  const Tensor x = random_tensor({2, 16, 8, 8}, 1), w = random_tensor({32, 16, 3, 3}, 2);
+  Tensor y({2, 32, 4, 4});
+  const Tensor coef = random_tensor({2, 16}, 3);
+  EXPECT_THROW(cpu(1)->conv2d_forward_mapped(strided, {.coef = coef.data()}, x.data(), w.data(),
+                                             nullptr, y.data()),
+               Error);
+}
+
 // A sample's outputs are the same bits alone, in any batch around it, on 1
 // or 2 threads: blocks of tiles span samples, but no sum crosses a tile.
 TEST(CpuWinograd, ASampleGivesTheSameBitsInAnyBatchAndThreadCount) {

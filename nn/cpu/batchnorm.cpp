@@ -295,6 +295,7 @@ void batchnorm_train_forward(ThreadPool& pool, const BatchNormGeometry& g,
       s.stats[c] = ch.mean;
       s.stats[C + c] = ch.invstd;
     }
+    if (y == nullptr) return;  // the apply taken into the next convolution
     for_each_plane(g, c0, c1, [&](int64_t at, int64_t c) {
       plane_apply_any(x + at, s.coef[c], s.coef[C + c], add == nullptr ? nullptr : add + at, relu,
                       S, y + at);

@@ -10,6 +10,7 @@
 // not depend on the thread count, so neither does the result.
 #include <algorithm>
 
+#include "common/error.h"
 #include "nn/cpu/conv_common.h"
 #include "nn/cpu/kernels.h"
 #include "nn/cpu/scratch.h"
@@ -49,7 +50,7 @@ Conv2dGeometry transposed(const Conv2dGeometry& g) {
 // transformed sums and the bias's, reduced in chunk order, then taken to
 // dw once.
 void winograd_backward_filter(ThreadPool& pool, const Conv2dGeometry& g, const float* x,
-                              const float* dy, float* dw, float* db) {
+                              const float* dy, float* dw, float* db, const ConvInputMap& map) {
   const int64_t K = g.out_channels, sums = conv::winograd_sums_size(g), stride = sums + K;
   const int chunks = static_cast<int>(
       std::min(g.batch, sums > kManyPartialsWeights ? kFewPartials : kManyPartials));
@@ -57,7 +58,7 @@ void winograd_backward_filter(ThreadPool& pool, const Conv2dGeometry& g, const f
   if (const int64_t tiles = conv::winograd_filter_tiles_size(g, chunks); tiles > 0) {
     // Large sums: per element e, then the bias's partials alone (the same bits).
     float* buffer = scratch(ScratchSlot::kPartials, static_cast<size_t>(tiles + chunks * K));
-    conv::winograd_filter_total(pool, g, chunks, x, dy, buffer, total);
+    conv::winograd_filter_total(pool, g, chunks, x, dy, buffer, total, map);
     if (db) {
       float* bias = buffer + tiles;
       conv::for_each_chunk(pool, g.batch, chunks, bias, K,
@@ -70,7 +71,7 @@ void winograd_backward_filter(ThreadPool& pool, const Conv2dGeometry& g, const f
     float* partials = scratch(ScratchSlot::kPartials, static_cast<size_t>(chunks * stride));
     conv::for_each_chunk(pool, g.batch, chunks, partials, stride,
                          [&](int64_t n0, int64_t n1, float* part) {
-                           conv::winograd_filter_sums(g, x, dy, n0, n1, part);
+                           conv::winograd_filter_sums(g, x, dy, n0, n1, part, map);
                            if (db) conv::accumulate_bias_grad(g, dy, n0, n1, part + sums);
                          });
     reduce_partials(pool, partials, chunks, stride, db ? stride : sums, total);
@@ -114,6 +115,24 @@ void conv2d_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x, c
   }
 }
 
+// The two above with the input x mapped as it is read (ConvInputMap):
+// Winograd's passes only (conv2d_maps_input).
+void conv2d_forward_mapped(ThreadPool& pool, const Conv2dGeometry& g, const ConvInputMap& map,
+                           const float* x, const float* w, const float* b, float* y) {
+  LOCKSTEP_CHECK(winograd_passes(g).forward,
+                 "a mapped input for a convolution Winograd does not take");
+  conv::winograd_forward(pool, g, x, w, b, y, map);
+}
+
+void conv2d_backward_filter_mapped(ThreadPool& pool, const Conv2dGeometry& g,
+                                   const ConvInputMap& map, const float* x, const float* dy,
+                                   float* dw, float* db) {
+  LOCKSTEP_CHECK(winograd_passes(g).backward_filter,
+                 "a mapped input for a weight gradient Winograd does not take");
+  if (g.batch <= 0) return conv2d_backward_filter(pool, g, x, dy, dw, db, true);
+  winograd_backward_filter(pool, g, x, dy, dw, db, map);
+}
+
 // w: (K, C, R, S), dy: (N, K, P, Q) -> dx: (N, C, H, W). With stride 1, a
 // square kernel and "same" padding, dx is the convolution of dy with the
 // flipped, transposed w (C, K, R, S): the forward pass, without col2im or
@@ -154,7 +173,7 @@ void conv2d_backward_filter(ThreadPool& pool, const Conv2dGeometry& g, const flo
   // The wide algorithm's dot-product kernel suits small weights; the packed GEMM on
   // im2col matrices suits large ones.
   if (winograd && winograd_passes(g).backward_filter) {
-    return winograd_backward_filter(pool, g, x, dy, dw, db);
+    return winograd_backward_filter(pool, g, x, dy, dw, db, {});
   }
   const conv::FilterChunk chunk_fn = conv::wide_applies(g) && wsize <= conv::kSmallWeights
                                          ? conv::wide_filter_chunk

@@ -82,16 +82,18 @@ void wide_filter_chunk(const Conv2dGeometry& g, const float* x, const float* dy,
 
 // --- Winograd F(4x4, 3x3) (3x3 kernels, stride 1): conv_winograd{,_filter}.cpp
 // True for 3x3 kernels with stride 1, padding <= 2, at least 8 input and
-// output channels and outputs of at least 4 x 4.
+// output channels and outputs of at least 4 x 4. map: of the input x, as
+// it is read (ConvInputMap; none where coef is null), in the forward pass
+// and the weight gradient.
 bool winograd_applies(const Conv2dGeometry& g);
 void winograd_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x, const float* w,
-                      const float* b, float* y);
+                      const float* b, float* y, const ConvInputMap& map = {});
 // The weight gradient in the transformed domain: winograd_sums_size(g)
 // floats, (36, K, C) with the channels padded to whole vectors;
 // winograd_filter_sums adds those of samples [n0, n1) (one thread).
 int64_t winograd_sums_size(const Conv2dGeometry& g);
 void winograd_filter_sums(const Conv2dGeometry& g, const float* x, const float* dy, int64_t n0,
-                          int64_t n1, float* sums);
+                          int64_t n1, float* sums, const ConvInputMap& map = {});
 // The sums of the whole batch, as winograd_filter_sums gives them per chunk
 // (ThreadPool::chunk_begin of `chunks`) summed in chunk order: the same
 // bits, for sums too large for the cache. winograd_filter_sums sweeps all
@@ -102,7 +104,8 @@ void winograd_filter_sums(const Conv2dGeometry& g, const float* x, const float* 
 // pay (sums that fit the cache) or the tiles would take too much memory.
 int64_t winograd_filter_tiles_size(const Conv2dGeometry& g, int chunks);
 void winograd_filter_total(ThreadPool& pool, const Conv2dGeometry& g, int chunks, const float* x,
-                           const float* dy, float* tiles, float* total);
+                           const float* dy, float* tiles, float* total,
+                           const ConvInputMap& map = {});
 // dw (K, C, 3, 3) <- G^T DW G of the sums.
 void winograd_sums_to_filter(ThreadPool& pool, const Conv2dGeometry& g, const float* sums,
                              float* dw);

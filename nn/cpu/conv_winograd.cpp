@@ -141,8 +141,9 @@ bool winograd_applies(const Conv2dGeometry& g) {
 
 // x: (N, C, H, W), w: (K, C, 3, 3), b: (K) or null -> y: (N, K, P, Q)
 void winograd_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x, const float* w,
-                      const float* b, float* y) {
-  const Wino z(g, pool.threads());
+                      const float* b, float* y, const ConvInputMap& map) {
+  Wino z(g, pool.threads());
+  z.map = map;
   float* u = scratch(ScratchSlot::kPackedWeights, static_cast<size_t>(kE * z.CL * z.KL));
   pool.parallel_for(z.CL, kFilterGrain, [&](int64_t c0, int64_t c1, int) {
     winograd_filters(g.out_channels, g.in_channels, w, z.KL, z.CL, c0, c1, u);

@@ -161,8 +161,9 @@ constexpr int64_t kAllTilesBytes = int64_t{64} << 20;
 // [n0, n1): per e, DW(e) (K, C) += sum over their tiles of
 // (A dY A^T)(e) (B^T d B)(e), the tiles in a fixed order.
 void winograd_filter_sums(const Conv2dGeometry& g, const float* x, const float* dy, int64_t n0,
-                          int64_t n1, float* sums) {
-  const Wino z(g, 0);
+                          int64_t n1, float* sums, const ConvInputMap& map) {
+  Wino z(g, 0);
+  z.map = map;
   float* v = scratch(ScratchSlot::kColumns, static_cast<size_t>(z.v_size()));
   float* yv = scratch(ScratchSlot::kGather, static_cast<size_t>(z.m_size()));
   float* strip = scratch(ScratchSlot::kPadded, static_cast<size_t>(z.strip_size()));
@@ -192,8 +193,9 @@ int64_t winograd_filter_tiles_size(const Conv2dGeometry& g, int chunks) {
 }
 
 void winograd_filter_total(ThreadPool& pool, const Conv2dGeometry& g, int chunks, const float* x,
-                           const float* dy, float* tiles, float* total) {
-  const Wino z(g, 0);
+                           const float* dy, float* tiles, float* total, const ConvInputMap& map) {
+  Wino z(g, 0);
+  z.map = map;
   const FilterPlan plan = filter_plan(z, g.batch, chunks);
   const auto& blocks = plan.blocks;
   pool.parallel_for(static_cast<int64_t>(blocks.size()), 1, [&](int64_t b0, int64_t b1, int) {

@@ -94,6 +94,25 @@ class CpuBackend final : public Backend {
       return cpu::conv2d_backward_filter_bf16(pool_, g, x, dy, dw, db, dot_);
     cpu::conv2d_backward_filter(pool_, g, x, dy, dw, db, winograd());
   }
+  // Where both passes that read x run on fp32 Winograd, whose strips map
+  // the channels as they transpose them (bf16 runs those passes there too).
+  bool conv2d_maps_input(const Conv2dGeometry& g) const override {
+    const WinogradPasses passes = winograd_passes(g);
+    return winograd() && passes.forward && passes.backward_filter;
+  }
+  void conv2d_forward_mapped(const Conv2dGeometry& g, const ConvInputMap& map, const float* x,
+                             const float* w, const float* b, float* y) override {
+    g.validate();
+    LOCKSTEP_CHECK(conv2d_maps_input(g), name(), " does not map this convolution's input");
+    cpu::conv2d_forward_mapped(pool_, g, map, x, w, b, y);
+  }
+  void conv2d_backward_filter_mapped(const Conv2dGeometry& g, const ConvInputMap& map,
+                                     const float* x, const float* dy, float* dw,
+                                     float* db) override {
+    g.validate();
+    LOCKSTEP_CHECK(conv2d_maps_input(g), name(), " does not map this convolution's input");
+    cpu::conv2d_backward_filter_mapped(pool_, g, map, x, dy, dw, db);
+  }
 
   void maxpool2d_forward(const Pool2dGeometry& g, const float* x, float* y) override {
     g.validate();

@@ -27,6 +27,14 @@ struct WinogradPasses {
   bool forward = false, backward_data = false, backward_filter = false;
 };
 WinogradPasses winograd_passes(const Conv2dGeometry& g);
+// conv2d_forward and conv2d_backward_filter on Winograd with x mapped as it
+// is read (Backend::conv2d_maps_input): for the geometries whose forward
+// and weight-gradient passes winograd_passes gives.
+void conv2d_forward_mapped(ThreadPool& pool, const Conv2dGeometry& g, const ConvInputMap& map,
+                           const float* x, const float* w, const float* b, float* y);
+void conv2d_backward_filter_mapped(ThreadPool& pool, const Conv2dGeometry& g,
+                                   const ConvInputMap& map, const float* x, const float* dy,
+                                   float* dw, float* db);
 
 // conv_bf16.cpp, conv_bf16_filter.cpp: the same ops with the inputs of
 // every product rounded to bf16 (gemm_bf16.h); dot: on vdpbf16ps.

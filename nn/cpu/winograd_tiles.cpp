@@ -41,6 +41,41 @@ void input_tile(const float* strip, int64_t strip_w, float* v, int64_t v_stride)
   }
 }
 
+// v < 0 ? 0 : v lane by lane, in one instruction: maxps(0, v) gives its
+// second operand unless the first is greater (-0.0 and NaN kept).
+[[gnu::always_inline]] inline vn max_zero(vn v) {
+#if defined(__AVX512F__)
+  return reinterpret_cast<vn>(
+      _mm512_maskz_max_ps(__mmask16{0xffff}, _mm512_setzero_ps(), reinterpret_cast<__m512>(v)));
+#else
+  return reinterpret_cast<vn>(_mm256_max_ps(_mm256_setzero_ps(), reinterpret_cast<__m256>(v)));
+#endif
+}
+
+// The map of a strip's channel vectors (Planes::map): v * scale + shift,
+// then v < 0 ? 0 : v, lane by lane as batchnorm_apply's planes: one fused
+// multiply-add, as the compiler contracts both (the kernels build with
+// contraction; CpuWinograd.AMappedInputIsTheBatchNormApplyThenTheConvolution
+// checks the bits on every shape and instruction set).
+class ChannelMap {
+ public:
+  ChannelMap(const Planes& z, int64_t cb, int64_t lanes) : relu_(z.map.relu) {
+    if (z.map.coef == nullptr) return;
+    on_ = true;  // zeros past the last channel: they stay zero
+    scale_ = loadn_part(z.map.coef + cb * L, lanes);
+    shift_ = loadn_part(z.map.coef + z.channels + cb * L, lanes);
+  }
+  bool on() const { return on_; }
+  [[gnu::always_inline]] vn operator()(vn v) const {
+    v = v * scale_ + shift_;
+    return relu_ ? max_zero(v) : v;
+  }
+
+ private:
+  bool on_ = false, relu_;
+  vn scale_{}, shift_{};
+};
+
 }  // namespace
 
 // Input rows fetched ahead of the strip being filled: a block reads its
@@ -62,6 +97,7 @@ void fill_strip(const Planes& z, const float* x, int64_t cb, int64_t h0, int64_t
   const int64_t plane = z.h * z.w;
   const int64_t left = std::min(z.pad, z.used);        // zero columns on the left
   const int64_t last = std::min(z.w, z.used - z.pad);  // plane columns read
+  const ChannelMap map(z, cb, lanes);
   for (int64_t i = 0; i < count; ++i) {
     const int64_t h = h0 + i;
     float* out = strip + i * z.columns * L;
@@ -84,7 +120,7 @@ void fill_strip(const Planes& z, const float* x, int64_t cb, int64_t h0, int64_t
         for (int64_t j = 0; j < columns; ++j) {
           alignas(64) float v[L] = {};
           for (int64_t l = 0; l < lanes; ++l) v[l] = row[l * plane + p + j];
-          storen(dst + (p + j) * L, loadn(v));
+          storen(dst + (p + j) * L, map.on() ? map(loadn(v)) : loadn(v));
         }
         continue;
       }
@@ -102,6 +138,10 @@ void fill_strip(const Planes& z, const float* x, int64_t cb, int64_t h0, int64_t
         }
       }
       transpose_square(r);
+      if (map.on()) {
+        for (int64_t j = 0; j < columns; ++j) storen(dst + (p + j) * L, map(r[j]));
+        continue;
+      }
       for (int64_t j = 0; j < columns; ++j) storen(dst + (p + j) * L, r[j]);
     }
     if (z.pad + last < z.used) std::fill(dst + last * L, out + z.used * L, 0.0f);

@@ -35,8 +35,11 @@ inline int64_t padded_channels(int64_t c) {
 
 // Planes (channels, h, w) read into strips of `columns` columns, column s
 // holding plane column s - pad; the tiles read the first `used` of them.
+// map.coef not null: each value as the map gives it (ConvInputMap), the
+// padding zeros as they are.
 struct Planes {
   int64_t channels, h, w, pad, columns, used;
+  ConvInputMap map = {};
 };
 
 struct Wino {
@@ -46,6 +49,7 @@ struct Wino {
   int64_t strip_w;                    // input columns of a strip, whole vectors: >= 4 tw + 2
   int64_t out_w;                      // output columns of an output strip, whole vectors: >= 4 tw
   int64_t rows_per_block, tiles_cap;  // tile rows per block; V/M rows (padded)
+  ConvInputMap map = {};              // of the input x (none: coef null)
 
   // threads: the pool's, for at least two blocks per thread where the
   // batch allows (0: no such limit).
@@ -82,13 +86,13 @@ struct Wino {
   int64_t m_size() const { return kE * tiles_cap * KL; }
   // input strip (4 th + 2, strip_w, L) + output strip (4 th, out_w, L)
   int64_t strip_size() const { return (4 * th + 2) * strip_w * L + 4 * th * out_w * L; }
-  Planes input() const { return {C, H, W, pad, strip_w, 4 * tw + 2}; }
+  Planes input() const { return {C, H, W, pad, strip_w, 4 * tw + 2, map}; }
   Planes output() const { return {K, P, Q, 0, out_w, 4 * tw}; }
 };
 
 // strip (count, columns, L) <- rows h0 .. h0 + count - 1 of channels
-// [cb L, cb L + L) of x (channels, h, w); zeros outside the planes and past
-// their channels. Columns from z.used on are not written.
+// [cb L, cb L + L) of x (channels, h, w), through z.map; zeros outside the
+// planes and past their channels. Columns from z.used on are not written.
 void fill_strip(const Planes& z, const float* x, int64_t cb, int64_t h0, int64_t count,
                 float* strip);
 

@@ -186,7 +186,7 @@ void batchnorm_train_forward(DeviceContext& ctx, const BatchNormGeometry& g,
   CUDA_CHECK_LAUNCH();
   launch(train_forward_kernel, C, ctx.stream(), C, static_cast<double>(g.batch * g.spatial), sums,
          s);
-  batchnorm_apply(ctx, g, x, s.coef, add, relu, y);
+  if (y != nullptr) batchnorm_apply(ctx, g, x, s.coef, add, relu, y);
 }
 
 void batchnorm_train_backward(DeviceContext& ctx, const BatchNormGeometry& g,

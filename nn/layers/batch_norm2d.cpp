@@ -9,6 +9,7 @@
 #include "nn/batchnorm_math.h"
 #include "nn/layer_registry.h"
 #include "nn/layers/batch_norm_exact.h"
+#include "nn/layers/conv2d.h"
 
 namespace lockstep::nn {
 
@@ -107,6 +108,7 @@ void BatchNorm2d::forward(Backend& backend, const Tensor& x, Tensor& y, const Fo
     fail_input(name(), ": a residual of ", shape_string(residual->shape()), " for input ",
                shape_string(x.shape()));
   }
+  if (next_conv_ != nullptr) next_conv_->set_next_input(nullptr, {});  // unless mapped below
   masked_ = relu_ || (residual != nullptr && residual_relu_);
   residual_forward_ = residual != nullptr;
   training_ = ctx.training;
@@ -117,6 +119,9 @@ void BatchNorm2d::forward(Backend& backend, const Tensor& x, Tensor& y, const Fo
     if (g.batch * g.spatial <= 0) fail_input(name(), ": batch statistics of an empty batch");
     if (add != nullptr) {
       backend.batchnorm_train_forward_add(g, train_state(), x.data(), add, masked_, y.data());
+    } else if (next_conv_ != nullptr && next_conv_->maps_input(backend, x.shape())) {
+      backend.batchnorm_train_forward(g, train_state(), x.data(), masked_, nullptr);
+      next_conv_->set_next_input(&x, {.coef = coef_.data(), .relu = masked_});
     } else {
       backend.batchnorm_train_forward(g, train_state(), x.data(), masked_, y.data());
     }
@@ -198,6 +203,12 @@ void BatchNorm2d::backward_apply(Backend& backend, const BatchNormGeometry& g, c
   }
   coef_.copy_from(coef_host_);
   backend.batchnorm_backward_apply(g, x.data(), masked, dy.data(), coef_.data(), dx.data());
+}
+
+void pair_batchnorm_conv(Layer& previous, Layer& next) {
+  auto* bn = dynamic_cast<BatchNorm2d*>(&previous);
+  auto* conv = dynamic_cast<Conv2d*>(&next);
+  if (bn != nullptr && conv != nullptr) bn->map_into(*conv);
 }
 
 void BatchNorm2d::reset_parameters(uint64_t, Device device) {

@@ -24,6 +24,8 @@
 
 namespace lockstep::nn {
 
+class Conv2d;
+
 class BatchNorm2d final : public Layer {
  public:
   explicit BatchNorm2d(int64_t channels, bool relu = false, float eps = 1e-5f,
@@ -51,6 +53,15 @@ class BatchNorm2d final : public Layer {
     residual_ = &residual;
     residual_relu_ = relu;
   }
+
+  // next: the convolution that alone reads this layer's output (the next
+  // layer of a Sequential or a model; pair_batchnorm_conv). A training
+  // forward on the device path (ordinary per-rank statistics) then leaves
+  // its apply pass to next where the backend maps next's input
+  // (Backend::conv2d_maps_input): y is not written, and next reads x
+  // through (scale, shift) and the ReLU. The same bits, one pass over the
+  // activations fewer; the backward takes the ReLU's mask from x.
+  void map_into(Conv2d& next) { next_conv_ = &next; }
 
  private:
   void backward_apply(Backend& backend, const BatchNormGeometry& g, const Tensor& x,
@@ -85,6 +96,12 @@ class BatchNorm2d final : public Layer {
   BatchStatsReducer* reducer_ = nullptr;  // of the last training forward
   Tensor coef_, coef_host_;               // device and host per-channel coefficients
   Tensor stats_;                          // device path: (2, C) doubles, mean and invstd
+  Conv2d* next_conv_ = nullptr;           // map_into
 };
+
+// previous.map_into(next) when previous is a BatchNorm2d and next a Conv2d
+// that reads its output alone (consecutive layers of a Sequential or a
+// model); nothing otherwise.
+void pair_batchnorm_conv(Layer& previous, Layer& next);
 
 }  // namespace lockstep::nn

@@ -1,6 +1,7 @@
 #include "nn/layers/conv2d.h"
 
 #include <cmath>
+#include <utility>
 
 #include "common/error.h"
 #include "nn/exact_sum.h"
@@ -53,21 +54,44 @@ Shape Conv2d::output_shape(const Shape& input) const {
   return {g.batch, out_channels_, g.out_h(), g.out_w()};
 }
 
+bool Conv2d::maps_input(const Backend& backend, const Shape& input) const {
+  return backend.conv2d_maps_input(geometry(input));
+}
+
 void Conv2d::forward(Backend& backend, const Tensor& x, Tensor& y, const ForwardContext&) {
-  backend.conv2d_forward(geometry(x.shape()), x.data(), weight_.value.data(),
-                         has_bias_ ? bias_.value.data() : nullptr, y.data());
+  source_ = std::exchange(next_source_, nullptr);
+  map_ = next_map_;
+  const Conv2dGeometry g = geometry(x.shape());
+  const float* b = has_bias_ ? bias_.value.data() : nullptr;
+  if (source_ != nullptr) {
+    LOCKSTEP_CHECK(source_->shape() == x.shape(), name(), ": a mapped input of ",
+                   shape_string(source_->shape()), " for ", shape_string(x.shape()));
+    backend.conv2d_forward_mapped(g, map_, source_->data(), weight_.value.data(), b, y.data());
+    return;
+  }
+  backend.conv2d_forward(g, x.data(), weight_.value.data(), b, y.data());
 }
 
 void Conv2d::backward(Backend& backend, const Tensor& x, const Tensor&, const Tensor& dy,
                       Tensor* dx) {
   const Conv2dGeometry g = geometry(x.shape());
+  const Tensor& input = source_ != nullptr ? *source_ : x;
   if (weight_.exact != nullptr) {
-    add_sample_grads(backend, g, x, dy);
+    add_sample_grads(backend, g, input, dy);
   } else {
-    backend.conv2d_backward_filter(g, x.data(), dy.data(), weight_.grad.data(),
-                                   has_bias_ ? bias_.grad.data() : nullptr);
+    filter_grad(backend, g, input.data(), dy.data());
   }
   if (dx != nullptr) backend.conv2d_backward_data(g, weight_.value.data(), dy.data(), dx->data());
+}
+
+void Conv2d::filter_grad(Backend& backend, const Conv2dGeometry& g, const float* x,
+                         const float* dy) {
+  float* db = has_bias_ ? bias_.grad.data() : nullptr;
+  if (source_ != nullptr) {
+    backend.conv2d_backward_filter_mapped(g, map_, x, dy, weight_.grad.data(), db);
+  } else {
+    backend.conv2d_backward_filter(g, x, dy, weight_.grad.data(), db);
+  }
 }
 
 // Reproducible mode: one filter gradient per sample (batch 1, so what a
@@ -80,8 +104,7 @@ void Conv2d::add_sample_grads(Backend& backend, Conv2dGeometry g, const Tensor& 
   const int64_t x_stride = g.in_channels * g.in_h * g.in_w;
   const int64_t y_stride = g.out_channels * g.out_h() * g.out_w();
   for (int64_t s = 0; s < samples; ++s) {
-    backend.conv2d_backward_filter(g, x.data() + s * x_stride, dy.data() + s * y_stride,
-                                   weight_.grad.data(), has_bias_ ? bias_.grad.data() : nullptr);
+    filter_grad(backend, g, x.data() + s * x_stride, dy.data() + s * y_stride);
     weight_.exact->add(weight_.grad.data());
     if (has_bias_) bias_.exact->add(bias_.grad.data());
   }

@@ -31,12 +31,31 @@ class Conv2d final : public Layer {
   int64_t stride() const { return stride_; }
   int64_t pad() const { return pad_; }
 
+  // Whether backend reads this convolution's input for `input` through a
+  // map (Backend::conv2d_maps_input).
+  bool maps_input(const Backend& backend, const Shape& input) const;
+  // For the next forward and its backward (where maps_input): the input is
+  // source through map, read as the convolution goes; the x they are given
+  // is not read (nor written by the layer before). source: alive until
+  // that backward (a BatchNorm2d's input, whose apply pass this takes);
+  // null: x as given.
+  void set_next_input(const Tensor* source, const ConvInputMap& map) {
+    next_source_ = source;
+    next_map_ = map;
+  }
+
  private:
   void add_sample_grads(Backend& backend, Conv2dGeometry g, const Tensor& x, const Tensor& dy);
+  // The weight gradient (and the bias's) of x, mapped as the last forward's.
+  void filter_grad(Backend& backend, const Conv2dGeometry& g, const float* x, const float* dy);
   Conv2dGeometry geometry(const Shape& input) const;
   int64_t in_channels_, out_channels_, kernel_, stride_, pad_;
   bool has_bias_;
   Parameter weight_, bias_;
+  const Tensor* next_source_ = nullptr;  // set_next_input, for the next forward
+  ConvInputMap next_map_;
+  const Tensor* source_ = nullptr;  // the last forward's mapped input (null: x as given)
+  ConvInputMap map_;
 };
 
 }  // namespace lockstep::nn

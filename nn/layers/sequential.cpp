@@ -1,6 +1,7 @@
 #include "nn/layers/sequential.h"
 
 #include "common/error.h"
+#include "nn/layers/batch_norm2d.h"
 
 namespace lockstep::nn {
 
@@ -8,6 +9,7 @@ void Sequential::add(std::string local_name, std::unique_ptr<Layer> layer) {
   for (const Child& c : children_) {
     if (c.local_name == local_name) fail_input("duplicate layer name ", name(), ".", local_name);
   }
+  if (!children_.empty()) pair_batchnorm_conv(*children_.back().layer, *layer);
   children_.push_back({std::move(local_name), std::move(layer)});
   set_name(name());
 }

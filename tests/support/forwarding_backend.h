@@ -35,6 +35,20 @@ class ForwardingBackend : public nn::Backend {
     on_op("conv2d_backward_filter");
     inner_->conv2d_backward_filter(g, x, dy, dw, db);
   }
+  bool conv2d_maps_input(const nn::Conv2dGeometry& g) const override {
+    return inner_->conv2d_maps_input(g);
+  }
+  void conv2d_forward_mapped(const nn::Conv2dGeometry& g, const nn::ConvInputMap& map,
+                             const float* x, const float* w, const float* b, float* y) override {
+    on_op("conv2d_forward_mapped");
+    inner_->conv2d_forward_mapped(g, map, x, w, b, y);
+  }
+  void conv2d_backward_filter_mapped(const nn::Conv2dGeometry& g, const nn::ConvInputMap& map,
+                                     const float* x, const float* dy, float* dw,
+                                     float* db) override {
+    on_op("conv2d_backward_filter_mapped");
+    inner_->conv2d_backward_filter_mapped(g, map, x, dy, dw, db);
+  }
   void maxpool2d_forward(const nn::Pool2dGeometry& g, const float* x, float* y) override {
     on_op("maxpool2d_forward");
     inner_->maxpool2d_forward(g, x, y);
