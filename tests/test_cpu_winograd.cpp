@@ -342,12 +342,15 @@ TEST(CpuWinograd, TheEnvironmentVariableChoosesAndBadValuesAreNamed) {
   EXPECT_TRUE(app::cpu_backend_options(1).winograd);
   env.set("0");
   EXPECT_FALSE(app::cpu_backend_options(1).winograd);
-  EXPECT_NE(
-      app::cpu_isa_description().find(" kernels, direct convolutions (LOCKSTEP_CPU_WINOGRAD=0)"),
-      std::string::npos);
+  EXPECT_NE(app::cpu_isa_description().find(" kernels, direct convolutions "
+                                            "(LOCKSTEP_CPU_WINOGRAD=0); bf16: bf16 direct "
+                                            "convolutions, products "),
+            std::string::npos);
   env.set("1");
   EXPECT_TRUE(app::cpu_backend_options(1).winograd);
-  EXPECT_NE(app::cpu_isa_description().find(" kernels, Winograd 3x3 convolutions, bf16 products "),
+  EXPECT_NE(app::cpu_isa_description().find(
+                " kernels, Winograd 3x3 convolutions; bf16: bf16 direct convolutions, fp32 "
+                "Winograd 3x3 where it applies, products "),
             std::string::npos);
   env.set("yes");
   try {
@@ -359,15 +362,18 @@ TEST(CpuWinograd, TheEnvironmentVariableChoosesAndBadValuesAreNamed) {
   }
 }
 
-// `lockstep info`'s CPU line names the kernels as the backends do, and the
-// cap: under LOCKSTEP_CPU_ISA=avx2 bf16 products run emulated on any CPU.
+// `lockstep info`'s CPU line names the kernels as the backends do (fp32's,
+// then bf16's convolutions and products), and the cap: under
+// LOCKSTEP_CPU_ISA=avx2 bf16 products run emulated on any CPU.
 TEST(CpuWinograd, InfoNamesTheBackendsKernelsAndTheCap) {
   const std::string line = [] {
     testing::ScopedEnv cap("LOCKSTEP_CPU_ISA", "avx2");
     return app::cpu_isa_description();
   }();
   EXPECT_EQ(
-      line.rfind("avx2 kernels, Winograd 3x3 convolutions, bf16 products emulated (CPU has ", 0),
+      line.rfind("avx2 kernels, Winograd 3x3 convolutions; bf16: bf16 direct convolutions, fp32 "
+                 "Winograd 3x3 where it applies, products emulated (CPU has ",
+                 0),
       0u)
       << line;
   EXPECT_NE(line.find("), capped by LOCKSTEP_CPU_ISA=avx2"), std::string::npos) << line;

@@ -39,9 +39,9 @@ std::string cpu_isa_description() {
   const auto cap = cpu_isa_cap_from_environment();
   std::string out = fp32.description();
   if (!cpu_winograd_from_environment()) out += " (LOCKSTEP_CPU_WINOGRAD=0)";
-  out += std::string(", bf16 products ") + (bf16.bf16_emulated ? "emulated" : "on vdpbf16ps") +
-         " (CPU has " + nn::to_string(nn::detect_cpu_isa()) +
-         (nn::cpu_has_avx512_bf16() ? " + avx512_bf16" : "") +
+  out += "; bf16: " + bf16.convolutions + ", products " +
+         (bf16.bf16_emulated ? "emulated" : "on vdpbf16ps") + " (CPU has " +
+         nn::to_string(nn::detect_cpu_isa()) + (nn::cpu_has_avx512_bf16() ? " + avx512_bf16" : "") +
          (nn::cpu_has_amx_bf16() ? " + amx_bf16, not used yet" : "") + ")";
   if (cap) out += ", capped by LOCKSTEP_CPU_ISA=" + nn::to_string(*cap);
   return out;
