@@ -59,11 +59,14 @@ void input_tile(const float* strip, int64_t strip_w, float* v, int64_t v_stride)
 // checks the bits on every shape and instruction set).
 class ChannelMap {
  public:
+  // lanes: the channels of the block present, none or negative past the
+  // last (the avx2 build's second half of a padded 16-channel block).
   ChannelMap(const Planes& z, int64_t cb, int64_t lanes) : relu_(z.map.relu) {
     if (z.map.coef == nullptr) return;
     on_ = true;  // zeros past the last channel: they stay zero
-    scale_ = loadn_part(z.map.coef + cb * L, lanes);
-    shift_ = loadn_part(z.map.coef + z.channels + cb * L, lanes);
+    const int64_t n = std::clamp<int64_t>(lanes, 0, L);
+    scale_ = loadn_part(z.map.coef + cb * L, n);
+    shift_ = loadn_part(z.map.coef + z.channels + cb * L, n);
   }
   bool on() const { return on_; }
   [[gnu::always_inline]] vn operator()(vn v) const {
