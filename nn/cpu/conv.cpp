@@ -10,7 +10,6 @@
 // not depend on the thread count, so neither does the result.
 #include <algorithm>
 
-#include "common/error.h"
 #include "nn/cpu/conv_common.h"
 #include "nn/cpu/kernels.h"
 #include "nn/cpu/scratch.h"
@@ -115,20 +114,17 @@ void conv2d_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x, c
   }
 }
 
-// The two above with the input x mapped as it is read (ConvInputMap):
-// Winograd's passes only (conv2d_maps_input).
+// The two above with the input x mapped as it is read (ConvInputMap), on
+// Winograd: the caller has checked that it takes g (CpuBackend's
+// conv2d_maps_input).
 void conv2d_forward_mapped(ThreadPool& pool, const Conv2dGeometry& g, const ConvInputMap& map,
                            const float* x, const float* w, const float* b, float* y) {
-  LOCKSTEP_CHECK(winograd_passes(g).forward,
-                 "a mapped input for a convolution Winograd does not take");
   conv::winograd_forward(pool, g, x, w, b, y, map);
 }
 
 void conv2d_backward_filter_mapped(ThreadPool& pool, const Conv2dGeometry& g,
                                    const ConvInputMap& map, const float* x, const float* dy,
                                    float* dw, float* db) {
-  LOCKSTEP_CHECK(winograd_passes(g).backward_filter,
-                 "a mapped input for a weight gradient Winograd does not take");
   if (g.batch <= 0) return conv2d_backward_filter(pool, g, x, dy, dw, db, true);
   winograd_backward_filter(pool, g, x, dy, dw, db, map);
 }

@@ -28,8 +28,9 @@ struct WinogradPasses {
 };
 WinogradPasses winograd_passes(const Conv2dGeometry& g);
 // conv2d_forward and conv2d_backward_filter on Winograd with x mapped as it
-// is read (Backend::conv2d_maps_input): for the geometries whose forward
-// and weight-gradient passes winograd_passes gives.
+// is read (Backend::conv2d_maps_input): only for the geometries whose
+// forward and weight-gradient passes winograd_passes gives (unchecked here:
+// the backend checks once).
 void conv2d_forward_mapped(ThreadPool& pool, const Conv2dGeometry& g, const ConvInputMap& map,
                            const float* x, const float* w, const float* b, float* y);
 void conv2d_backward_filter_mapped(ThreadPool& pool, const Conv2dGeometry& g,
