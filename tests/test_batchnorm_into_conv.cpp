@@ -7,35 +7,28 @@
 // not map.
 #include <gtest/gtest.h>
 
-#include <cstring>
-#include <map>
-#include <memory>
+#include <algorithm>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "nn/backend.h"
 #include "nn/model_zoo.h"
 #include "nn/optimizer.h"
 #include "support/backend_checks.h"
-#include "support/forwarding_backend.h"
+#include "support/op_names.h"
 
 namespace lockstep::nn {
 namespace {
 
-// The CPU backend, counting ops by name; `maps` false: it maps no
-// convolution's input, so every BatchNorm writes its output.
-class Counting final : public testing::ForwardingBackend {
+// The CPU backend, naming its ops; `maps` false: it maps no convolution's
+// input, so every BatchNorm writes its output.
+class Counting final : public testing::OpNames {
  public:
   Counting(bool maps, Precision precision)
-      : ForwardingBackend(make_cpu_backend({.threads = 2, .precision = precision})), maps_(maps) {}
+      : OpNames(make_cpu_backend({.threads = 2, .precision = precision})), maps_(maps) {}
   bool conv2d_maps_input(const Conv2dGeometry& g) const override {
-    return maps_ && ForwardingBackend::conv2d_maps_input(g);
+    return maps_ && OpNames::conv2d_maps_input(g);
   }
-  std::map<std::string, int> ops;
-
- protected:
-  void on_op(std::string_view op) override { ++ops[std::string(op)]; }
 
  private:
   bool maps_;
@@ -43,7 +36,7 @@ class Counting final : public testing::ForwardingBackend {
 
 struct Training {
   std::vector<std::vector<float>> values;  // outputs, then every parameter, gradient, buffer
-  std::map<std::string, int> ops;
+  std::vector<std::string> ops;
 };
 
 std::vector<float> floats(const Tensor& t) {
@@ -84,25 +77,12 @@ Training train(const std::string& name, const std::vector<std::string>& specs, b
     run.values.push_back(floats(p->grad));
   }
   for (const Buffer* b : model->buffers()) run.values.push_back(floats(b->value));
-  run.ops = backend.ops;
+  run.ops = backend.ops();
   return run;
 }
 
-size_t differing(const Training& a, const Training& b) {
-  EXPECT_EQ(a.values.size(), b.values.size());
-  size_t n = 0;
-  for (size_t t = 0; t < a.values.size() && t < b.values.size(); ++t) {
-    EXPECT_EQ(a.values[t].size(), b.values[t].size()) << "tensor " << t;
-    for (size_t i = 0; i < a.values[t].size() && i < b.values[t].size(); ++i) {
-      n += std::memcmp(&a.values[t][i], &b.values[t][i], sizeof(float)) != 0;
-    }
-  }
-  return n;
-}
-
 int count(const Training& r, const std::string& op) {
-  const auto it = r.ops.find(op);
-  return it == r.ops.end() ? 0 : it->second;
+  return static_cast<int>(std::count(r.ops.begin(), r.ops.end(), op));
 }
 
 TEST(BatchNormIntoConv, ResNetTrainsToTheSameBitsWithTheApplyInTheConvolution) {
@@ -110,7 +90,7 @@ TEST(BatchNormIntoConv, ResNetTrainsToTheSameBitsWithTheApplyInTheConvolution) {
     SCOPED_TRACE(to_string(precision));
     const Training apart = train("resnet20", {}, false, precision);
     const Training mapped = train("resnet20", {}, true, precision);
-    EXPECT_EQ(differing(apart, mapped), 0u);
+    EXPECT_EQ(testing::differing_bits(apart.values, mapped.values), 0u);
     // resnet20: 9 blocks, each bn1 (+ReLU) into conv2; 2 training steps.
     EXPECT_EQ(count(mapped, "conv2d_forward_mapped"), 18);
     EXPECT_EQ(count(mapped, "conv2d_backward_filter_mapped"), 18);
@@ -135,7 +115,7 @@ TEST(BatchNormIntoConv, AModelsConsecutiveLayersPairAsASequentialsDo) {
                                           "linear out=10"};
   const Training apart = train("custom", specs, false, Precision::kFp32);
   const Training mapped = train("custom", specs, true, Precision::kFp32);
-  EXPECT_EQ(differing(apart, mapped), 0u);
+  EXPECT_EQ(testing::differing_bits(apart.values, mapped.values), 0u);
   EXPECT_EQ(count(mapped, "conv2d_forward_mapped"), 4);  // 2 pairs, 2 steps
   EXPECT_EQ(count(mapped, "conv2d_backward_filter_mapped"), 4);
   EXPECT_EQ(count(mapped, "conv2d_forward"), 5);  // 1 per training step, 3 in evaluation

@@ -16,7 +16,6 @@
 #include <limits>
 #include <memory>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -25,7 +24,7 @@
 #include "nn/layers/residual_block.h"
 #include "nn/model_zoo.h"
 #include "support/backend_checks.h"
-#include "support/forwarding_backend.h"
+#include "support/op_names.h"
 
 namespace lockstep::nn {
 namespace {
@@ -271,23 +270,6 @@ class UnfusedBlock {
   Tensor main_out_{{0}}, short_out_{{0}};
 };
 
-// A backend that counts its ops by name.
-class OpNames final : public testing::ForwardingBackend {
- public:
-  explicit OpNames(std::unique_ptr<Backend> inner) : ForwardingBackend(std::move(inner)) {}
-  int count(const std::string& op) const {
-    int n = 0;
-    for (const std::string& o : ops_) n += o == op;
-    return n;
-  }
-
- protected:
-  void on_op(std::string_view op) override { ops_.emplace_back(op); }
-
- private:
-  std::vector<std::string> ops_;
-};
-
 std::vector<const Tensor*> state_of(Layer& model) {
   std::vector<const Tensor*> out;
   for (Parameter* p : model.parameters()) out.push_back(&p->grad), out.push_back(&p->value);
@@ -312,7 +294,7 @@ TEST(ResidualFusion, BlockGivesTheBitsOfTheUnfusedSequenceForEveryShortcut) {
         const Shape out = fused->output_shape(in);
         const Tensor x = random_tensor(in, 15), dy = random_tensor(out, 16);
         Tensor y1(out), y2(out), dx1(in), dx2(in);
-        OpNames ops(make_cpu_backend(o));
+        testing::OpNames ops(make_cpu_backend(o));
         fused->forward(ops, x, y1, {.training = training});
         UnfusedBlock ref(dynamic_cast<ResidualBlock&>(*plain));
         ref.forward(*backend, x, y2, {.training = training});

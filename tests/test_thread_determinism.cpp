@@ -3,7 +3,6 @@
 // weights and gradients, in fp32 and in bf16.
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <vector>
 
 #include "nn/backend.h"
@@ -52,24 +51,13 @@ std::vector<std::vector<float>> two_steps(const Case& c, int threads, Precision 
   return out;
 }
 
-size_t differing(const std::vector<std::vector<float>>& a,
-                 const std::vector<std::vector<float>>& b) {
-  size_t n = 0;
-  for (size_t t = 0; t < a.size(); ++t) {
-    for (size_t i = 0; i < a[t].size(); ++i) {
-      n += std::memcmp(&a[t][i], &b[t][i], sizeof(float)) != 0;
-    }
-  }
-  return n;
-}
-
 TEST(ThreadDeterminism, ZooModelsTrainBitIdenticallyOnOneTwoAndThreeThreads) {
   for (const Case& c : {Case{"mnist_net", {1, 28, 28}, 64}, Case{"alexnet_cifar", {3, 32, 32}, 16},
                         Case{"resnet20", {3, 32, 32}, 6}}) {
     for (Precision precision : {Precision::kFp32, Precision::kBf16}) {
       const auto one = two_steps(c, 1, precision);
       for (int threads : {2, 3}) {
-        EXPECT_EQ(differing(one, two_steps(c, threads, precision)), 0u)
+        EXPECT_EQ(testing::differing_bits(one, two_steps(c, threads, precision)), 0u)
             << c.model << " (" << to_string(precision) << "): values differ between 1 and "
             << threads << " threads";
       }

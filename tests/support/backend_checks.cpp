@@ -31,6 +31,19 @@ bool bitwise_equal(const nn::Tensor& a, const nn::Tensor& b) {
          std::memcmp(a.data(), b.data(), static_cast<size_t>(a.numel()) * sizeof(float)) == 0;
 }
 
+size_t differing_bits(const std::vector<std::vector<float>>& a,
+                      const std::vector<std::vector<float>>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  size_t n = 0;
+  for (size_t t = 0; t < a.size() && t < b.size(); ++t) {
+    EXPECT_EQ(a[t].size(), b[t].size()) << "array " << t;
+    for (size_t i = 0; i < a[t].size() && i < b[t].size(); ++i) {
+      n += std::memcmp(&a[t][i], &b[t][i], sizeof(float)) != 0;
+    }
+  }
+  return n;
+}
+
 void expect_close(const Reference& ref, const float* got, const char* what) {
   int failures = 0;
   for (size_t i = 0; i < ref.value.size() && failures < 5; ++i) {

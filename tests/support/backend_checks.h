@@ -25,6 +25,10 @@ std::vector<float> random_values(int64_t n, uint32_t seed);
 
 // Same element count and the same bytes.
 bool bitwise_equal(const nn::Tensor& a, const nn::Tensor& b);
+// The values whose bits differ between two lists of float arrays (a
+// failure where the lists or arrays differ in size).
+size_t differing_bits(const std::vector<std::vector<float>>& a,
+                      const std::vector<std::vector<float>>& b);
 
 // A reference result: values and, per element, the sum of |terms|, which
 // bounds the rounding error of any summation order.
