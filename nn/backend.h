@@ -78,7 +78,9 @@ struct BatchNormTrainState {
   // Backward: the forward's ReLU clamped x * scale + shift itself (no
   // residual add in between), so a backend may recompute the mask
   // batchnorm_train_backward takes from y from x instead (the same mask:
-  // the CPU does, reading one tensor fewer).
+  // the CPU does, reading one tensor fewer). A backend that maps
+  // convolutions' inputs (conv2d_maps_input) must: y is null where the
+  // forward left its output to the convolution after it.
   bool mask_from_x = false;
 };
 
@@ -226,7 +228,9 @@ class Backend {
   // conv2d_backward_filter_mapped are conv2d_forward and
   // conv2d_backward_filter of x' (the same bits); a backend takes them for
   // the geometries conv2d_maps_input says, and they are called for no
-  // other. The data gradient does not read x.
+  // other. The data gradient does not read x. x' is then not allocated
+  // either: the BatchNorm's backward gets y null and the mask from x
+  // (BatchNormTrainState::mask_from_x).
   virtual bool conv2d_maps_input(const Conv2dGeometry& /*g*/) const { return false; }
   virtual void conv2d_forward_mapped(const Conv2dGeometry& g, const ConvInputMap& map,
                                      const float* x, const float* w, const float* b, float* y);

@@ -1,5 +1,7 @@
 #include "nn/layer.h"
 
+#include <utility>
+
 #include "nn/counter_rng.h"
 
 namespace lockstep::nn {
@@ -12,6 +14,17 @@ uint64_t hash_name(const std::string& s) {
   return h;
 }
 }  // namespace
+
+void Layer::prepare_output(const Backend& backend, const Tensor& x, const ForwardContext& ctx,
+                           Tensor& y) const {
+  Shape shape = output_shape(x.shape());
+  if (!writes_output(backend, x.shape(), ctx)) {
+    y = Tensor::unallocated(std::move(shape), x.device());
+    return;
+  }
+  if (y.device() != x.device() || !y.allocated()) y = Tensor({0}, x.device());
+  y.resize(shape);
+}
 
 void Layer::backward_announcing(Backend& backend, const Tensor& x, const Tensor& y,
                                 const Tensor& dy, Tensor* dx, const GradReady& ready) {

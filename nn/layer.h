@@ -81,8 +81,19 @@ class Layer {
   // Output shape (N, ...) for an input shape (N, ...); throws InputError on
   // a shape this layer cannot take.
   virtual Shape output_shape(const Shape& input) const = 0;
-  // y is resized by the caller to output_shape(x.shape()).
+  // y is prepared by the caller (prepare_output).
   virtual void forward(Backend& backend, const Tensor& x, Tensor& y, const ForwardContext& ctx) = 0;
+  // False when the forward of an input of this shape leaves its output
+  // unwritten, to the next layer (BatchNorm2d::map_into).
+  virtual bool writes_output(const Backend& /*backend*/, const Shape& /*input*/,
+                             const ForwardContext& /*ctx*/) const {
+    return true;
+  }
+  // y for forward(backend, x, y, ctx), on x's device: resized to
+  // output_shape(x.shape()), or unallocated (Tensor::unallocated) where
+  // writes_output says it stays unwritten.
+  void prepare_output(const Backend& backend, const Tensor& x, const ForwardContext& ctx,
+                      Tensor& y) const;
   // Writes the parameter gradients and, when dx is not null, the input
   // gradient (already sized like x). x and y are the tensors of the last
   // forward.

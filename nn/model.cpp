@@ -76,7 +76,7 @@ const Tensor& Model::forward(Backend& backend, const Tensor& x, const ForwardCon
   input_ = &x;
   const Tensor* in = &x;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    activations_[i].resize(layers_[i]->output_shape(in->shape()));
+    layers_[i]->prepare_output(backend, *in, ctx, activations_[i]);
     layers_[i]->forward(backend, *in, activations_[i], ctx);
     in = &activations_[i];
   }

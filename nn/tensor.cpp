@@ -89,6 +89,17 @@ Tensor Tensor::view(float* data, Shape shape, Device device) {
   return out;
 }
 
+Tensor Tensor::unallocated(Shape shape, Device device) {
+  Tensor out;
+  out.shape_ = std::move(shape);
+  check_dimensions(out.shape_);
+  out.numel_ = shape_numel(out.shape_);
+  out.capacity_ = out.numel_;
+  out.device_ = device;
+  out.data_ = std::unique_ptr<float[], TensorDeleter>(nullptr, TensorDeleter{device, false});
+  return out;
+}
+
 Tensor Tensor::clone() const {
   Tensor out(shape_, device_);
   out.copy_from(*this);

@@ -48,6 +48,11 @@ class Tensor {
   // (the result owns its memory).
   static Tensor view(float* data, Shape shape, Device device);
   bool is_view() const { return !data_.get_deleter().owned; }
+  // A tensor of this shape that holds no memory (data() null): an output
+  // its layer left unwritten (BatchNorm2d::map_into). resize() within its
+  // size keeps it so; beyond, it allocates.
+  static Tensor unallocated(Shape shape, Device device);
+  bool allocated() const { return data_ != nullptr || numel_ == 0; }
 
   Tensor clone() const;
   // Copies values from other (same numel; either device).

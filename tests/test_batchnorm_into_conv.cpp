@@ -8,10 +8,16 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <span>
 #include <string>
+#include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "nn/backend.h"
+#include "nn/batch_stats_reducer.h"
+#include "nn/layers/batch_norm2d.h"
+#include "nn/layers/conv2d.h"
 #include "nn/model_zoo.h"
 #include "nn/optimizer.h"
 #include "support/backend_checks.h"
@@ -43,7 +49,9 @@ std::vector<float> floats(const Tensor& t) {
   return {t.data(), t.data() + t.numel()};
 }
 
-// Two SGD steps with momentum, then an evaluation forward.
+// Two SGD steps with momentum, each followed by an evaluation forward
+// (which writes every BatchNorm's output: the next training step leaves
+// them unallocated again).
 Training train(const std::string& name, const std::vector<std::string>& specs, bool maps,
                Precision precision) {
   Counting backend(maps, precision);
@@ -69,9 +77,9 @@ Training train(const std::string& name, const std::vector<std::string>& specs, b
     run.values.push_back({static_cast<float>(loss)});
     model->backward(backend);
     optimizer->step(backend, 0.05f);
+    const Tensor e = testing::random_tensor({kBatch, 3, 16, 16}, 50 + static_cast<uint64_t>(step));
+    run.values.push_back(floats(model->forward(backend, e, {.training = false})));
   }
-  const Tensor x = testing::random_tensor({kBatch, 3, 16, 16}, 50);
-  run.values.push_back(floats(model->forward(backend, x, {.training = false})));
   for (const Parameter* p : model->parameters()) {
     run.values.push_back(floats(p->value));
     run.values.push_back(floats(p->grad));
@@ -95,9 +103,9 @@ TEST(BatchNormIntoConv, ResNetTrainsToTheSameBitsWithTheApplyInTheConvolution) {
     EXPECT_EQ(count(mapped, "conv2d_forward_mapped"), 18);
     EXPECT_EQ(count(mapped, "conv2d_backward_filter_mapped"), 18);
     EXPECT_EQ(count(apart, "conv2d_forward_mapped"), 0);
-    // Every convolution still runs once per forward: 19 in each of 3.
-    EXPECT_EQ(count(mapped, "conv2d_forward") + count(mapped, "conv2d_forward_mapped"), 57);
-    EXPECT_EQ(count(apart, "conv2d_forward"), 57);
+    // Every convolution still runs once per forward: 19 in each of 4.
+    EXPECT_EQ(count(mapped, "conv2d_forward") + count(mapped, "conv2d_forward_mapped"), 76);
+    EXPECT_EQ(count(apart, "conv2d_forward"), 76);
   }
 }
 
@@ -118,7 +126,86 @@ TEST(BatchNormIntoConv, AModelsConsecutiveLayersPairAsASequentialsDo) {
   EXPECT_EQ(testing::differing_bits(apart.values, mapped.values), 0u);
   EXPECT_EQ(count(mapped, "conv2d_forward_mapped"), 4);  // 2 pairs, 2 steps
   EXPECT_EQ(count(mapped, "conv2d_backward_filter_mapped"), 4);
-  EXPECT_EQ(count(mapped, "conv2d_forward"), 5);  // 1 per training step, 3 in evaluation
+  EXPECT_EQ(count(mapped, "conv2d_forward"), 8);  // 1 per training step, 3 per evaluation
+}
+
+class NoOtherRanks final : public BatchStatsReducer {
+ public:
+  void sum(std::span<double>, std::string_view) override {}
+  void sum_exact(BinnedSum&, std::string_view) override {}
+};
+
+// What a container gives a BatchNorm's forward (Layer::prepare_output): no
+// memory where the convolution after it takes the apply pass, so the
+// unwritten output costs nothing; an allocated output wherever it writes.
+TEST(BatchNormIntoConv, AnOutputLeftToTheConvolutionHoldsNoMemory) {
+  Counting maps(true, Precision::kFp32), apart(false, Precision::kFp32);
+  BatchNorm2d bn(16, true);
+  Conv2d conv(16, 16, 3, 1, 1, false);
+  bn.set_name("layer1.0.bn1");
+  bn.reset_parameters(1, Device::kCpu);
+  conv.reset_parameters(2, Device::kCpu);
+  bn.map_into(conv);
+  const Tensor x = testing::random_tensor({4, 16, 8, 8}, 9);
+  NoOtherRanks ranks;
+  const ForwardContext training{.training = true}, evaluation{.training = false},
+      sync{.training = true, .batch_stats = &ranks};
+
+  Tensor y = Tensor({4, 16, 8, 8});
+  bn.prepare_output(maps, x, training, y);
+  EXPECT_FALSE(y.allocated());
+  EXPECT_EQ(y.data(), nullptr);
+  EXPECT_EQ(y.shape(), x.shape());  // the next layer's input shape all the same
+  // The smaller last batch keeps it so.
+  const Tensor last = testing::random_tensor({3, 16, 8, 8}, 10);
+  bn.prepare_output(maps, last, training, y);
+  EXPECT_FALSE(y.allocated());
+  EXPECT_EQ(y.shape(), last.shape());
+
+  // Where the BatchNorm writes: evaluation, SyncBatchNorm, a backend that
+  // maps nothing, a BatchNorm without a convolution after it.
+  BatchNorm2d alone(16, true);
+  alone.reset_parameters(1, Device::kCpu);
+  for (const auto& [what, layer, backend, ctx] :
+       {std::tuple{"evaluation", &bn, &maps, evaluation}, std::tuple{"sync", &bn, &maps, sync},
+        std::tuple{"no map", &bn, &apart, training},
+        std::tuple{"alone", &alone, &maps, training}}) {
+    SCOPED_TRACE(what);
+    Tensor out = Tensor::unallocated({4, 16, 8, 8}, Device::kCpu);
+    layer->prepare_output(*backend, x, ctx, out);
+    EXPECT_TRUE(out.allocated());
+    EXPECT_EQ(out.shape(), x.shape());
+  }
+
+  // The mapped forward and backward run with y unallocated: the
+  // convolution's output and the gradients are those of y written.
+  const auto step = [&](Backend& backend) {
+    Tensor b, c;
+    bn.prepare_output(backend, x, training, b);
+    bn.forward(backend, x, b, training);
+    conv.prepare_output(backend, b, training, c);
+    conv.forward(backend, b, c, training);
+    const Tensor dc = testing::random_tensor(c.shape(), 11);
+    Tensor db(b.shape()), dx(x.shape());
+    conv.backward(backend, b, c, dc, &db);
+    bn.backward(backend, x, b, db, &dx);
+    return std::vector<std::vector<float>>{floats(c), floats(dx),
+                                           floats(conv.parameters()[0]->grad),
+                                           floats(bn.parameters()[0]->grad)};
+  };
+  const auto mapped_run = step(maps);
+  EXPECT_EQ(count({.ops = maps.ops()}, "conv2d_forward_mapped"), 1);
+  EXPECT_EQ(testing::differing_bits(step(apart), mapped_run), 0u);
+
+  // Writing into an output prepared unwritten is refused, by name.
+  Tensor none = Tensor::unallocated(x.shape(), Device::kCpu);
+  try {
+    bn.forward(maps, x, none, evaluation);
+    FAIL() << "wrote into an unallocated tensor";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("layer1.0.bn1: an unallocated output"), std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

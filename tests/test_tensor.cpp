@@ -63,5 +63,22 @@ TEST(Tensor, ViewSharesMemoryItDoesNotOwn) {
   EXPECT_FALSE(Tensor({2}).is_view());
 }
 
+TEST(Tensor, UnallocatedHasAShapeAndNoMemoryUntilItGrows) {
+  Tensor t = Tensor::unallocated({4, 16, 8, 8}, Device::kCpu);
+  EXPECT_FALSE(t.allocated());
+  EXPECT_EQ(t.data(), nullptr);
+  EXPECT_EQ(t.numel(), 4 * 16 * 8 * 8);
+  EXPECT_EQ(shape_string(t.shape()), "(4, 16, 8, 8)");
+  t.resize({3, 16, 8, 8});  // fits: still none
+  EXPECT_FALSE(t.allocated());
+  EXPECT_EQ(t.numel(), 3 * 16 * 8 * 8);
+  t.resize({5, 16, 8, 8});  // does not fit: its own, zeroed
+  ASSERT_TRUE(t.allocated());
+  EXPECT_FALSE(t.is_view());
+  EXPECT_EQ(t.data()[5 * 16 * 8 * 8 - 1], 0.0f);
+  EXPECT_TRUE(Tensor({0}).allocated());  // nothing to hold
+  EXPECT_TRUE(Tensor({2}).allocated());
+}
+
 }  // namespace
 }  // namespace lockstep::nn

@@ -337,7 +337,8 @@ void batchnorm_backward_apply(ThreadPool& pool, const BatchNormGeometry& g, cons
 
 // x, y, dy, dx: (N, C, S); dweight, dbias: (C). With s.mask_from_x the mask
 // of y is recomputed from x (ReluMask), with the forward's (scale, shift)
-// from s.stats, weight and bias, which the optimizer has not moved yet.
+// from s.stats, weight and bias, which the optimizer has not moved yet; y
+// is not read then (null where the forward did not write it).
 void batchnorm_train_backward(ThreadPool& pool, const BatchNormGeometry& g,
                               const BatchNormTrainState& s, const float* x, const float* y,
                               const float* dy, float* dweight, float* dbias, float* dx) {
@@ -349,7 +350,7 @@ void batchnorm_train_backward(ThreadPool& pool, const BatchNormGeometry& g,
     std::vector<ReluMask> masks(block, ReluMask{.y = y});
     for (int64_t c = c0; c < c1; ++c) {
       ReluMask& mask = masks[static_cast<size_t>(c - c0)];
-      if (y != nullptr && s.mask_from_x) {
+      if (s.mask_from_x) {  // y may be null then: not written (conv2d_maps_input)
         mask = ReluMask{.from_x = true};
         batchnorm_channel_coef(BatchNormChannel{s.stats[c], s.stats[C + c]}, s.weight[c], s.bias[c],
                                mask.scale, mask.shift);

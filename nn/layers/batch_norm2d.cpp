@@ -100,8 +100,21 @@ void BatchNorm2d::running_statistics() {
   }
 }
 
+// Per-rank statistics of ordinary sums: all on the device, nothing read back.
+bool BatchNorm2d::on_device(const ForwardContext& ctx) const {
+  return ctx.training && ctx.batch_stats == nullptr && weight_.exact == nullptr;
+}
+
+bool BatchNorm2d::writes_output(const Backend& backend, const Shape& input,
+                                const ForwardContext& ctx) const {
+  return !on_device(ctx) || residual_ != nullptr || next_conv_ == nullptr ||
+         !next_conv_->maps_input(backend, input);
+}
+
 void BatchNorm2d::forward(Backend& backend, const Tensor& x, Tensor& y, const ForwardContext& ctx) {
   const BatchNormGeometry g = geometry(x.shape());
+  const bool writes = writes_output(backend, x.shape(), ctx);
+  LOCKSTEP_CHECK(!writes || y.allocated(), name(), ": an unallocated output to write");
   const Tensor* residual = std::exchange(residual_, nullptr);
   const float* add = residual != nullptr ? residual->data() : nullptr;
   if (residual != nullptr && residual->shape() != x.shape()) {
@@ -113,13 +126,12 @@ void BatchNorm2d::forward(Backend& backend, const Tensor& x, Tensor& y, const Fo
   residual_forward_ = residual != nullptr;
   training_ = ctx.training;
   reducer_ = ctx.training ? ctx.batch_stats : nullptr;
-  // Per-rank statistics of ordinary sums: all on the device, nothing read back.
-  on_device_ = ctx.training && reducer_ == nullptr && weight_.exact == nullptr;
+  on_device_ = on_device(ctx);
   if (on_device_) {
     if (g.batch * g.spatial <= 0) fail_input(name(), ": batch statistics of an empty batch");
     if (add != nullptr) {
       backend.batchnorm_train_forward_add(g, train_state(), x.data(), add, masked_, y.data());
-    } else if (next_conv_ != nullptr && next_conv_->maps_input(backend, x.shape())) {
+    } else if (!writes) {  // the apply pass left to the next convolution
       backend.batchnorm_train_forward(g, train_state(), x.data(), masked_, nullptr);
       next_conv_->set_next_input(&x, {.coef = coef_.data(), .relu = masked_});
     } else {

@@ -58,16 +58,20 @@ class BatchNorm2d final : public Layer {
   // layer of a Sequential or a model; pair_batchnorm_conv). A training
   // forward on the device path (ordinary per-rank statistics) then leaves
   // its apply pass to next where the backend maps next's input
-  // (Backend::conv2d_maps_input): y is not written, and next reads x
-  // through (scale, shift) and the ReLU. The same bits, one pass over the
+  // (Backend::conv2d_maps_input): y is neither written nor allocated
+  // (writes_output false: Layer::prepare_output leaves it unallocated),
+  // and next reads x through (scale, shift) and the ReLU. The same bits, one pass over the
   // activations fewer; the backward takes the ReLU's mask from x.
   void map_into(Conv2d& next) { next_conv_ = &next; }
+  bool writes_output(const Backend& backend, const Shape& input,
+                     const ForwardContext& ctx) const override;
 
  private:
   void backward_apply(Backend& backend, const BatchNormGeometry& g, const Tensor& x,
                       const float* masked, const Tensor& dy, const std::vector<double>& sums,
                       Tensor& dx);
   BatchNormGeometry geometry(const Shape& input) const;
+  bool on_device(const ForwardContext& ctx) const;
   // The host path (SyncBatchNorm, the reproducible mode's exact sums):
   // batch mean and invstd from the sums read back, the running statistics
   // updated, y's coefficients into coef_host_.

@@ -32,10 +32,7 @@ void Sequential::forward(Backend& backend, const Tensor& x, Tensor& y, const For
   const Tensor* in = &x;
   for (size_t i = 0; i < children_.size(); ++i) {
     Tensor& out = i + 1 == children_.size() ? y : activations_[i];
-    if (&out != &y) {
-      if (out.device() != x.device()) out = Tensor({0}, x.device());
-      out.resize(children_[i].layer->output_shape(in->shape()));
-    }
+    if (&out != &y) children_[i].layer->prepare_output(backend, *in, ctx, out);
     children_[i].layer->forward(backend, *in, out, ctx);
     in = &out;
   }
