@@ -6,6 +6,7 @@
 
 #include "common/error.h"
 #include "nn/layers/batch_norm2d.h"
+#include "nn/layers/sequential.h"
 
 namespace lockstep::nn {
 
@@ -24,6 +25,9 @@ Model::Model(std::string name, Shape input_shape, std::vector<std::unique_ptr<La
     layers_[i]->set_index(static_cast<int64_t>(i));
     if (i > 0) pair_batchnorm_conv(*layers_[i - 1], *layers_[i]);
   }
+  std::vector<Layer*> top;
+  for (const auto& layer : layers_) top.push_back(layer.get());
+  share_spare_gradients(top);
   // Check the shapes chain now, for a batch of one, so a bad spec fails
   // before training starts.
   Shape shape = input_shape_;

@@ -4,9 +4,22 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <memory>
+#include <set>
+#include <utility>
+#include <vector>
 
 #include "common/error.h"
+#include "nn/layers/activations.h"
+#include "nn/layers/batch_norm2d.h"
+#include "nn/layers/composite.h"
+#include "nn/layers/conv2d.h"
+#include "nn/layers/linear.h"
+#include "nn/layers/residual_block.h"
+#include "nn/layers/sequential.h"
 #include "nn/model_zoo.h"
+#include "support/backend_checks.h"
 #include "support/cpu_backend.h"
 #include "support/gradient_check.h"
 
@@ -152,6 +165,93 @@ TEST(Model, WholeModelGradientMatchesCentralDifferences) {
       }
     }
   }
+}
+
+// Every Sequential in a model and its depth (top-level layers: 0).
+void sequentials(const std::vector<Layer*>& layers, int depth,
+                 std::vector<std::pair<Sequential*, int>>& out) {
+  for (Layer* layer : layers) {
+    if (auto* s = dynamic_cast<Sequential*>(layer)) out.emplace_back(s, depth);
+    if (const auto* c = dynamic_cast<const Composite*>(layer)) {
+      sequentials(c->children(), depth + 1, out);
+    }
+  }
+}
+
+std::vector<std::pair<Sequential*, int>> sequentials(const Model& m) {
+  std::vector<Layer*> top;
+  for (const auto& layer : m.layers()) top.push_back(layer.get());
+  std::vector<std::pair<Sequential*, int>> out;
+  sequentials(top, 0, out);
+  return out;
+}
+
+// One training step's gradients: every parameter's, in order.
+std::vector<std::vector<float>> step_gradients(Model& m) {
+  auto backend = testing::test_cpu_backend(2);
+  Tensor x({4, 3, 16, 16});
+  testing::fill_random(x, 6);
+  const int32_t labels[] = {1, 7, 3, 0};
+  m.forward(*backend, x, {.training = true});
+  m.loss(*backend, labels, 0.25f, true);
+  m.backward(*backend);
+  std::vector<std::vector<float>> out;
+  for (const Parameter* p : m.parameters())
+    out.emplace_back(p->grad.data(), p->grad.data() + p->grad.numel());
+  return out;
+}
+
+// A Sequential (depth 0) of a convolution and two residual blocks, whose
+// main paths are Sequentials (depth 2), then a linear layer.
+std::unique_ptr<Model> nested_model() {
+  auto block = [] {
+    auto path = std::make_unique<Sequential>();
+    path->add("conv1", std::make_unique<Conv2d>(8, 8, 3, 1, 1, false));
+    path->add("bn1", std::make_unique<BatchNorm2d>(8, true));
+    path->add("conv2", std::make_unique<Conv2d>(8, 8, 3, 1, 1, false));
+    path->add("bn2", std::make_unique<BatchNorm2d>(8));
+    return std::make_unique<ResidualBlock>(std::move(path), ShortcutKind::kIdentity, nullptr, 8, 1,
+                                           true, "basic block");
+  };
+  auto trunk = std::make_unique<Sequential>();
+  trunk->add("stem", std::make_unique<Conv2d>(3, 8, 3, 1, 1));
+  trunk->add("0", block());
+  trunk->add("1", block());
+  std::vector<std::unique_ptr<Layer>> layers;
+  layers.push_back(std::move(trunk));
+  layers.push_back(std::make_unique<Flatten>());
+  layers.push_back(std::make_unique<Linear>(8 * 16 * 16, 10));
+  auto m = std::make_unique<Model>("nested", Shape{3, 16, 16}, std::move(layers),
+                                   LossKind::kCrossEntropy);
+  m->reset_parameters(8, Device::kCpu);
+  return m;
+}
+
+// The Sequentials at one depth pass their gradients through one pair of
+// tensors (resnet20: its nine blocks' main paths, one pair), those at
+// different depths through different pairs, and the gradients are those
+// of a pair each.
+TEST(Model, SequentialsAtOneDepthShareTheirSpareGradients) {
+  auto resnet = build_model("resnet20", {}, {3, 16, 16}, 10);
+  std::set<const SpareGradients*> blocks;
+  for (const auto& [s, depth] : sequentials(*resnet)) {
+    EXPECT_EQ(depth, 1);  // each block's main path, the blocks at the top level
+    blocks.insert(s->spare_gradients().get());
+  }
+  EXPECT_EQ(blocks.size(), 1u);
+
+  auto shared = nested_model(), apart = nested_model();
+  std::map<int, std::set<const SpareGradients*>> pairs;
+  for (const auto& [s, depth] : sequentials(*shared))
+    pairs[depth].insert(s->spare_gradients().get());
+  ASSERT_EQ(pairs.size(), 2u);
+  EXPECT_EQ(pairs[0].size(), 1u);
+  EXPECT_EQ(pairs[2].size(), 1u);
+  EXPECT_NE(*pairs[0].begin(), *pairs[2].begin());
+  for (const auto& [s, depth] : sequentials(*apart)) {
+    s->set_spare_gradients(std::make_shared<SpareGradients>());
+  }
+  EXPECT_EQ(testing::differing_bits(step_gradients(*apart), step_gradients(*shared)), 0u);
 }
 
 TEST(Model, SummaryListsLayersAndParameterCount) {

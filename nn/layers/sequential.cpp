@@ -40,10 +40,11 @@ void Sequential::forward(Backend& backend, const Tensor& x, Tensor& y, const For
 
 void Sequential::backward_announcing(Backend& backend, const Tensor& x, const Tensor& y,
                                      const Tensor& dy, Tensor* dx, const GradReady& ready) {
-  if (grad_a_.device() != x.device()) grad_a_ = Tensor({0}, x.device());
-  if (grad_b_.device() != x.device()) grad_b_ = Tensor({0}, x.device());
+  for (Tensor* t : {&spare_->a, &spare_->b}) {
+    if (t->device() != x.device()) *t = Tensor({0}, x.device());
+  }
   const Tensor* g = &dy;
-  Tensor* spare[2] = {&grad_a_, &grad_b_};
+  Tensor* spare[2] = {&spare_->a, &spare_->b};
   int next = 0;
   for (size_t i = children_.size(); i-- > 0;) {
     const Tensor& in = i == 0 ? x : activations_[i - 1];
@@ -69,8 +70,28 @@ std::vector<Layer*> Sequential::children() const {
 
 void Sequential::reset_scratch(Device device) {
   for (Tensor& a : activations_) a = Tensor({0}, device);
-  grad_a_ = Tensor({0}, device);
-  grad_b_ = Tensor({0}, device);
+  spare_->a = Tensor({0}, device);
+  spare_->b = Tensor({0}, device);
+}
+
+namespace {
+
+void share_at(const std::vector<Layer*>& layers, size_t depth,
+              std::vector<std::shared_ptr<SpareGradients>>& pairs) {
+  if (pairs.size() <= depth) pairs.push_back(std::make_shared<SpareGradients>());
+  for (Layer* layer : layers) {
+    if (auto* s = dynamic_cast<Sequential*>(layer)) s->set_spare_gradients(pairs[depth]);
+    if (const auto* c = dynamic_cast<const Composite*>(layer)) {
+      share_at(c->children(), depth + 1, pairs);
+    }
+  }
+}
+
+}  // namespace
+
+void share_spare_gradients(const std::vector<Layer*>& layers) {
+  std::vector<std::shared_ptr<SpareGradients>> pairs;
+  share_at(layers, 0, pairs);
 }
 
 void Sequential::summarize(const Shape& input, int depth, std::vector<SummaryRow>& rows) {
