@@ -14,8 +14,9 @@
 //   1. input transform: the block's input rows of each sample, kNativeLanes
 //      channels at a time, are transposed once into a strip (rows, columns,
 //      lanes) with the padding as zeros; each tile's 36 transformed vectors
-//      go to V(e, tile, c), e = 0..35;
-//   2. forward: 36 GEMMs M(e) (tiles, K) = V(e) (tiles, C) U(e) (C, K), the
+//      go to V(tile, e, c), e = 0..35, side by side;
+//   2. forward: 36 GEMMs M(e) (tiles, K) = V(e) (tiles, C) U(e) (C, K) (M
+//      tile-major as V), the
 //      filters transformed once per call, U(e, c, k) = (G g_kc G^T)(e);
 //      weight gradient: DW(e) (K, C) += (A dY A^T)(e)^T (K, tiles) V(e);
 //   3. forward: each tile's 36 vectors of M, kNativeLanes output channels at
@@ -106,27 +107,31 @@ void store_strip(const Wino& z, const float* strip, int64_t kb, int64_t ty, floa
 
 // --- the products ----------------------------------------------------------------
 
-// M (rows, KL) = V (rows, CL) U (CL, KL) on the GEMMs' register tile
-// (gemm_tile.h), rows a multiple of kRowGroup: at most 24 accumulators (12
-// on avx2), rows x 16-float column blocks of 6 x 4 or 12 x 2 or 12 x 1
-// (avx512), 6 x 1 (avx2).
-void gemm_block(int64_t rows, int64_t cl, int64_t kl, const float* v, const float* u, float* m) {
+// M (rows, KL; rows ldm apart) = V (rows, CL; rows ldv apart) U (CL, KL)
+// on the GEMMs' register tile (gemm_tile.h), rows a multiple of
+// kRowGroup: at most 24 accumulators (12 on avx2), rows x 16-float column
+// blocks of 6 x 4 or 12 x 2 or 12 x 1 (avx512), 6 x 1 (avx2).
+void gemm_block(int64_t rows, int64_t cl, int64_t kl, const float* v, int64_t ldv, const float* u,
+                float* m, int64_t ldm) {
   constexpr int kWide = kMaxTileVectors;
   int64_t k0 = 0;
   for (; k0 + kWide * kLanes <= kl; k0 += kWide * kLanes) {
     for (int64_t r = 0; r < rows; r += 6) {
-      nn_tile<6, kWide>(cl, {v + r * cl, cl, 1}, {u + k0, kl}, m + r * kl + k0, kl, nullptr, false);
+      nn_tile<6, kWide>(cl, {v + r * ldv, ldv, 1}, {u + k0, kl}, m + r * ldm + k0, ldm, nullptr,
+                        false);
     }
   }
   if constexpr (kWideRegisters) {
     for (; k0 + 2 * kLanes <= kl; k0 += 2 * kLanes) {
       for (int64_t r = 0; r < rows; r += 12) {
-        nn_tile<12, 2>(cl, {v + r * cl, cl, 1}, {u + k0, kl}, m + r * kl + k0, kl, nullptr, false);
+        nn_tile<12, 2>(cl, {v + r * ldv, ldv, 1}, {u + k0, kl}, m + r * ldm + k0, ldm, nullptr,
+                       false);
       }
     }
     for (; k0 < kl; k0 += kLanes) {
       for (int64_t r = 0; r < rows; r += 12) {
-        nn_tile<12, 1>(cl, {v + r * cl, cl, 1}, {u + k0, kl}, m + r * kl + k0, kl, nullptr, false);
+        nn_tile<12, 1>(cl, {v + r * ldv, ldv, 1}, {u + k0, kl}, m + r * ldm + k0, ldm, nullptr,
+                       false);
       }
     }
   }
@@ -155,14 +160,15 @@ void winograd_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x,
     float* m = scratch(ScratchSlot::kGather, static_cast<size_t>(z.m_size()));
     float* strip = scratch(ScratchSlot::kPadded, static_cast<size_t>(z.strip_size()));
     float* ostrip = strip + (4 * z.th + 2) * z.strip_w * L;
-    const int64_t v_stride = z.tiles_cap * z.CL, m_stride = z.tiles_cap * z.KL;
+    const int64_t m_row = z.m_row();
     for (int64_t blk = b0; blk < b1; ++blk) {
       const int64_t r0 = blk * z.rows_per_block;
       const int64_t r1 = std::min(tile_rows, r0 + z.rows_per_block);
       const int64_t rows = round_up((r1 - r0) * z.tw, kRowGroup);
       transform_inputs(z, x, r0, r1, strip, v);
       for (int e = 0; e < kE; ++e) {
-        gemm_block(rows, z.CL, z.KL, v + e * v_stride, u + e * z.CL * z.KL, m + e * m_stride);
+        gemm_block(rows, z.CL, z.KL, v + e * z.CL, z.v_row(), u + e * z.CL * z.KL, m + e * z.KL,
+                   m_row);
       }
       for (int64_t r = r0; r < r1; ++r) {
         const int64_t n = r / z.th, ty = r % z.th;
@@ -175,7 +181,7 @@ void winograd_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x,
           }
           for (int64_t tx = 0; tx < z.tw; ++tx) {
             const int64_t t = (r - r0) * z.tw + tx;
-            output_tile(m + t * z.KL + kb * L, m_stride, b ? &bias : nullptr, ostrip + 4 * tx * L,
+            output_tile(m + t * m_row + kb * L, z.KL, b ? &bias : nullptr, ostrip + 4 * tx * L,
                         z.out_w);
           }
           store_strip(z, ostrip, kb, ty, y + n * z.K * z.P * z.Q);

@@ -48,22 +48,22 @@ void grad_tile(const float* strip, int64_t columns, float* yv, int64_t stride) {
   }
 }
 
-// DW (KL, CL) += Yv (rows, KL)^T V (rows, CL) on the GEMMs' register tile
-// (Yv read transposed): tiles of 8 x 2 16-float blocks (avx512) or 4 x 1
-// (avx2), a last single block in 8 x 1.
-void gemm_tn_block(int64_t rows, int64_t kl, int64_t cl, const float* yv, const float* v,
-                   float* dw) {
+// DW (KL, CL) += Yv (rows, KL; rows ldy apart)^T V (rows, CL; rows ldv
+// apart) on the GEMMs' register tile (Yv read transposed): tiles of 8 x 2
+// 16-float blocks (avx512) or 4 x 1 (avx2), a last single block in 8 x 1.
+void gemm_tn_block(int64_t rows, int64_t kl, int64_t cl, const float* yv, int64_t ldy,
+                   const float* v, int64_t ldv, float* dw) {
   constexpr int kRows = kWideRegisters ? 8 : 4, kBlocks = kWideRegisters ? 2 : 1;
   int64_t c0 = 0;
   for (; c0 + kBlocks * kLanes <= cl; c0 += kBlocks * kLanes) {
     for (int64_t k0 = 0; k0 < kl; k0 += kRows) {
-      nn_tile<kRows, kBlocks>(rows, {yv + k0, 1, kl}, {v + c0, cl}, dw + k0 * cl + c0, cl, nullptr,
-                              true);
+      nn_tile<kRows, kBlocks>(rows, {yv + k0, 1, ldy}, {v + c0, ldv}, dw + k0 * cl + c0, cl,
+                              nullptr, true);
     }
   }
   for (; c0 < cl; c0 += kLanes) {
     for (int64_t k0 = 0; k0 < kl; k0 += 8) {
-      nn_tile<8, 1>(rows, {yv + k0, 1, kl}, {v + c0, cl}, dw + k0 * cl + c0, cl, nullptr, true);
+      nn_tile<8, 1>(rows, {yv + k0, 1, ldy}, {v + c0, ldv}, dw + k0 * cl + c0, cl, nullptr, true);
     }
   }
 }
@@ -85,13 +85,13 @@ int64_t winograd_sums_size(const Conv2dGeometry& g) {
 
 namespace {
 
-// The transformed tiles of tile rows [r0, r1): V (e, rows, CL) of the input
-// (transform_inputs) and Yv (e, rows, KL) of the output gradient, rows
-// z.tiles_cap apart per e, the padding rows past the tiles zero.
+// The transformed tiles of tile rows [r0, r1): V (rows, e, CL) of the input
+// (transform_inputs) and Yv (rows, e, KL) of the output gradient, the
+// padding rows past the tiles zero.
 void transform_block(const Wino& z, const float* x, const float* dy, int64_t r0, int64_t r1,
                      float* strip, float* v, float* yv) {
   float* ostrip = strip + (4 * z.th + 2) * z.strip_w * L;
-  const int64_t y_stride = z.tiles_cap * z.KL;
+  const int64_t m_row = z.m_row();
   const int64_t tiles = (r1 - r0) * z.tw, rows = round_up(tiles, kRowGroup);
   transform_inputs(z, x, r0, r1, strip, v);
   for (int64_t ra = r0, rb; ra < r1; ra = rb) {
@@ -102,15 +102,13 @@ void transform_block(const Wino& z, const float* x, const float* dy, int64_t r0,
       for (int64_t r = ra; r < rb; ++r) {
         for (int64_t tx = 0; tx < z.tw; ++tx) {
           const int64_t t = (r - r0) * z.tw + tx;
-          grad_tile(ostrip + (4 * (r - ra) * z.out_w + 4 * tx) * L, z.out_w, yv + t * z.KL + kb * L,
-                    y_stride);
+          grad_tile(ostrip + (4 * (r - ra) * z.out_w + 4 * tx) * L, z.out_w,
+                    yv + t * m_row + kb * L, z.KL);
         }
       }
     }
   }
-  for (int e = 0; e < kE; ++e) {  // padding rows: zeros
-    std::fill(yv + e * y_stride + tiles * z.KL, yv + e * y_stride + rows * z.KL, 0.0f);
-  }
+  std::fill(yv + tiles * m_row, yv + rows * m_row, 0.0f);  // padding rows: zeros
 }
 
 // The blocks of tile rows of samples [n0, n1), in order, as both paths cut
@@ -167,11 +165,11 @@ void winograd_filter_sums(const Conv2dGeometry& g, const float* x, const float* 
   float* v = scratch(ScratchSlot::kColumns, static_cast<size_t>(z.v_size()));
   float* yv = scratch(ScratchSlot::kGather, static_cast<size_t>(z.m_size()));
   float* strip = scratch(ScratchSlot::kPadded, static_cast<size_t>(z.strip_size()));
-  const int64_t v_stride = z.tiles_cap * z.CL, y_stride = z.tiles_cap * z.KL;
   for_each_block(z, n0, n1, [&](int64_t r0, int64_t r1, int64_t rows) {
     transform_block(z, x, dy, r0, r1, strip, v, yv);
     for (int e = 0; e < kE; ++e) {
-      gemm_tn_block(rows, z.KL, z.CL, yv + e * y_stride, v + e * v_stride, sums + e * z.KL * z.CL);
+      gemm_tn_block(rows, z.KL, z.CL, yv + e * z.KL, z.m_row(), v + e * z.CL, z.v_row(),
+                    sums + e * z.KL * z.CL);
     }
   });
 }
@@ -220,7 +218,7 @@ void winograd_filter_total(ThreadPool& pool, const Conv2dGeometry& g, int chunks
           const FilterBlock& blk = blocks[b];
           const float* v = tiles + blk.at;
           const float* yv = v + kE * blk.rows * z.CL;
-          gemm_tn_block(blk.rows, z.KL, z.CL, yv + e * blk.rows * z.KL, v + e * blk.rows * z.CL,
+          gemm_tn_block(blk.rows, z.KL, z.CL, yv + e * z.KL, z.m_row(), v + e * z.CL, z.v_row(),
                         part);
         }
         if (c == 0) {

@@ -154,7 +154,7 @@ void fill_strip(const Planes& z, const float* x, int64_t cb, int64_t h0, int64_t
 // Each sample's input rows are transposed once, then its tiles transformed.
 void transform_inputs(const Wino& z, const float* x, int64_t r0, int64_t r1, float* strip,
                       float* v) {
-  const int64_t v_stride = z.tiles_cap * z.CL;
+  const int64_t v_row = z.v_row();
   // The tile rows [ra, rb) of each sample n: their input rows, each
   // transposed once, then their tiles.
   for (int64_t ra = r0, rb; ra < r1; ra = rb) {
@@ -166,15 +166,13 @@ void transform_inputs(const Wino& z, const float* x, int64_t r0, int64_t r1, flo
         for (int64_t tx = 0; tx < z.tw; ++tx) {
           const int64_t t = (r - r0) * z.tw + tx;
           input_tile(strip + (4 * (r - ra) * z.strip_w + 4 * tx) * L, z.strip_w,
-                     v + t * z.CL + cb * L, v_stride);
+                     v + t * v_row + cb * L, z.CL);
         }
       }
     }
   }
   const int64_t tiles = (r1 - r0) * z.tw, rows = round_up(tiles, kRowGroup);
-  for (int e = 0; e < kE; ++e) {  // the padding rows: zeros, not stale values
-    std::fill(v + e * v_stride + tiles * z.CL, v + e * v_stride + rows * z.CL, 0.0f);
-  }
+  std::fill(v + tiles * v_row, v + rows * v_row, 0.0f);  // padding tiles: zeros, not stale values
 }
 
 }  // namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA::conv::winograd
