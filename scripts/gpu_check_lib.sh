@@ -48,12 +48,17 @@ run_logged() {
 # results.tar.gz.
 pack_results() {
   local into=$1 compress=-J ext=xz
+  local skip=(--exclude='*.lsck' --exclude='*.safetensors' --exclude='*.png' --exclude='tensorboard')
   [[ -n $into ]] || return 0
   mkdir -p "$into" || return 0
   cp "$results/summary.md" "$results/summary.json" "$into/" 2>/dev/null || true
   command -v xz >/dev/null 2>&1 || compress=-z ext=gz
-  if tar -C "$(dirname "$results")" "$compress" -cf "$into/results.tar.$ext.part" \
-    --exclude='*.lsck' --exclude='*.safetensors' --exclude='*.png' --exclude='tensorboard' \
+  # DIR itself is left out where it lies inside the results: tar reading
+  # the archive it is writing fails now and then ("file changed as we read it").
+  case $into in
+    "$results"/*) skip+=(--exclude="$(basename "$results")/${into#"$results"/}") ;;
+  esac
+  if tar -C "$(dirname "$results")" "$compress" -cf "$into/results.tar.$ext.part" "${skip[@]}" \
     "$(basename "$results")" 2>/dev/null; then
     mv -f "$into/results.tar.$ext.part" "$into/results.tar.$ext" || true
   fi
