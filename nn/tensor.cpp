@@ -77,12 +77,7 @@ Tensor::Tensor(Shape shape, Device device)
 }
 
 Tensor Tensor::view(float* data, Shape shape, Device device) {
-  Tensor out;
-  out.shape_ = std::move(shape);
-  check_dimensions(out.shape_);
-  out.numel_ = shape_numel(out.shape_);
-  out.capacity_ = out.numel_;
-  out.device_ = device;
+  Tensor out = unallocated(std::move(shape), device);
   LOCKSTEP_CHECK(data != nullptr || out.numel_ == 0, "view of ", shape_string(out.shape_),
                  " over no memory");
   out.data_ = std::unique_ptr<float[], TensorDeleter>(data, TensorDeleter{device, false});
