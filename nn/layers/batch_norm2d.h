@@ -60,8 +60,9 @@ class BatchNorm2d final : public Layer {
   // its apply pass to next where the backend maps next's input
   // (Backend::conv2d_maps_input): y is neither written nor allocated
   // (writes_output false: Layer::prepare_output leaves it unallocated),
-  // and next reads x through (scale, shift) and the ReLU. The same bits, one pass over the
-  // activations fewer; the backward takes the ReLU's mask from x.
+  // and next reads x through (scale, shift) and the ReLU. The same bits,
+  // one pass over the activations fewer; the backward takes the ReLU's
+  // mask from x.
   void map_into(Conv2d& next) { next_conv_ = &next; }
   bool writes_output(const Backend& backend, const Shape& input,
                      const ForwardContext& ctx) const override;
