@@ -19,6 +19,7 @@
 #include "nn/layers/batch_norm2d.h"
 #include "support/cpu_backend.h"
 #include "support/gradient_check.h"
+#include "support/one_rank.h"
 
 namespace lockstep::nn {
 namespace {
@@ -247,14 +248,9 @@ TEST(BatchNorm2d, ReducedStatisticsOfTwoIdenticalHalvesMatchTheWholeBatch) {
   }
 }
 
-// A one-rank SyncBatchNorm: the sums stay what they are, but the layer
-// takes its host path (statistics read back, arithmetic on the host).
-class OneRank final : public BatchStatsReducer {
- public:
-  void sum(std::span<double>, std::string_view) override { ++calls; }
-  void sum_exact(BinnedSum&, std::string_view) override { ++calls; }
-  int calls = 0;
-};
+// A one-rank SyncBatchNorm (testing::OneRank): the sums stay what they
+// are, but the layer takes its host path (statistics read back, arithmetic
+// on the host).
 
 // The device path (Backend::batchnorm_train_forward / _backward, nothing
 // read back) and the host path give the same bits: outputs, input and
@@ -267,7 +263,7 @@ TEST(BatchNorm2d, DevicePathGivesTheHostPathsBits) {
     set_affine(device);
     set_affine(host);
     auto backend = testing::test_cpu_backend(1);
-    OneRank one;
+    testing::OneRank one;
     for (uint64_t step = 0; step < 2; ++step) {
       Tensor x({N, C, H, W}), dy({N, C, H, W});
       fill_random(x, 10 + step);

@@ -8,19 +8,17 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <span>
 #include <string>
-#include <string_view>
 #include <tuple>
 #include <vector>
 
 #include "nn/backend.h"
-#include "nn/batch_stats_reducer.h"
 #include "nn/layers/batch_norm2d.h"
 #include "nn/layers/conv2d.h"
 #include "nn/model_zoo.h"
 #include "nn/optimizer.h"
 #include "support/backend_checks.h"
+#include "support/one_rank.h"
 #include "support/op_names.h"
 
 namespace lockstep::nn {
@@ -129,12 +127,6 @@ TEST(BatchNormIntoConv, AModelsConsecutiveLayersPairAsASequentialsDo) {
   EXPECT_EQ(count(mapped, "conv2d_forward"), 8);  // 1 per training step, 3 per evaluation
 }
 
-class NoOtherRanks final : public BatchStatsReducer {
- public:
-  void sum(std::span<double>, std::string_view) override {}
-  void sum_exact(BinnedSum&, std::string_view) override {}
-};
-
 // What a container gives a BatchNorm's forward (Layer::prepare_output): no
 // memory where the convolution after it takes the apply pass, so the
 // unwritten output costs nothing; an allocated output wherever it writes.
@@ -147,7 +139,7 @@ TEST(BatchNormIntoConv, AnOutputLeftToTheConvolutionHoldsNoMemory) {
   conv.reset_parameters(2, Device::kCpu);
   bn.map_into(conv);
   const Tensor x = testing::random_tensor({4, 16, 8, 8}, 9);
-  NoOtherRanks ranks;
+  testing::OneRank ranks;
   const ForwardContext training{.training = true}, evaluation{.training = false},
       sync{.training = true, .batch_stats = &ranks};
 
@@ -194,7 +186,7 @@ TEST(BatchNormIntoConv, AnOutputLeftToTheConvolutionHoldsNoMemory) {
                                            floats(bn.parameters()[0]->grad)};
   };
   const auto mapped_run = step(maps);
-  EXPECT_EQ(count({.ops = maps.ops()}, "conv2d_forward_mapped"), 1);
+  EXPECT_EQ(maps.count("conv2d_forward_mapped"), 1);
   EXPECT_EQ(testing::differing_bits(step(apart), mapped_run), 0u);
 
   // Writing into an output prepared unwritten is refused, by name.
