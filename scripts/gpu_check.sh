@@ -31,6 +31,8 @@
 #                  tensors saved and restored)
 #   4 torch        the same 32 epochs in PyTorch on the same GPU
 #   5 memcheck, racecheck, synccheck: compute-sanitizer on a test subset
+#   6 resnet20_fp32, resnet20_bf16, resnet20_torch: 3 epochs of a residual
+#                  network in lockstep and in PyTorch, images/s side by side
 # RESULTS_DIR gets every log, the gtest XML, the runs' metrics.csv and
 # summary.md + summary.json. Exit status 1 when a step failed, or when the
 # check is incomplete: a step not started for want of time (less than half
@@ -184,6 +186,12 @@ gtest_step() {
   xml_counts "$xml"
   status=$(status_of "$run_rc")
   detail="$xml_tests tests, $xml_failures failed, $xml_skipped skipped"
+  [[ -z $xml_failed_names ]] || detail+=" (failed: $xml_failed_names)"
+  # compute-sanitizer's own verdict, apart from the tests' ("ERROR SUMMARY:
+  # 0 errors", "RACECHECK SUMMARY: 0 hazards displayed (0 errors, ...)").
+  local sanitized
+  sanitized=$(grep -o '[A-Z]* *SUMMARY: .*' "$results/$name.log" | tail -n1 || true)
+  [[ -z $sanitized ]] || detail+="; compute-sanitizer: ${sanitized}"
   if grep -q 'Device not supported' "$results/$name.log"; then
     status=unsupported detail="compute-sanitizer does not support this device ($name.log)"
   elif ((xml_tests == 0)) && [[ $status != pass ]]; then
@@ -213,12 +221,13 @@ gtest_step nccl_tests "$results/nccl_tests.xml" 90 mpiexec -launcher fork -local
   --expect-ranks=1 '--gtest_filter=Nccl*' "--gtest_output=xml:$results/nccl_tests.xml"
 
 # --- 3 lockstep train, 32 epochs ---------------------------------------------------------------
-# train_step NAME SECONDS FLAGS...: a run in $results/NAME with its metrics.
-# Sets status and detail for the caller to record.
+# train_step NAME SECONDS FLAGS...: a run of configs/$train_config ($results/NAME)
+# with its metrics. Sets status and detail for the caller to record.
+train_config=fashion_mnist.toml
 train_step() {
   local name=$1 limit=$2
   shift 2
-  run_logged "$name" "$limit" "$lockstep" train --config "$root/configs/fashion_mnist.toml" \
+  run_logged "$name" "$limit" "$lockstep" train --config "$root/configs/$train_config" \
     --data-dir "$root/data" --run-dir "$results/$name" --checkpoint-every 0 "$@"
   status=$(status_of "$run_rc")
   metrics_summary "$results/$name/metrics.csv"
@@ -290,6 +299,7 @@ if gpu_step && ! timeout 90 env LD_LIBRARY_PATH="$node_library_path" "$python" -
   >"$results/torch.log" 2>&1; then
   record torch "no torch" 0 "no PyTorch in ${python:-python3} (torch.log)"
 elif gpu_step; then
+  torch_ok=1
   run_logged torch 150 env LD_LIBRARY_PATH="$node_library_path" "$python" \
     "$root/torch_reference.py" --epochs 32 --data-dir "$root/data"
   status=$(status_of "$run_rc")
@@ -360,6 +370,47 @@ for tool in memcheck racecheck synccheck; do
       "--gtest_output=xml:$results/$tool.xml"
   fi
 done
+
+# --- 6 resnet20 against PyTorch --------------------------------------------------------------
+# A residual network, what most users train: configs/resnet20_fashion_mnist.toml
+# (batch 128, SGD momentum 0.9, weight decay 1e-4, cosine over the run) for
+# 3 epochs in fp32 and bf16, and the same 3 epochs in PyTorch's eager loop
+# (fp32, TF32 off): images/s side by side. Pass: each run ends, and fp32
+# reaches 85% (three epochs give about 90%).
+resnet_epochs=3
+if gpu_step; then
+  train_config=resnet20_fashion_mnist.toml
+  for precision in fp32 bf16; do
+    train_step "resnet20_$precision" 90 --epochs "$resnet_epochs" --device cuda --precision "$precision"
+    if [[ $status == pass && $precision == fp32 ]] &&
+      ! awk -v a="${csv_accuracy:-0}" 'BEGIN { exit !(a >= 85) }'; then
+      status=fail detail+="; fp32 test accuracy ${csv_accuracy:-?}% after $resnet_epochs epochs, under 85%"
+    fi
+    record "resnet20_$precision" "$status" "$run_seconds" "$detail"
+  done
+  train_config=fashion_mnist.toml
+  if [[ -z ${torch_ok:-} ]]; then
+    record resnet20_torch "no torch" 0 "no PyTorch in ${python:-python3} (torch.log)"
+  else
+    run_logged resnet20_torch 120 env LD_LIBRARY_PATH="$node_library_path" "$python" \
+      "$root/torch_reference.py" --model resnet20 --epochs "$resnet_epochs" --data-dir "$root/data"
+    status=$(status_of "$run_rc")
+    detail=$(grep '^{' "$results/resnet20_torch.log" | tail -n1 || true)
+    [[ -n $detail ]] || detail=$(tail -n1 "$results/resnet20_torch.log")
+    torch_s=$(sed -n 's/.*"seconds": \([0-9.]*\).*/\1/p' <<<"$detail")
+    lockstep_s=$(sed -n 's/.* train_s \([0-9.]*\).*/\1/p' <<<"${metric[resnet20_fp32]:-}")
+    if [[ $status == pass && -n $torch_s && -n $lockstep_s ]]; then
+      metric[resnet20_torch_over_lockstep_fp32]=$(awk -v t="$torch_s" -v l="$lockstep_s" \
+        'BEGIN { printf "%.2f", t / l }')
+    fi
+    metric[resnet20_torch]=$detail
+    record resnet20_torch "$status" "$run_seconds" "$detail"
+  fi
+else
+  no_gpu resnet20_fp32 "lockstep train, resnet20, $resnet_epochs epochs, --device cuda"
+  no_gpu resnet20_bf16 "the same, --precision bf16"
+  no_gpu resnet20_torch "torch_reference.py --model resnet20, $resnet_epochs epochs on the GPU"
+fi
 
 cat "$results/summary.md"
 [[ $(overall_status) == pass ]]

@@ -102,14 +102,21 @@ status_of() {
   esac
 }
 
-# xml_counts FILE: sets xml_tests, xml_failures, xml_skipped and xml_skip_text
-# (the distinct skip messages, without gtest's file:line, one a line) from a
-# gtest XML report.
+# xml_counts FILE: sets xml_tests, xml_failures (tests that failed, not
+# their failure messages: gtest writes one <failure> per failed assertion),
+# xml_failed_names (the first three, Suite.Name, comma-separated),
+# xml_skipped and xml_skip_text (the distinct skip messages, without gtest's
+# file:line, one a line) from a gtest XML report.
 xml_counts() {
-  xml_tests=0 xml_failures=0 xml_skipped=0 xml_skip_text=""
+  xml_tests=0 xml_failures=0 xml_failed_names="" xml_skipped=0 xml_skip_text=""
   [[ -f $1 ]] || return 0
   xml_tests=$(grep -c '<testcase ' "$1" || true)
-  xml_failures=$(grep -c '<failure ' "$1" || true)
+  local failed
+  failed=$(awk '/<testcase /{ name = $0; sub(/.* name="/, "", name); sub(/".*/, "", name)
+                              suite = $0; sub(/.* classname="/, "", suite); sub(/".*/, "", suite) }
+                /<failure /{ if (!(suite "." name in seen)) { seen[suite "." name] = 1; print suite "." name } }' "$1")
+  [[ -z $failed ]] || xml_failures=$(wc -l <<<"$failed")
+  xml_failed_names=$(head -n3 <<<"$failed" | paste -sd, | sed 's/,/, /g')
   xml_skipped=$(grep -c 'result="skipped"' "$1" || true)
   xml_skip_text=$(grep -o '<skipped message="[^"]*"' "$1" |
     sed 's/^<skipped message="//; s/"$//; s/^[^&]*&#x0A;//; s/&#x0A;/ /g' |

@@ -139,4 +139,36 @@ expect "a program unpacked by Python" "from the bundle" "$("$results/unpacked/bi
 if (PATH=$no_xz && unpack_archive "$results/programs.tar.xz" "$results/unpacked" "") 2>/dev/null; then
   fail "unpack_archive succeeded without xz or Python"
 fi
+# A gtest report: a test with two failed assertions counts once, and the
+# failed tests are named (the first GPU run said "11 failed" for two tests).
+cat >"$results/report.xml" <<'XML'
+<?xml version="1.0" encoding="UTF-8"?>
+<testsuites tests="4" failures="2" disabled="0" errors="0" time="0.1" name="AllTests">
+  <testsuite name="CudaBackendTest" tests="4" failures="2" disabled="0" skipped="1" errors="0" time="0.1">
+    <testcase name="Passes" file="a.cpp" line="1" status="run" result="completed" time="0" classname="CudaBackendTest" />
+    <testcase name="TwoAsserts" file="a.cpp" line="2" status="run" result="completed" time="0" classname="CudaBackendTest">
+      <failure message="a.cpp:3&#x0A;first" type=""><![CDATA[a.cpp:3
+first]]></failure>
+      <failure message="a.cpp:4&#x0A;second" type=""><![CDATA[a.cpp:4
+second]]></failure>
+    </testcase>
+    <testcase name="Skips" file="a.cpp" line="5" status="run" result="skipped" time="0" classname="CudaBackendTest">
+      <skipped message="a.cpp:6&#x0A;no device: &quot;none&quot;"><![CDATA[a.cpp:6
+no device]]></skipped>
+    </testcase>
+    <testcase name="OneAssert" file="a.cpp" line="7" status="run" result="completed" time="0" classname="CudaBackendTest">
+      <failure message="a.cpp:8&#x0A;third" type=""><![CDATA[a.cpp:8
+third]]></failure>
+    </testcase>
+  </testsuite>
+</testsuites>
+XML
+xml_counts "$results/report.xml"
+expect "tests in the report" 4 "$xml_tests"
+expect "failed tests in the report" 2 "$xml_failures"
+expect "failed names" "CudaBackendTest.TwoAsserts, CudaBackendTest.OneAssert" "$xml_failed_names"
+expect "skipped tests" 1 "$xml_skipped"
+expect "skip text" 'no device: "none"' "$xml_skip_text"
+xml_counts "$results/absent.xml"
+expect "no report: no failures" "0 0 ''" "$xml_tests $xml_failures '$xml_failed_names'"
 echo "gpu_check_lib_test: passed"

@@ -75,10 +75,10 @@ class BasicBlock(nn.Module):
 class ResNetCifar(nn.Module):
     """resnet20/32/44/56/110: 3 stages of (depth - 2) / 6 blocks."""
 
-    def __init__(self, depth, classes=10):
+    def __init__(self, depth, classes=10, in_channels=3):
         super().__init__()
         n = (depth - 2) // 6
-        self.conv1 = nn.Conv2d(3, 16, 3, 1, 1, bias=False)
+        self.conv1 = nn.Conv2d(in_channels, 16, 3, 1, 1, bias=False)
         self.bn1 = nn.BatchNorm2d(16)
         stages, in_planes = [], 16
         for planes, stride in ((16, 1), (32, 2), (64, 2)):
@@ -99,14 +99,15 @@ class ResNetCifar(nn.Module):
 RESNET_DEPTHS = (20, 32, 44, 56, 110)
 
 
-def make_model(name, classes=10):
-    """The model named as lockstep names it."""
+def make_model(name, classes=10, in_channels=3):
+    """The model named as lockstep names it (a ResNet's input channels:
+    in_channels; the others' are fixed)."""
     if name == "mnist_net":
         return MnistNet(classes)
     if name == "alexnet_cifar":
         return AlexnetCifar(classes)
     if name.startswith("resnet") and int(name[6:]) in RESNET_DEPTHS:
-        return ResNetCifar(int(name[6:]), classes)
+        return ResNetCifar(int(name[6:]), classes, in_channels)
     raise ValueError(f"no PyTorch twin of model {name}")
 
 
