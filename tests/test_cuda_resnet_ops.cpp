@@ -53,6 +53,45 @@ void expect_sums_near(const std::vector<double>& got, const std::vector<double>&
     EXPECT_NEAR(got[i], want[i], rel * scale[i]) << what << "[" << i << "]";
 }
 
+// The GPU's per-channel sums, reduced in chunks of 4096 elements of a
+// channel (nn/cuda/batchnorm.cu): one chunk, two with a partial second, and
+// seven, against a double reference.
+TEST_F(CudaBackendTest, BatchNormSumsOverSeveralChunksAreExact) {
+  for (const Shape& shape : {Shape{5, 3, 7, 9}, Shape{9, 4, 29, 31}, Shape{128, 2, 14, 14}}) {
+    const BatchNormGeometry g{shape[0], shape[1], shape[2] * shape[3]};
+    const Tensor x = random_tensor(shape, 35);
+    const Tensor xd = to_device(x);
+    const auto C = static_cast<size_t>(g.channels);
+    std::vector<double> sd(C), qd(C);
+    gpu().batchnorm_stats(g, xd.data(), sd.data(), qd.data());
+    const ExactSums e = exact_sums(x, g.channels, g.spatial);
+    expect_sums_near(sd, e.sum, e.magnitude, 1e-12, "gpu sum");
+    expect_sums_near(qd, e.sumsq, e.magnitude_sq, 1e-12, "gpu sum of squares");
+    // The gradient sums: g' = dy where y > 0; sum g' and sum g' (x - mean) invstd.
+    const Tensor dy = random_tensor(shape, 36), y = random_tensor(shape, 37);
+    const Tensor dyd = to_device(dy), yd = to_device(y);
+    Tensor coef({5, g.channels});
+    for (int64_t c = 0; c < g.channels; ++c) {
+      coef.data()[c] = 0.1f * static_cast<float>(c);
+      coef.data()[g.channels + c] = 1.0f + 0.5f * static_cast<float>(c);
+    }
+    const Tensor coefd = to_device(coef);
+    gpu().batchnorm_backward_sums(g, xd.data(), yd.data(), dyd.data(), coefd.data(), sd.data(),
+                                  qd.data());
+    std::vector<double> want_s(C), want_q(C), scale_s(C), scale_q(C);
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const auto c = static_cast<size_t>((i / g.spatial) % g.channels);
+      const double gp = y.data()[i] > 0.0f ? dy.data()[i] : 0.0;
+      const double xhat = (double{x.data()[i]} - coef.data()[c]) * coef.data()[C + c];
+      want_s[c] += gp, scale_s[c] += std::fabs(gp);
+      want_q[c] += gp * xhat, scale_q[c] += std::fabs(gp * xhat);
+    }
+    // (the kernel forms x - mean in float: a float rounding of each term)
+    expect_sums_near(sd, want_s, scale_s, 1e-12, "gpu sum of g'");
+    expect_sums_near(qd, want_q, scale_q, 1e-6, "gpu sum of g' xhat");
+  }
+}
+
 TEST_F(CudaBackendTest, BatchNormMatchesCpu) {
   const BatchNormGeometry g{5, 3, 7 * 9};
   const Shape shape{5, 3, 7, 9};

@@ -68,7 +68,7 @@ struct ConvPlan {
 // Scratch buffers, one per purpose, so that two in one op never collide.
 // kLow*: 16-bit copies of an op's operands (bf16/fp16 precision); kFlag: one
 // int that kernels set to report a condition (any_non_finite).
-enum class Scratch { kSampleIds, kRowResults, kLowA, kLowB, kLowC, kFlag, kCount };
+enum class Scratch { kSampleIds, kRowResults, kPartialSums, kLowA, kLowB, kLowC, kFlag, kCount };
 
 class DeviceContext {
  public:
