@@ -33,6 +33,8 @@
 #   5 memcheck, racecheck, synccheck: compute-sanitizer on a test subset
 #   6 resnet20_fp32, resnet20_bf16, resnet20_torch: 3 epochs of a residual
 #                  network in lockstep and in PyTorch, images/s side by side
+#   7 same_bits_mnist, same_bits_resnet20: two runs with deterministic = true
+#                  write the same weights, bit for bit
 # RESULTS_DIR gets every log, the gtest XML, the runs' metrics.csv and
 # summary.md + summary.json. Exit status 1 when a step failed, or when the
 # check is incomplete: a step not started for want of time (less than half
@@ -410,6 +412,22 @@ else
   no_gpu resnet20_fp32 "lockstep train, resnet20, $resnet_epochs epochs, --device cuda"
   no_gpu resnet20_bf16 "the same, --precision bf16"
   no_gpu resnet20_torch "torch_reference.py --model resnet20, $resnet_epochs epochs on the GPU"
+fi
+
+# --- 7 the same bits twice ------------------------------------------------------------------
+# With deterministic = true (cuDNN's deterministic algorithms; lockstep's own
+# kernels use no atomics) two runs with the same seed must write the same
+# weights, bit for bit: mnist_net for 2 epochs, and resnet20 (its BatchNorm
+# reductions) for 1 epoch of 8192 samples. In a dry run: mnist_net briefly on
+# the CPU.
+# (repeat_step: gpu_check_lib.sh)
+if gpu_step; then
+  repeat_step same_bits_mnist fashion_mnist.toml --device cuda --epochs 2
+  repeat_step same_bits_resnet20 resnet20_fashion_mnist.toml --device cuda --epochs 1 --train-subset 8192 \
+    --test-subset 1000
+else
+  repeat_step same_bits_mnist fashion_mnist.toml --device cpu --epochs 1 --train-subset 2048 --test-subset 1000
+  no_gpu same_bits_resnet20 "resnet20 twice with deterministic = true on the GPU"
 fi
 
 cat "$results/summary.md"

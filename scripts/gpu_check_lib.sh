@@ -200,3 +200,33 @@ metrics_summary() {
     END { if (n) printf "acc %.2f%% last5 %s%% img/s %.0f epochs %d train_s %.1f",
           100 * a, l5, i / n, n, s }' "$1")
 }
+
+# repeat_step NAME CONFIG FLAGS...: two runs of `$lockstep train` on
+# configs/CONFIG (under $root) with deterministic = true, then their
+# model.safetensors compared byte for byte; records NAME pass when they are
+# the same, fail (naming the first difference) when not or when a run failed.
+repeat_step() {
+  local name=$1 config=$2 run first=""
+  shift 2
+  for run in 1 2; do
+    rm -rf "${results:?}/${name}_$run"
+    run_logged "$name" 60 "$lockstep" train --config "$root/configs/$config" --data-dir "$root/data" \
+      --run-dir "$results/${name}_$run" --checkpoint-every 0 --deterministic true "$@"
+    ((run_rc == 0)) || break
+    cp "$results/$name.log" "$results/${name}_$run.log"
+  done
+  status=$(status_of "$run_rc")
+  detail="two runs with the same seed"
+  if [[ $status != pass ]]; then
+    detail+=": run $run ended: $(tail -n1 "$results/$name.log")"
+  elif ! cmp -s "$results/${name}_1/model.safetensors" "$results/${name}_2/model.safetensors"; then
+    status=fail
+    # (cmp exits 1 on a difference: || true, or set -e would end the check here)
+    first=$(cmp "$results/${name}_1/model.safetensors" "$results/${name}_2/model.safetensors" 2>&1 |
+      head -n1 || true)
+    detail+=" wrote different weights ($first)"
+  else
+    detail+=" wrote the same weights ($(wc -c <"$results/${name}_1/model.safetensors") bytes)"
+  fi
+  record "$name" "$status" "$run_seconds" "$detail"
+}

@@ -8,6 +8,8 @@
 #     not run here ("no time", "no torch", unsupported), else pass, and the
 #     summaries say so;
 #   - a run's accuracy: its last epoch's and the mean of its last five.
+#   - failed tests counted once each and named, from a gtest report;
+#   - repeat_step: two runs' weights compared (same, drifting, a failed run).
 set -euo pipefail
 # Globals gpu_check_lib.sh reads and sets:
 # shellcheck disable=SC2034,SC2154
@@ -171,4 +173,31 @@ expect "skipped tests" 1 "$xml_skipped"
 expect "skip text" 'no device: "none"' "$xml_skip_text"
 xml_counts "$results/absent.xml"
 expect "no report: no failures" "0 0 ''" "$xml_tests $xml_failures '$xml_failed_names'"
+# repeat_step: two runs that write the same weights pass; a drift between
+# them, or a run that fails, is a failure named in the detail. A fake
+# trainer writes --run-dir/model.safetensors: "weights", plus its call count
+# when $FAKE_DRIFT is set; $FAKE_FAIL makes it fail.
+deadline=$(($(date +%s) + 100))
+root=$results/root lockstep=$results/fake_lockstep
+mkdir -p "$root/configs"
+cat >"$lockstep" <<'SH'
+#!/usr/bin/env bash
+[[ -z ${FAKE_FAIL:-} ]] || { echo "fake: a CUDA error" >&2; exit 3; }
+while (($#)); do [[ $1 == --run-dir ]] && dir=$2; shift; done
+mkdir -p "$dir"
+count=$(($(cat "$dir/../calls" 2>/dev/null || echo 0) + 1))
+echo "$count" >"$dir/../calls"
+printf 'weights%s' "${FAKE_DRIFT:+ $count}" >"$dir/model.safetensors"
+SH
+chmod +x "$lockstep"
+step_names=() step_status=() step_seconds=() step_detail=()
+repeat_step same config.toml --epochs 1
+expect "same weights" pass "${step_status[-1]}"
+[[ ${step_detail[-1]} == *"wrote the same weights (7 bytes)"* ]] || fail "same detail: ${step_detail[-1]}"
+FAKE_DRIFT=1 repeat_step drift config.toml
+expect "drifting weights" fail "${step_status[-1]}"
+[[ ${step_detail[-1]} == *"wrote different weights"*"differ: byte 9"* ]] || fail "drift detail: ${step_detail[-1]}"
+FAKE_FAIL=1 repeat_step broken config.toml
+expect "a failed run" fail "${step_status[-1]}"
+[[ ${step_detail[-1]} == *"run 1 ended: fake: a CUDA error"* ]] || fail "broken detail: ${step_detail[-1]}"
 echo "gpu_check_lib_test: passed"
