@@ -297,34 +297,13 @@ else
 fi
 
 # --- 4 PyTorch, the same run ---------------------------------------------------------------
+# (torch_step: gpu_check_lib.sh)
 if gpu_step && ! timeout 90 env LD_LIBRARY_PATH="$node_library_path" "$python" -c 'import torch' \
   >"$results/torch.log" 2>&1; then
   record torch "no torch" 0 "no PyTorch in ${python:-python3} (torch.log)"
 elif gpu_step; then
   torch_ok=1
-  run_logged torch 150 env LD_LIBRARY_PATH="$node_library_path" "$python" \
-    "$root/torch_reference.py" --epochs 32 --data-dir "$root/data"
-  status=$(status_of "$run_rc")
-  # Its result line (a warning printed after it must not hide it).
-  detail=$(grep '^{' "$results/torch.log" | tail -n1 || true)
-  [[ -n $detail ]] || detail=$(tail -n1 "$results/torch.log")
-  # The ratio on what both time: the epochs (training and evaluation, the
-  # data already on the device), lockstep's from metrics.csv (train_s); and
-  # against lockstep's whole process (start-up, reading the data, cuDNN's
-  # algorithm search, writing the model) as well. Both sides IEEE fp32.
-  torch_s=$(sed -n 's/.*"seconds": \([0-9.]*\).*/\1/p' <<<"$detail")
-  lockstep_s=$(sed -n 's/.* train_s \([0-9.]*\).*/\1/p' <<<"${metric[train_fp32]:-}")
-  lockstep_wall=$(sed -n 's/^wall \([0-9.]*\) s.*/\1/p' <<<"${metric[train_fp32]:-}")
-  if [[ $status == pass && -n $torch_s && -n $lockstep_s ]]; then
-    metric[torch_over_lockstep_fp32]=$(awk -v t="$torch_s" -v l="$lockstep_s" \
-      'BEGIN { printf "%.2f", t / l }')
-  fi
-  if [[ $status == pass && -n $torch_s && -n $lockstep_wall ]]; then
-    metric[torch_over_lockstep_fp32_whole_run]=$(awk -v t="$torch_s" -v l="$lockstep_wall" \
-      'BEGIN { printf "%.2f", t / l }')
-  fi
-  metric[torch]=$detail
-  record torch "$status" "$run_seconds" "$detail"
+  torch_step torch 150 train_fp32 --epochs 32 --data-dir "$root/data"
 else
   no_gpu torch "torch_reference.py, 32 epochs on the GPU"
 fi
@@ -394,19 +373,8 @@ if gpu_step; then
   if [[ -z ${torch_ok:-} ]]; then
     record resnet20_torch "no torch" 0 "no PyTorch in ${python:-python3} (torch.log)"
   else
-    run_logged resnet20_torch 120 env LD_LIBRARY_PATH="$node_library_path" "$python" \
-      "$root/torch_reference.py" --model resnet20 --epochs "$resnet_epochs" --data-dir "$root/data"
-    status=$(status_of "$run_rc")
-    detail=$(grep '^{' "$results/resnet20_torch.log" | tail -n1 || true)
-    [[ -n $detail ]] || detail=$(tail -n1 "$results/resnet20_torch.log")
-    torch_s=$(sed -n 's/.*"seconds": \([0-9.]*\).*/\1/p' <<<"$detail")
-    lockstep_s=$(sed -n 's/.* train_s \([0-9.]*\).*/\1/p' <<<"${metric[resnet20_fp32]:-}")
-    if [[ $status == pass && -n $torch_s && -n $lockstep_s ]]; then
-      metric[resnet20_torch_over_lockstep_fp32]=$(awk -v t="$torch_s" -v l="$lockstep_s" \
-        'BEGIN { printf "%.2f", t / l }')
-    fi
-    metric[resnet20_torch]=$detail
-    record resnet20_torch "$status" "$run_seconds" "$detail"
+    torch_step resnet20_torch 120 resnet20_fp32 --model resnet20 --epochs "$resnet_epochs" \
+      --data-dir "$root/data"
   fi
 else
   no_gpu resnet20_fp32 "lockstep train, resnet20, $resnet_epochs epochs, --device cuda"

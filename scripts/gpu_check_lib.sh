@@ -230,3 +230,34 @@ repeat_step() {
   fi
   record "$name" "$status" "$run_seconds" "$detail"
 }
+
+# torch_step NAME SECONDS OURS ARGS...: $root/torch_reference.py ARGS (by $python,
+# with $node_library_path), on the GPU,
+# recorded as NAME with its result line, and its time over lockstep's step
+# OURS: on what both time, the epochs (training and evaluation, the data
+# already on the device; lockstep's train_s from metrics.csv), and on
+# lockstep's whole process (start-up, reading the data, cuDNN's algorithm
+# search, writing the model). Both sides IEEE fp32.
+torch_step() {
+  local name=$1 limit=$2 ours=$3 torch_s lockstep_s lockstep_wall
+  shift 3
+  run_logged "$name" "$limit" env LD_LIBRARY_PATH="$node_library_path" "$python" \
+    "$root/torch_reference.py" "$@"
+  status=$(status_of "$run_rc")
+  # Its result line (a warning printed after it must not hide it).
+  detail=$(grep '^{' "$results/$name.log" | tail -n1 || true)
+  [[ -n $detail ]] || detail=$(tail -n1 "$results/$name.log")
+  torch_s=$(sed -n 's/.*"seconds": \([0-9.]*\).*/\1/p' <<<"$detail")
+  lockstep_s=$(sed -n 's/.* train_s \([0-9.]*\).*/\1/p' <<<"${metric[$ours]:-}")
+  lockstep_wall=$(sed -n 's/^wall \([0-9.]*\) s.*/\1/p' <<<"${metric[$ours]:-}")
+  if [[ $status == pass && -n $torch_s && -n $lockstep_s ]]; then
+    metric[${name}_over_lockstep_fp32]=$(awk -v t="$torch_s" -v l="$lockstep_s" \
+      'BEGIN { printf "%.2f", t / l }')
+  fi
+  if [[ $status == pass && -n $torch_s && -n $lockstep_wall ]]; then
+    metric[${name}_over_lockstep_fp32_whole_run]=$(awk -v t="$torch_s" -v l="$lockstep_wall" \
+      'BEGIN { printf "%.2f", t / l }')
+  fi
+  metric[$name]=$detail
+  record "$name" "$status" "$run_seconds" "$detail"
+}

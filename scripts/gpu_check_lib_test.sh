@@ -9,7 +9,8 @@
 #     summaries say so;
 #   - a run's accuracy: its last epoch's and the mean of its last five.
 #   - failed tests counted once each and named, from a gtest report;
-#   - repeat_step: two runs' weights compared (same, drifting, a failed run).
+#   - repeat_step: two runs' weights compared (same, drifting, a failed run);
+#   - torch_step: PyTorch's result line and its time over lockstep's.
 set -euo pipefail
 # Globals gpu_check_lib.sh reads and sets:
 # shellcheck disable=SC2034,SC2154
@@ -200,4 +201,22 @@ expect "drifting weights" fail "${step_status[-1]}"
 FAKE_FAIL=1 repeat_step broken config.toml
 expect "a failed run" fail "${step_status[-1]}"
 [[ ${step_detail[-1]} == *"run 1 ended: fake: a CUDA error"* ]] || fail "broken detail: ${step_detail[-1]}"
+# torch_step: PyTorch's result line recorded (not a warning printed after
+# it), and its time over lockstep's epochs and over its whole process.
+python=$results/fake_python node_library_path=""
+cat >"$python" <<'SH'
+#!/usr/bin/env bash
+echo "epoch 1 test accuracy 50.00%"
+echo '{"epochs": 3, "seconds": 16.5, "images_per_second": 11000.0, "model": "resnet20"}'
+echo "UserWarning: something after the result"
+SH
+chmod +x "$python"
+touch "$root/torch_reference.py"
+metric[resnet20_fp32]="wall 11.0 s, acc 91.56% last5 89.11% img/s 18041 epochs 3 train_s 10.0"
+torch_step resnet20_torch 30 resnet20_fp32 --model resnet20
+expect "torch step" pass "${step_status[-1]}"
+expect "torch result line" '{"epochs": 3, "seconds": 16.5, "images_per_second": 11000.0, "model": "resnet20"}' \
+  "${step_detail[-1]}"
+expect "torch over lockstep's epochs" 1.65 "${metric[resnet20_torch_over_lockstep_fp32]}"
+expect "torch over lockstep's process" 1.50 "${metric[resnet20_torch_over_lockstep_fp32_whole_run]}"
 echo "gpu_check_lib_test: passed"
