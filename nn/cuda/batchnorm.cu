@@ -1,9 +1,11 @@
 // Batch normalisation on CUDA, the same four passes as the CPU
-// (nn/cpu/batchnorm.cpp): per-channel sums reduced in double by blocks of
-// fixed chunks and then in order per channel, then element-wise apply kernels with per-channel
-// coefficients. batchnorm_stats / _backward_sums copy the sums to the host (where SyncBatchNorm can
-// add them over ranks); the training ops keep them on the device and run the per-channel arithmetic
-// (nn/batchnorm_math.h) in a kernel of one thread per channel: no host wait.
+// (nn/cpu/batchnorm.cpp): per-channel sums reduced in double (blocks over
+// fixed chunks of a channel, then each channel's partial sums in order),
+// then element-wise apply kernels with per-channel coefficients.
+// batchnorm_stats / _backward_sums copy the sums to the host (where
+// SyncBatchNorm can add them over ranks); the training ops keep them on the
+// device and run the per-channel arithmetic (nn/batchnorm_math.h) in a
+// kernel of one thread per channel: no host wait.
 #include <algorithm>
 
 #include "nn/batchnorm_math.h"
