@@ -35,6 +35,8 @@
 #                  network in lockstep and in PyTorch, images/s side by side
 #   7 same_bits_mnist, same_bits_resnet20: two runs with deterministic = true
 #                  write the same weights, bit for bit
+#   8 profile_resnet20, profile_mnist: ncu's kernel times of steady-state
+#                  steps, by kernel (informs; "no profile" cannot fail it)
 # RESULTS_DIR gets every log, the gtest XML, the runs' metrics.csv and
 # summary.md + summary.json. Exit status 1 when a step failed, or when the
 # check is incomplete: a step not started for want of time (less than half
@@ -397,6 +399,48 @@ if gpu_step; then
 else
   repeat_step same_bits_mnist fashion_mnist.toml --device cpu --epochs 1 --train-subset 2048 --test-subset 1000
   no_gpu same_bits_resnet20 "resnet20 twice with deterministic = true on the GPU"
+fi
+
+# --- 8 where the GPU's time goes ---------------------------------------------------------
+# ncu's duration of each kernel in a window of steady-state steps (past
+# cuDNN's algorithm search and the first steps): resnet20 and mnist_net in
+# fp32. The table goes to results/NAME.md, the first three kernels to the
+# summary. It informs and cannot fail the check: without ncu, or where it is
+# refused the counters, the step says "no profile".
+ncu=$(command -v ncu || true)
+if [[ -z $ncu ]]; then
+  for candidate in /usr/local/cuda/bin/ncu /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu; do
+    if [[ -x $candidate ]]; then
+      ncu=$candidate
+      break
+    fi
+  done
+fi
+# profile_step NAME CONFIG SKIP COUNT FLAGS...: COUNT kernels after the first SKIP
+profile_step() {
+  local name=$1 config=$2 launch_skip=$3 launch_count=$4 line
+  shift 4
+  run_logged "$name" 90 "$ncu" --launch-skip "$launch_skip" --launch-count "$launch_count" \
+    --metrics gpu__time_duration.sum --csv --log-file "$results/$name.csv" \
+    "$lockstep" train --config "$root/configs/$config" --data-dir "$root/data" \
+    --run-dir "$results/$name" --checkpoint-every 0 --epochs 1 --device cuda "$@"
+  status=$(status_of "$run_rc")
+  if [[ $status == pass ]] && line=$(kernel_summary "$results/$name.csv" "$results/$name.md" 2>&1); then
+    record "$name" pass "$run_seconds" "$line ($name.md)"
+  elif [[ $status == "no time" ]]; then
+    record "$name" "no time" "$run_seconds" "$(tail -n1 "$results/$name.log")"
+  else
+    record "$name" "no profile" "$run_seconds" "ncu ($status): ${line:-$(tail -n1 "$results/$name.log")}"
+  fi
+}
+if ! gpu_step; then
+  no_gpu profile_resnet20 "ncu: kernel times of resnet20's steps"
+  no_gpu profile_mnist "ncu: kernel times of mnist_net's steps"
+elif [[ -z $ncu ]]; then
+  record profile_resnet20 "no profile" 0 "ncu not found (PATH, /usr/local/cuda*/bin, /opt/nvidia/nsight-compute)"
+else
+  profile_step profile_resnet20 resnet20_fashion_mnist.toml 30000 500 --train-subset 30000
+  profile_step profile_mnist fashion_mnist.toml 6000 240
 fi
 
 cat "$results/summary.md"

@@ -135,7 +135,7 @@ overall_status() {
   local s overall=pass
   for s in "${step_status[@]}"; do
     case $s in
-      pass | "no GPU") ;;
+      pass | "no GPU" | "no profile") ;;  # a profile informs; it cannot fail the check
       "no time" | "no torch" | unsupported) overall=incomplete ;;
       *) echo fail && return ;;
     esac
@@ -260,4 +260,51 @@ torch_step() {
   fi
   metric[$name]=$detail
   record "$name" "$status" "$run_seconds" "$detail"
+}
+
+# kernel_summary CSV TABLE: from an `ncu --csv --metrics gpu__time_duration.sum`
+# log, writes TABLE (Markdown: the kernels by total time, at most 12 rows,
+# with calls and share) and prints one line: "N kernels, T us: name share%,
+# ..." (the first three). Kernel names lose "void ", namespaces and their
+# arguments; template arguments stay (they tell fp32 from bf16). Needs
+# ${python:-python3}; fails when the log holds no kernel time.
+kernel_summary() {
+  "${python:-python3}" - "$1" "$2" <<'PY'
+import collections, csv, re, sys
+scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3,
+         "s": 1e6, "second": 1e6}
+header, total, calls = None, collections.Counter(), collections.Counter()
+with open(sys.argv[1], newline="") as f:
+    for row in csv.reader(f):
+        if row[:1] == ["ID"]:
+            header = {name: i for i, name in enumerate(row)}
+            continue
+        if header is None or len(row) != len(header):
+            continue
+        if row[header["Metric Name"]] != "gpu__time_duration.sum":
+            continue
+        name = row[header["Kernel Name"]]
+        depth, cut = 0, len(name)  # the name up to its argument list
+        for i, ch in enumerate(name):
+            depth += ch == "<"
+            depth -= ch == ">"
+            if ch == "(" and depth == 0:
+                cut = i
+                break
+        name = re.sub(r"^void ", "", name[:cut])
+        name = re.sub(r"^(?:[A-Za-z_0-9]+::|\(anonymous namespace\)::|<unnamed>::)+", "", name)
+        value = float(row[header["Metric Value"]].replace(",", ""))
+        total[name] += value * scale[row[header["Metric Unit"]]]
+        calls[name] += 1
+if not total:
+    sys.exit(f"{sys.argv[1]}: no kernel times (gpu__time_duration.sum)")
+whole = sum(total.values())
+with open(sys.argv[2], "w") as out:
+    out.write(f"{sum(calls.values())} kernels, {whole:.0f} us\n\n")
+    out.write("| kernel | calls | us | share |\n|---|---:|---:|---:|\n")
+    for name, us in total.most_common(12):
+        out.write(f"| `{name[:90]}` | {calls[name]} | {us:.1f} | {100 * us / whole:.1f}% |\n")
+top = ", ".join(f"{name[:48]} {100 * us / whole:.0f}%" for name, us in total.most_common(3))
+print(f"{sum(calls.values())} kernels, {whole:.0f} us: {top}")
+PY
 }

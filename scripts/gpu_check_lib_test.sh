@@ -10,7 +10,8 @@
 #   - a run's accuracy: its last epoch's and the mean of its last five.
 #   - failed tests counted once each and named, from a gtest report;
 #   - repeat_step: two runs' weights compared (same, drifting, a failed run);
-#   - torch_step: PyTorch's result line and its time over lockstep's.
+#   - torch_step: PyTorch's result line and its time over lockstep's;
+#   - kernel_summary: ncu's kernel times by kernel (scripts/testdata).
 set -euo pipefail
 # Globals gpu_check_lib.sh reads and sets:
 # shellcheck disable=SC2034,SC2154
@@ -73,6 +74,7 @@ expect "sanitizer refused" incomplete "$(verdict unsupported pass)"
 expect "failure wins" fail "$(verdict "no time" fail pass)"
 expect "timeout" fail "$(verdict pass timeout)"
 expect "refused driver" fail "$(verdict refused)"
+expect "no profiler" pass "$(verdict pass "no profile")"
 
 # metrics.csv: the last epoch's test accuracy and the mean of the last five
 # (of fewer when fewer ran); column 7 is test_accuracy.
@@ -219,4 +221,19 @@ expect "torch result line" '{"epochs": 3, "seconds": 16.5, "images_per_second": 
   "${step_detail[-1]}"
 expect "torch over lockstep's epochs" 1.65 "${metric[resnet20_torch_over_lockstep_fp32]}"
 expect "torch over lockstep's process" 1.50 "${metric[resnet20_torch_over_lockstep_fp32_whole_run]}"
+# kernel_summary: ncu's kernel times (a sample of a real log, resnet20 fp32
+# on an H200) summed by kernel, names without "void", namespaces or
+# arguments, most time first.
+python=python3
+line=$(kernel_summary "$here/testdata/ncu_resnet20_fp32.csv" "$results/kernels.md")
+expect "kernel line" "63 kernels, 2213 us: grad_sums_kernel 27%, wgrad_alg0_engine<float, 128, 5, 5, 3, 3, 3, 0,  18%, implicit_convolve_sgemm<float, float, 1024, 5, 5 16%" "$line"
+# shellcheck disable=SC2016 # (backquotes: Markdown, not a command)
+grep -qxF '| `wgrad2d_grouped_direct_kernel<0, 1, int, float, float, float>` | 1 | 349.9 | 15.8% |' \
+  "$results/kernels.md" || fail "kernels.md: $(cat "$results/kernels.md")"
+expect "kernel rows" 12 "$(grep -c '^| `' "$results/kernels.md")"
+printf '==PROF== Connected to process 1\n==ERROR== ERR_NVGPUCTRPERM\n' >"$results/refused.csv"
+if kernel_summary "$results/refused.csv" "$results/refused.md" 2>"$results/refused.err"; then
+  fail "kernel_summary passed a log without kernel times"
+fi
+grep -q 'no kernel times' "$results/refused.err" || fail "refused.err: $(cat "$results/refused.err")"
 echo "gpu_check_lib_test: passed"
