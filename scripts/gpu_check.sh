@@ -191,10 +191,11 @@ gtest_step() {
   status=$(status_of "$run_rc")
   detail="$xml_tests tests, $xml_failures failed, $xml_skipped skipped"
   [[ -z $xml_failed_names ]] || detail+=" (failed: $xml_failed_names)"
-  # compute-sanitizer's own verdict, apart from the tests' ("ERROR SUMMARY:
-  # 0 errors", "RACECHECK SUMMARY: 0 hazards displayed (0 errors, ...)").
+  # compute-sanitizer's own verdict, apart from the tests' (its lines start
+  # with "========= ": "ERROR SUMMARY: 0 errors", "RACECHECK SUMMARY: 0
+  # hazards displayed (0 errors, ...)").
   local sanitized
-  sanitized=$(grep -o '[A-Z]* *SUMMARY: .*' "$results/$name.log" | tail -n1 || true)
+  sanitized=$(sed -n 's/^========= \([A-Z]* *SUMMARY: .*\)/\1/p' "$results/$name.log" | tail -n1)
   [[ -z $sanitized ]] || detail+="; compute-sanitizer: ${sanitized}"
   if grep -q 'Device not supported' "$results/$name.log"; then
     status=unsupported detail="compute-sanitizer does not support this device ($name.log)"
