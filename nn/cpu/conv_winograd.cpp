@@ -16,8 +16,8 @@
 //      lanes) with the padding as zeros; each tile's 36 transformed vectors
 //      go to V(tile, e, c), e = 0..35, side by side;
 //   2. forward: 36 GEMMs M(e) (tiles, K) = V(e) (tiles, C) U(e) (C, K) (M
-//      tile-major as V), the
-//      filters transformed once per call, U(e, c, k) = (G g_kc G^T)(e);
+//      tile-major as V), the filters transformed once per call,
+//      U(e, c, k) = (G g_kc G^T)(e);
 //      weight gradient: DW(e) (K, C) += (A dY A^T)(e)^T (K, tiles) V(e);
 //   3. forward: each tile's 36 vectors of M, kNativeLanes output channels at
 //      a time, give its 4 x 4 outputs, transposed back into the output's
