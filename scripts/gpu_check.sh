@@ -226,13 +226,12 @@ gtest_step nccl_tests "$results/nccl_tests.xml" 90 mpiexec -launcher fork -local
   --expect-ranks=1 '--gtest_filter=Nccl*' "--gtest_output=xml:$results/nccl_tests.xml"
 
 # --- 3 lockstep train, 32 epochs ---------------------------------------------------------------
-# train_step NAME SECONDS FLAGS...: a run of configs/$train_config ($results/NAME)
+# train_step NAME SECONDS CONFIG FLAGS...: a run of configs/CONFIG ($results/NAME)
 # with its metrics. Sets status and detail for the caller to record.
-train_config=fashion_mnist.toml
 train_step() {
-  local name=$1 limit=$2
-  shift 2
-  run_logged "$name" "$limit" "$lockstep" train --config "$root/configs/$train_config" \
+  local name=$1 limit=$2 config=$3
+  shift 3
+  run_logged "$name" "$limit" "$lockstep" train --config "$root/configs/$config" \
     --data-dir "$root/data" --run-dir "$results/$name" --checkpoint-every 0 "$@"
   status=$(status_of "$run_rc")
   metrics_summary "$results/$name/metrics.csv"
@@ -245,14 +244,14 @@ train_step() {
 # 28-32 (88.09, 87.91, 87.82, 87.72, 88.03).
 cpu_last5=87.91
 if gpu_step; then
-  train_step train_fp32 150 --epochs 32 --device cuda
+  train_step train_fp32 150 fashion_mnist.toml --epochs 32 --device cuda
   if [[ $status == pass ]] &&
     ! awk -v a="${csv_accuracy_last5:-0}" -v c="$cpu_last5" 'BEGIN { d = a - c; exit !(d <= 0.3 && d >= -0.3) }'; then
     status=fail
     detail+="; fp32 accuracy ${csv_accuracy_last5:-?}% (last 5 epochs) is not within 0.3 of the CPU's $cpu_last5%"
   fi
   record train_fp32 "$status" "$run_seconds" "$detail"
-  train_step train_bf16 150 --epochs 32 --device cuda --precision bf16
+  train_step train_bf16 150 fashion_mnist.toml --epochs 32 --device cuda --precision bf16
   # bf16 rounds every product's inputs: a looser band, one point.
   if [[ $status == pass ]] &&
     ! awk -v a="${csv_accuracy_last5:-0}" -v c="$cpu_last5" 'BEGIN { d = a - c; exit !(d <= 1 && d >= -1) }'; then
@@ -262,7 +261,7 @@ if gpu_step; then
   record train_bf16 "$status" "$run_seconds" "$detail"
 else
   # The CPU part: the same command, on the CPU, short.
-  train_step train_cpu 120 --epochs 1 --device cpu --train-subset 2048 --test-subset 1000
+  train_step train_cpu 120 fashion_mnist.toml --epochs 1 --device cpu --train-subset 2048 --test-subset 1000
   [[ -n $csv_accuracy ]] || status=fail detail+="; no test accuracy in metrics.csv"
   record train_cpu "$status" "$run_seconds" "$detail"
   no_gpu train_fp32 "lockstep train, 32 epochs, --device cuda"
@@ -364,16 +363,15 @@ done
 # reaches 85% (three epochs give about 90%).
 resnet_epochs=3
 if gpu_step; then
-  train_config=resnet20_fashion_mnist.toml
   for precision in fp32 bf16; do
-    train_step "resnet20_$precision" 90 --epochs "$resnet_epochs" --device cuda --precision "$precision"
+    train_step "resnet20_$precision" 90 resnet20_fashion_mnist.toml --epochs "$resnet_epochs" \
+      --device cuda --precision "$precision"
     if [[ $status == pass && $precision == fp32 ]] &&
       ! awk -v a="${csv_accuracy:-0}" 'BEGIN { exit !(a >= 85) }'; then
       status=fail detail+="; fp32 test accuracy ${csv_accuracy:-?}% after $resnet_epochs epochs, under 85%"
     fi
     record "resnet20_$precision" "$status" "$run_seconds" "$detail"
   done
-  train_config=fashion_mnist.toml
   if [[ -z ${torch_ok:-} ]]; then
     record resnet20_torch "no torch" 0 "no PyTorch in ${python:-python3} (torch.log)"
   else
