@@ -177,23 +177,16 @@ void split_to_host(DeviceContext& ctx, const double* out, int64_t C, double* fir
   std::copy(host + C, host + 2 * C, second);
 }
 
-// x: (N, C, S) -> out (2, C) on the device: sum x, sum x^2 per channel
-void stats_sums(DeviceContext& ctx, const BatchNormGeometry& g, const float* x, double* out) {
+// out (2, C) on the device <- a chunked reduction: kernel (stats_kernel or
+// grad_sums_kernel) on the (C, chunks) grid with (N, C, S, args..., part),
+// then each channel's partial sums in order.
+template <typename Kernel, typename... Args>
+void channel_sums(DeviceContext& ctx, const BatchNormGeometry& g, double* out, Kernel kernel,
+                  Args... args) {
   const int64_t C = g.channels, B = chunks(g);
   double* part = ctx.scratch<double>(Scratch::kPartialSums, 2 * C * B);
-  stats_kernel<<<dim3(static_cast<unsigned>(C), static_cast<unsigned>(B)), kReduceThreads, 0,
-                 ctx.stream()>>>(g.batch, C, g.spatial, x, part);
-  CUDA_CHECK_LAUNCH();
-  launch(finish_sums_kernel, C, ctx.stream(), C, B, part, out);
-}
-
-// -> out (2, C) on the device: sum g', sum g' xhat per channel
-void grad_sums(DeviceContext& ctx, const BatchNormGeometry& g, const float* x, const float* y,
-               const float* dy, const float* coef, double* out) {
-  const int64_t C = g.channels, B = chunks(g);
-  double* part = ctx.scratch<double>(Scratch::kPartialSums, 2 * C * B);
-  grad_sums_kernel<<<dim3(static_cast<unsigned>(C), static_cast<unsigned>(B)), kReduceThreads, 0,
-                     ctx.stream()>>>(g.batch, C, g.spatial, x, y, dy, coef, part);
+  kernel<<<dim3(static_cast<unsigned>(C), static_cast<unsigned>(B)), kReduceThreads, 0,
+           ctx.stream()>>>(g.batch, C, g.spatial, args..., part);
   CUDA_CHECK_LAUNCH();
   launch(finish_sums_kernel, C, ctx.stream(), C, B, part, out);
 }
@@ -205,7 +198,7 @@ void batchnorm_stats(DeviceContext& ctx, const BatchNormGeometry& g, const float
                      double* sumsq) {
   const int64_t C = g.channels;
   double* out = ctx.scratch<double>(Scratch::kRowResults, 2 * C);
-  stats_sums(ctx, g, x, out);
+  channel_sums(ctx, g, out, stats_kernel, x);
   split_to_host(ctx, out, C, sum, sumsq);
 }
 
@@ -220,7 +213,7 @@ void batchnorm_backward_sums(DeviceContext& ctx, const BatchNormGeometry& g, con
                              double* sum_dy_xhat) {
   const int64_t C = g.channels;
   double* out = ctx.scratch<double>(Scratch::kRowResults, 2 * C);
-  grad_sums(ctx, g, x, y, dy, coef, out);
+  channel_sums(ctx, g, out, grad_sums_kernel, x, y, dy, coef);
   split_to_host(ctx, out, C, sum_dy, sum_dy_xhat);
 }
 
@@ -235,7 +228,7 @@ void batchnorm_train_forward(DeviceContext& ctx, const BatchNormGeometry& g,
                              bool relu, float* y) {
   const int64_t C = g.channels;
   double* sums = ctx.scratch<double>(Scratch::kRowResults, 2 * C);
-  stats_sums(ctx, g, x, sums);
+  channel_sums(ctx, g, sums, stats_kernel, x);
   launch(train_forward_kernel, C, ctx.stream(), C, static_cast<double>(g.batch * g.spatial), sums,
          s);
   if (y != nullptr) batchnorm_apply(ctx, g, x, s.coef, add, relu, y);
@@ -247,7 +240,7 @@ void batchnorm_train_backward(DeviceContext& ctx, const BatchNormGeometry& g,
   const int64_t C = g.channels;
   launch(stats_to_coef_kernel, 2 * C, ctx.stream(), C, s);
   double* sums = ctx.scratch<double>(Scratch::kRowResults, 2 * C);
-  grad_sums(ctx, g, x, y, dy, s.coef, sums);
+  channel_sums(ctx, g, sums, grad_sums_kernel, x, y, dy, s.coef);
   launch(train_backward_kernel, C, ctx.stream(), C, 1.0 / static_cast<double>(g.batch * g.spatial),
          sums, s, dweight, dbias, dx != nullptr);
   if (dx != nullptr) batchnorm_backward_apply(ctx, g, x, y, dy, s.coef, dx);
