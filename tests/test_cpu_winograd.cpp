@@ -19,6 +19,7 @@
 #include "nn/backend.h"
 #include "nn/cpu/conv_common.h"
 #include "nn/cpu/thread_pool.h"
+#include "nn/cpu/winograd_blocking.h"
 #include "nn/cpu_isa.h"
 #include "support/backend_checks.h"
 #include "support/kernel_references.h"
@@ -315,6 +316,31 @@ TEST(CpuWinograd, ASampleGivesTheSameBitsInAnyBatchAndThreadCount) {
           << "sample " << n;
     }
   }
+}
+
+// Blocks of tile rows whose tiles fill the GEMMs' rows (padded to 12) with
+// the least padding, between half and all of the rows that fit.
+TEST(CpuWinograd, BlocksLeaveTheGemmsTheLeastPadding) {
+  using cpu::winograd_block_rows;
+  // resnet20 at batch 128 on one thread, as many tiles as fit 512 KiB:
+  // 8 x 8 planes (2 tiles a row) 28 tiles: 12 rows, 24 tiles (14 rows: 28
+  // tiles in 36 GEMM rows); 16 x 16 planes, 56 tiles: 48; 32 x 32, 113: 96.
+  EXPECT_EQ(winograd_block_rows(28, 2, 256, 1, 12), 12);
+  EXPECT_EQ(winograd_block_rows(56, 4, 512, 1, 12), 12);
+  EXPECT_EQ(winograd_block_rows(113, 8, 1024, 1, 12), 12);
+  EXPECT_EQ(winograd_block_rows(51, 1, 128, 1, 12), 48);  // AlexNet-CIFAR's 4 x 4 planes
+  // None without padding: the least share (7 rows, 35 tiles in 36), not
+  // the most rows (8: 40 in 48).
+  EXPECT_EQ(winograd_block_rows(40, 5, 1000, 1, 12), 7);
+  // Equal shares: the most rows (8 rows of 6 tiles and 6 rows both fill
+  // their GEMM rows).
+  EXPECT_EQ(winograd_block_rows(48, 6, 1000, 1, 12), 8);
+  // Two blocks per thread where the batch is small: 20 tile rows on 2
+  // threads, at most 5 rows.
+  EXPECT_EQ(winograd_block_rows(28, 2, 20, 2, 12), 5);
+  // At least one row: a row of tiles larger than the budget, a tiny batch.
+  EXPECT_EQ(winograd_block_rows(3, 8, 100, 1, 12), 1);
+  EXPECT_EQ(winograd_block_rows(28, 2, 2, 2, 12), 1);
 }
 
 // The avx2 and avx512 kernels make the same additions in the same order.
