@@ -20,7 +20,6 @@ constexpr int64_t L = kNativeLanes;
 constexpr int kAlpha = 6;                     // input patch and transformed tile: 6 x 6
 constexpr int kE = kAlpha * kAlpha;           // transformed elements per tile
 constexpr int64_t kRowGroup = 12;             // GEMM rows are padded to a multiple of this
-constexpr int64_t kBlockBytes = 512 << 10;    // V and M of a block, at most (L2)
 constexpr int64_t kElementBytes = 512 << 10;  // V(e), M(e) and U(e) of a block (L2)
 constexpr int64_t kFilterGrain = 8;           // channels a thread transforms, at least
 
@@ -73,12 +72,12 @@ struct Wino {
     // (V(e), M(e) and U(e) in kElementBytes), so that each U(e) is read
     // from memory once for many tiles. Then as many tile rows of those
     // as leave the GEMMs the least padding (winograd_blocking.h). Both
-    // together (the budget was 384 KiB, rows as many as fit) made
+    // together (before: 384 KiB on every CPU, rows as many as fit) made
     // resnet20's convolutions 9% faster and alexnet_cifar's 15% (AVX-512,
     // 1 thread, Zen 4 with 1 MiB of L2 a core; kernel_bench).
     constexpr int64_t f = sizeof(float);
     const int64_t tiles = kE * CL * KL * f <= kElementBytes * 2
-                              ? kBlockBytes / (kE * f * (CL + KL))
+                              ? winograd_block_bytes() / (kE * f * (CL + KL))
                               : (kElementBytes / f - CL * KL) / (CL + KL);
     rows_per_block = winograd_block_rows(tiles, tw, g.batch * th, threads, kRowGroup);
     tiles_cap = round_up(rows_per_block * tw, kRowGroup);
