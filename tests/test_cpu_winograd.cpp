@@ -343,6 +343,32 @@ TEST(CpuWinograd, BlocksLeaveTheGemmsTheLeastPadding) {
   EXPECT_EQ(winograd_block_rows(28, 2, 2, 2, 12), 1);
 }
 
+// An output as large as winograd_stream_bytes is written past the caches:
+// the same bits as a sample's alone (written normally), with 20 output
+// channels (a partial channel block) and rows of 30 (partial vectors, and
+// vectors not aligned, which take plain stores), on both instruction sets.
+TEST(CpuWinograd, AnOutputWrittenPastTheCachesHasEachSamplesBits) {
+  const Conv2dGeometry g = geometry(56, 16, 30, 20, 1);
+  const int64_t in = g.in_channels * g.in_h * g.in_w, out = g.out_channels * g.out_h() * g.out_w();
+  ASSERT_GE(g.batch * out * static_cast<int64_t>(sizeof(float)), cpu::winograd_stream_bytes());
+  std::vector<std::unique_ptr<Backend>> backends;
+  backends.push_back(cpu(2, true, CpuIsa::kAvx2));
+  if (detect_cpu_isa() == CpuIsa::kAvx512) backends.push_back(cpu(2, true, CpuIsa::kAvx512));
+  for (auto& be : backends) {
+    SCOPED_TRACE(be->name());
+    const ConvRun all = forward(*be, g, true);
+    for (const int64_t n : {int64_t{0}, int64_t{1}, g.batch / 2, g.batch - 1}) {
+      Conv2dGeometry single = g;
+      single.batch = 1;
+      Tensor x({1, g.in_channels, g.in_h, g.in_w}), y({1, g.out_channels, g.out_h(), g.out_w()});
+      std::memcpy(x.data(), all.x.data() + n * in, static_cast<size_t>(in) * sizeof(float));
+      be->conv2d_forward(single, x.data(), all.w.data(), all.b.data(), y.data());
+      EXPECT_EQ(std::memcmp(y.data(), all.y.data() + n * out, static_cast<size_t>(out) * 4), 0)
+          << "sample " << n;
+    }
+  }
+}
+
 // The avx2 and avx512 kernels make the same additions in the same order.
 TEST(CpuWinograd, EveryInstructionSetGivesTheSameBits) {
   if (detect_cpu_isa() != CpuIsa::kAvx512) GTEST_SKIP() << "this CPU has no AVX-512";

@@ -23,7 +23,8 @@
 //      a time, give its 4 x 4 outputs, transposed back into the output's
 //      rows (bias added); weight gradient, once per chunk of samples:
 //      dw += G^T DW G.
-// A block's V and M stay in the L2 cache. Channels are padded with zeros
+// A block's V and M stay in the L2 cache; a large output is written past
+// the caches (winograd_blocking.h). Channels are padded with zeros
 // to whole 16-float blocks. The filter transforms are compiled once for both
 // builds (winograd_filters.cpp). Shared with the weight gradient
 // (conv_winograd_filter.cpp): winograd_tiles.h.
@@ -84,8 +85,9 @@ void output_tile(const float* m, int64_t m_stride, const vn* bias, float* out, i
 }
 
 // Output rows 4 ty .. + 3 (those < P) of channels [kb L, kb L + L) (those
-// < K) of sample y (K, P, Q) <- the output strip (4, out_w, L).
-void store_strip(const Wino& z, const float* strip, int64_t kb, int64_t ty, float* y) {
+// < K) of sample y (K, P, Q) <- the output strip (4, out_w, L); with
+// `stream`, whole aligned vectors past the caches (streamn).
+void store_strip(const Wino& z, const float* strip, int64_t kb, int64_t ty, float* y, bool stream) {
   for (int i = 0; i < 4 && 4 * ty + i < z.P; ++i) {
     const int64_t h = 4 * ty + i;
     for (int64_t q = 0; q < z.Q; q += L) {
@@ -95,7 +97,9 @@ void store_strip(const Wino& z, const float* strip, int64_t kb, int64_t ty, floa
       const int64_t n = std::min(L, z.Q - q);
       for (int64_t l = 0; l < L && kb * L + l < z.K; ++l) {
         float* dst = y + ((kb * L + l) * z.P + h) * z.Q + q;
-        if (n == L) {
+        if (n == L && stream && reinterpret_cast<uintptr_t>(dst) % sizeof(vn) == 0) {
+          streamn(dst, r[l]);
+        } else if (n == L) {
           storen(dst, r[l]);
         } else {
           storen_head(dst, r[l], n);
@@ -155,6 +159,8 @@ void winograd_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x,
   });
   const int64_t tile_rows = g.batch * z.th;
   const int64_t blocks = (tile_rows + z.rows_per_block - 1) / z.rows_per_block;
+  const bool stream =
+      g.batch * z.K * z.P * z.Q * static_cast<int64_t>(sizeof(float)) >= winograd_stream_bytes();
   pool.parallel_for(blocks, 1, [&](int64_t b0, int64_t b1, int) {
     float* v = scratch(ScratchSlot::kColumns, static_cast<size_t>(z.v_size()));
     float* m = scratch(ScratchSlot::kGather, static_cast<size_t>(z.m_size()));
@@ -184,10 +190,11 @@ void winograd_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x,
             output_tile(m + t * m_row + kb * L, z.KL, b ? &bias : nullptr, ostrip + 4 * tx * L,
                         z.out_w);
           }
-          store_strip(z, ostrip, kb, ty, y + n * z.K * z.P * z.Q);
+          store_strip(z, ostrip, kb, ty, y + n * z.K * z.P * z.Q, stream);
         }
       }
     }
+    if (stream) stream_fence();
   });
 }
 

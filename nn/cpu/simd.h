@@ -70,6 +70,19 @@ inline vn loadn(const float* p) {
 inline void storen(float* p, vn v) {
   std::memcpy(p, &v, sizeof v);
 }
+// v to p past the caches: a non-temporal store, which does not read the
+// line first (p aligned to sizeof(vn)). stream_fence() makes such stores
+// visible before the stores after it, as another thread must see them.
+inline void streamn(float* p, vn v) {
+#if defined(__AVX512F__)
+  _mm512_stream_ps(p, reinterpret_cast<__m512>(v));
+#else
+  _mm256_stream_ps(p, reinterpret_cast<__m256>(v));
+#endif
+}
+inline void stream_fence() {
+  _mm_sfence();
+}
 // p[0..n) in the first n lanes of a native register (0 <= n < kNativeLanes),
 // zeros after; reads nothing past p + n.
 inline vn loadn_head(const float* p, int64_t n) {
