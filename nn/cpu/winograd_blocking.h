@@ -1,6 +1,7 @@
-// How many tile rows the Winograd convolution (conv_winograd.cpp) takes per
-// block: outside the per-instruction-set builds, so that both cut alike and
-// the tests can look at the choice itself.
+// How the Winograd convolution (conv_winograd.cpp) uses the caches: how
+// many tile rows it takes per block, and which outputs it writes past the
+// caches. Outside the per-instruction-set builds, so that both choose alike
+// and the tests can look at the choices themselves.
 #pragma once
 
 #include <unistd.h>
