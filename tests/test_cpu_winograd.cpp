@@ -54,6 +54,20 @@ ConvRun forward(Backend& be, const Conv2dGeometry& g, bool bias, uint64_t seed =
   return r;
 }
 
+// Sample n of the forward run `all` (with its bias), convolved alone on be:
+// the bits the run gave it.
+void expect_sample_alone_gives_its_bits(Backend& be, const Conv2dGeometry& g, const ConvRun& all,
+                                        int64_t n) {
+  const int64_t in = g.in_channels * g.in_h * g.in_w, out = g.out_channels * g.out_h() * g.out_w();
+  Conv2dGeometry single = g;
+  single.batch = 1;
+  Tensor x({1, g.in_channels, g.in_h, g.in_w}), y({1, g.out_channels, g.out_h(), g.out_w()});
+  std::memcpy(x.data(), all.x.data() + n * in, static_cast<size_t>(in) * sizeof(float));
+  be.conv2d_forward(single, x.data(), all.w.data(), all.b.data(), y.data());
+  EXPECT_EQ(std::memcmp(y.data(), all.y.data() + n * out, static_cast<size_t>(out) * 4), 0)
+      << "sample " << n;
+}
+
 // Shapes: resnet20's three stages, partial 4 x 4 tiles (7 x 7, 10 x 10),
 // channel counts that are not whole vectors (12, 20), no padding and
 // padding 2 (outputs larger than the input); rows whose last columns are
@@ -304,16 +318,8 @@ TEST(CpuWinograd, ASampleGivesTheSameBitsInAnyBatchAndThreadCount) {
     const ConvRun all = forward(*cpu(2), g, true);
     const ConvRun one_thread = forward(*cpu(1), g, true);
     EXPECT_TRUE(bitwise_equal(all.y, one_thread.y));
-    const int64_t in = g.in_channels * g.in_h * g.in_w,
-                  out = g.out_channels * g.out_h() * g.out_w();
     for (const int64_t n : {int64_t{0}, g.batch / 2, g.batch - 1}) {
-      Conv2dGeometry single = g;
-      single.batch = 1;
-      Tensor x({1, g.in_channels, g.in_h, g.in_w}), y({1, g.out_channels, g.out_h(), g.out_w()});
-      std::memcpy(x.data(), all.x.data() + n * in, static_cast<size_t>(in) * sizeof(float));
-      cpu(2)->conv2d_forward(single, x.data(), all.w.data(), all.b.data(), y.data());
-      EXPECT_EQ(std::memcmp(y.data(), all.y.data() + n * out, static_cast<size_t>(out) * 4), 0)
-          << "sample " << n;
+      expect_sample_alone_gives_its_bits(*cpu(2), g, all, n);
     }
   }
 }
@@ -349,8 +355,8 @@ TEST(CpuWinograd, BlocksLeaveTheGemmsTheLeastPadding) {
 // vectors not aligned, which take plain stores), on both instruction sets.
 TEST(CpuWinograd, AnOutputWrittenPastTheCachesHasEachSamplesBits) {
   const Conv2dGeometry g = geometry(56, 16, 30, 20, 1);
-  const int64_t in = g.in_channels * g.in_h * g.in_w, out = g.out_channels * g.out_h() * g.out_w();
-  ASSERT_GE(g.batch * out * static_cast<int64_t>(sizeof(float)), cpu::winograd_stream_bytes());
+  const int64_t out = g.batch * g.out_channels * g.out_h() * g.out_w();
+  ASSERT_GE(out * static_cast<int64_t>(sizeof(float)), cpu::winograd_stream_bytes());
   std::vector<std::unique_ptr<Backend>> backends;
   backends.push_back(cpu(2, true, CpuIsa::kAvx2));
   if (detect_cpu_isa() == CpuIsa::kAvx512) backends.push_back(cpu(2, true, CpuIsa::kAvx512));
@@ -358,13 +364,7 @@ TEST(CpuWinograd, AnOutputWrittenPastTheCachesHasEachSamplesBits) {
     SCOPED_TRACE(be->name());
     const ConvRun all = forward(*be, g, true);
     for (const int64_t n : {int64_t{0}, int64_t{1}, g.batch / 2, g.batch - 1}) {
-      Conv2dGeometry single = g;
-      single.batch = 1;
-      Tensor x({1, g.in_channels, g.in_h, g.in_w}), y({1, g.out_channels, g.out_h(), g.out_w()});
-      std::memcpy(x.data(), all.x.data() + n * in, static_cast<size_t>(in) * sizeof(float));
-      be->conv2d_forward(single, x.data(), all.w.data(), all.b.data(), y.data());
-      EXPECT_EQ(std::memcmp(y.data(), all.y.data() + n * out, static_cast<size_t>(out) * 4), 0)
-          << "sample " << n;
+      expect_sample_alone_gives_its_bits(*be, g, all, n);
     }
   }
 }
