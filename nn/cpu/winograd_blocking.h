@@ -11,30 +11,34 @@
 
 namespace lockstep::nn::cpu {
 
-// The bytes of V and M a block may take: half of this CPU's L2 cache per
-// core, as the C library reads it from CPUID, 512 KiB where it says
-// nothing, within 256 KiB .. 1 MiB. Measured on a Zen 4 with 1 MiB of L2:
-// 512 KiB beat 384, 640, 768 and 1,024 KiB. The blocks do not change a
-// result's bits, so the choice may follow the machine.
-inline int64_t winograd_block_bytes() {
+// This CPU's L2 cache per core, as the C library reads it from CPUID;
+// 1 MiB where it says nothing.
+inline int64_t l2_cache_bytes() {
   static const int64_t bytes = [] {
     const long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    return l2 > 0 ? std::clamp<int64_t>(l2 / 2, 256 << 10, 1 << 20) : int64_t{512} << 10;
+    return l2 > 0 ? int64_t{l2} : int64_t{1} << 20;
   }();
   return bytes;
 }
 
-// Outputs of at least this many bytes are written past the caches (twice
-// the L2 cache per core, as winograd_block_bytes reads it; 2 MiB where the C
-// library says nothing; within 1 MiB .. 4 MiB). The next op (a BatchNorm's
-// statistics or gradient sums) reads such an output after the caches have
-// lost it anyway; stored normally, each line was first read from memory.
-// Side by side on a Zen 4 (1 MiB L2), lockstep bench: resnet20 (outputs of
-// 8, 4 and 2 MiB) +3-4% on 1 thread in five rounds, +0-1% in three more;
-// on 2 threads resnet20 and alexnet_cifar +4% (median of 12 pairs).
+// The bytes of V and M a block may take: half of the L2 (512 KiB where
+// the C library says nothing), within 256 KiB .. 1 MiB. Measured on a Zen 4
+// with 1 MiB of L2: 512 KiB beat 384, 640, 768 and 1,024 KiB. The blocks do
+// not change a result's bits, so the choice may follow the machine.
+inline int64_t winograd_block_bytes() {
+  return std::clamp<int64_t>(l2_cache_bytes() / 2, 256 << 10, 1 << 20);
+}
+
+// Outputs of at least this many bytes are written past the caches: twice
+// the L2 (2 MiB where the C library says nothing), within 1 MiB .. 4 MiB.
+// The next op (a BatchNorm's statistics or gradient sums) reads such an
+// output after the caches have lost it anyway; stored normally, each line
+// was first read from memory. Side by side on a Zen 4 (1 MiB L2), lockstep
+// bench: resnet20 (outputs of 8, 4 and 2 MiB) +3-4% on 1 thread in five
+// rounds, +0-1% in three more; on 2 threads resnet20 and alexnet_cifar +4%
+// (median of 12 pairs).
 inline int64_t winograd_stream_bytes() {
-  static const int64_t bytes = std::clamp<int64_t>(2 * winograd_block_bytes(), 1 << 20, 4 << 20);
-  return bytes;
+  return std::clamp<int64_t>(2 * l2_cache_bytes(), 1 << 20, 4 << 20);
 }
 
 // Tile rows per block, each row `tw` tiles: the most whose tiles fit in
