@@ -4,9 +4,11 @@
 // convolutions and linear layers of AlexNet-CIFAR at batch 128, and those of
 // resnet20 with its BatchNorms, as fractions of the core's peak.
 //
-//   kernel_bench [bf16] [avx2|avx512] [direct] [mnist] [alexnet] [resnet20] [threads...]
+//   kernel_bench [bf16] [avx2|avx512] [direct] [cold] [mnist] [alexnet] [resnet20] [threads...]
 //                (default: fp32, widest instruction set, Winograd where it applies,
-//                every model, 1 2 threads; direct: no Winograd)
+//                every model, 1 2 threads; direct: no Winograd; cold: resnet20's
+//                convolutions too start from memory, as in training, 64 MiB written
+//                before each call, instead of repeating on tensors in the caches)
 // First the core's peak for the kernels' instruction set: fp32 512-bit FMA
 // and bf16 vdpbf16ps, or fp32 256-bit FMA for avx2 (bench/peak_flops.h).
 // With LOCKSTEP_BENCH_CPU_TIME set, times are process CPU time (see now_us).
@@ -16,6 +18,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <functional>
+#include <new>
 #include <optional>
 #include <string>
 #include <vector>
@@ -30,8 +33,23 @@ using lockstep::nn::Conv2dGeometry;
 using lockstep::nn::DropoutGeometry;
 using lockstep::nn::Pool2dGeometry;
 
+// 64-byte aligned, as lockstep's tensors (nn/tensor.cpp): whole vectors and
+// lines, as the kernels meet them in training (streaming stores included).
+template <typename T>
+struct LineAligned {
+  using value_type = T;
+  LineAligned() = default;
+  template <typename U>
+  explicit LineAligned(const LineAligned<U>&) {}
+  T* allocate(size_t n) {
+    return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{64}));
+  }
+  void deallocate(T* p, size_t) { ::operator delete (p, std::align_val_t{64}); }
+  bool operator==(const LineAligned&) const = default;
+};
+
 struct Buffer {
-  std::vector<float> v;
+  std::vector<float, LineAligned<float>> v;
   explicit Buffer(int64_t n) : v(static_cast<size_t>(n)) {
     for (size_t i = 0; i < v.size(); ++i)
       v[i] = static_cast<float>((i * 7919) % 2003) / 1001.0f - 1.0f;
@@ -177,6 +195,14 @@ std::vector<Op> mnist_step(Backend& b, std::vector<Buffer>& keep) {
 lockstep::nn::Precision precision = lockstep::nn::Precision::kFp32;
 std::optional<lockstep::nn::CpuIsa> isa_cap;  // the kernels' instruction set, at most
 bool winograd = true;                         // CpuBackendOptions::winograd
+bool cold = false;                            // resnet20's convolutions from memory
+
+// Writes 64 MiB, so that the next op finds its tensors in memory, as in
+// training (a step's tensors are far larger than the caches).
+void flush_caches() {
+  static std::vector<float> evict(size_t{16} << 20);
+  for (size_t i = 0; i < evict.size(); i += 16) evict[i] += 1.0f;
+}
 
 // Each op is timed inside whole steps (caches as in training), median of
 // 300 steps; the step total is timed separately.
@@ -280,8 +306,9 @@ void bench_resnet20(int threads) {
       {.threads = threads, .isa_cap = isa_cap, .precision = precision, .winograd = winograd});
   std::printf(
       "\nresnet20, batch 128, %s, %s: median ms (GFLOP/s, %% of %d core%s' peak; for "
-      "Winograd the direct convolution's flops over its time)\n",
-      b->name().c_str(), b->kernels().convolutions.c_str(), threads, threads == 1 ? "" : "s");
+      "Winograd the direct convolution's flops over its time; convolutions %s)\n",
+      b->name().c_str(), b->kernels().convolutions.c_str(), threads, threads == 1 ? "" : "s",
+      cold ? "from memory" : "on tensors in the caches");
   const int64_t N = 128;
   struct Shape {
     const char* name;
@@ -313,11 +340,15 @@ void bench_resnet20(int threads) {
         y(N * g.out_channels * g.out_h() * g.out_w()), dx(x.v.size()), dw(w.v.size());
     const double flop = 2.0 * N * g.out_channels * g.in_channels * 9 * g.out_h() * g.out_w();
     // no biases, as in the model (its BatchNorms have them)
-    const double f = median_us([&] { b->conv2d_forward(g, x.p(), w.p(), nullptr, y.p()); }, 7);
+    const std::function<void()> before = cold ? flush_caches : std::function<void()>();
+    const double f =
+        median_us([&] { b->conv2d_forward(g, x.p(), w.p(), nullptr, y.p()); }, 7, before);
     const double d =
-        s.data_grad ? median_us([&] { b->conv2d_backward_data(g, w.p(), y.p(), dx.p()); }, 7) : 0;
+        s.data_grad
+            ? median_us([&] { b->conv2d_backward_data(g, w.p(), y.p(), dx.p()); }, 7, before)
+            : 0;
     const double wf =
-        median_us([&] { b->conv2d_backward_filter(g, x.p(), y.p(), dw.p(), nullptr); }, 7);
+        median_us([&] { b->conv2d_backward_filter(g, x.p(), y.p(), dw.p(), nullptr); }, 7, before);
     total += s.count * (f + d + wf);
     total_flop += s.count * flop * (s.data_grad ? 3 : 2);
     std::printf("  %-17s x%d fwd %6.2f (%s)  bwd data %6.2f (%s)  bwd filter %6.2f (%s)\n", s.name,
@@ -333,10 +364,7 @@ void bench_resnet20(int threads) {
     int64_t channels, spatial;
     int count;
   } norms[] = {{16, 1024, 7}, {32, 256, 6}, {64, 64, 6}};
-  std::vector<float> evict(size_t{16} << 20);
-  const auto flush = [&] {
-    for (size_t i = 0; i < evict.size(); i += 16) evict[i] += 1.0f;
-  };
+  const auto flush = flush_caches;
   double bn_us = 0.0;
   for (const auto& n : norms) {
     const lockstep::nn::BatchNormGeometry g{N, n.channels, n.spatial};
@@ -383,6 +411,8 @@ int main(int argc, char** argv) {
       precision = lockstep::nn::Precision::kBf16;
     } else if (arg == "direct") {
       winograd = false;
+    } else if (arg == "cold") {
+      cold = true;
     } else if (arg.starts_with("avx")) {
       isa_cap = lockstep::nn::parse_cpu_isa(arg, "kernel_bench argument");
     } else if (arg == "mnist" || arg == "alexnet" || arg == "resnet20") {

@@ -7,6 +7,7 @@
 // partial channel vectors.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -20,6 +21,7 @@
 #include "nn/cpu/conv_common.h"
 #include "nn/cpu/thread_pool.h"
 #include "nn/cpu/winograd_blocking.h"
+#include "nn/cpu/winograd_prefetch.h"
 #include "nn/cpu_isa.h"
 #include "support/backend_checks.h"
 #include "support/kernel_references.h"
@@ -347,6 +349,48 @@ TEST(CpuWinograd, BlocksLeaveTheGemmsTheLeastPadding) {
   // At least one row: a row of tiles larger than the budget, a tiny batch.
   EXPECT_EQ(winograd_block_rows(3, 8, 100, 1, 12), 1);
   EXPECT_EQ(winograd_block_rows(28, 2, 2, 2, 12), 1);
+}
+
+// The lines fetched ahead for a block are those of the plane rows its tile
+// rows read, run by run (sample, then channel), each once a run: here 5 x 7
+// planes not aligned to lines, padding 1, tile rows 2 .. 4 of 3 a sample
+// (sample 0's last, which reads rows 7 .. 9 of 10 past the plane's last 4,
+// then sample 1's first two), input patches (halo 2) and output rows (0).
+TEST(CpuWinograd, FetchesAheadTheLinesOfTheBlocksRowsOnce) {
+  const int64_t channels = 3, h = 10, w = 7, pad = 1, th = 3;
+  std::vector<float> planes(static_cast<size_t>(3 * channels * h * w + 16));
+  const float* x = planes.data() + 5;
+  const auto line = [](const float* p) { return reinterpret_cast<uintptr_t>(p) / 64; };
+  for (const int64_t halo : {int64_t{2}, int64_t{0}}) {
+    SCOPED_TRACE(halo);
+    // (sample, rows [h0, h1)): sample 0's tile row 2 reads rows 7 .. 9 (the
+    // plane ends at 10), sample 1's tile rows 0 and 1 rows 0 .. 8 (halo 2)
+    // or 0 .. 6 (halo 0)
+    const int64_t runs[2][3] = {{0, 7, 10}, {1, 0, 7 + halo}};
+    std::vector<uintptr_t> want;
+    for (const auto& [n, h0, h1] : runs) {
+      for (int64_t c = 0; c < channels; ++c) {
+        const float* plane = x + (n * channels + c) * h * w;
+        for (uintptr_t l = line(plane + h0 * w); l <= line(plane + h1 * w - 1); ++l) {
+          want.push_back(l);
+        }
+      }
+    }
+    cpu::WinogradRowFetch fetch(x, channels, h, w, pad, halo, th, 2, 5, 4);
+    std::vector<uintptr_t> got;
+    for (const char* p = fetch.next_line(); p != nullptr; p = fetch.next_line()) {
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+      got.push_back(line(reinterpret_cast<const float*>(p)));
+    }
+    EXPECT_EQ(got, want);
+    const auto lines = static_cast<int64_t>(want.size());
+    EXPECT_GE(4 * fetch.lines_per_share(), lines);  // 4 shares take every line
+    EXPECT_LT(4 * (fetch.lines_per_share() - 1), lines);
+  }
+  // Nothing to fetch past the batch, and none before it starts.
+  cpu::WinogradRowFetch none(x, channels, h, w, pad, 2, th, 6, 6, 4);
+  EXPECT_EQ(none.next_line(), nullptr);
+  none.next();
 }
 
 // An output as large as winograd_stream_bytes is written past the caches:

@@ -23,8 +23,9 @@
 //      a time, give its 4 x 4 outputs, transposed back into the output's
 //      rows (bias added); weight gradient, once per chunk of samples:
 //      dw += G^T DW G.
-// A block's V and M stay in the L2 cache; a large output is written past
-// the caches (winograd_blocking.h). Channels are padded with zeros
+// A block's V and M stay in the L2 cache; while its products run, the input
+// rows of the next block are fetched into it (winograd_prefetch.h); a large
+// output is written past the caches (winograd_blocking.h). Channels are padded with zeros
 // to whole 16-float blocks. The filter transforms are compiled once for both
 // builds (winograd_filters.cpp). Shared with the weight gradient
 // (conv_winograd_filter.cpp): winograd_tiles.h.
@@ -47,6 +48,7 @@
 #include "nn/cpu/simd.h"
 #include "nn/cpu/simd_native.h"
 #include "nn/cpu/winograd_filters.h"
+#include "nn/cpu/winograd_prefetch.h"
 #include "nn/cpu/winograd_tiles.h"
 
 namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA::conv {
@@ -116,11 +118,17 @@ void store_strip(const Wino& z, const float* strip, int64_t kb, int64_t ty, floa
 // kRowGroup: at most 24 accumulators (12 on avx2), rows x 16-float column
 // blocks of 6 x 4 or 12 x 2 or 12 x 1 (avx512), 6 x 1 (avx2).
 void gemm_block(int64_t rows, int64_t cl, int64_t kl, const float* v, int64_t ldv, const float* u,
-                float* m, int64_t ldm) {
+                float* m, int64_t ldm, WinogradRowFetch& ahead) {
   constexpr int kWide = kMaxTileVectors;
+  // one share of the fetches ahead every kRowGroup rows of the first
+  // column block, between the tiles
+  const auto fetch = [&](int64_t r, int64_t k0) {
+    if (k0 == 0 && r % kRowGroup == 0) ahead.next();
+  };
   int64_t k0 = 0;
   for (; k0 + kWide * kLanes <= kl; k0 += kWide * kLanes) {
     for (int64_t r = 0; r < rows; r += 6) {
+      fetch(r, k0);
       nn_tile<6, kWide>(cl, {v + r * ldv, ldv, 1}, {u + k0, kl}, m + r * ldm + k0, ldm, nullptr,
                         false);
     }
@@ -128,12 +136,14 @@ void gemm_block(int64_t rows, int64_t cl, int64_t kl, const float* v, int64_t ld
   if constexpr (kWideRegisters) {
     for (; k0 + 2 * kLanes <= kl; k0 += 2 * kLanes) {
       for (int64_t r = 0; r < rows; r += 12) {
+        fetch(r, k0);
         nn_tile<12, 2>(cl, {v + r * ldv, ldv, 1}, {u + k0, kl}, m + r * ldm + k0, ldm, nullptr,
                        false);
       }
     }
     for (; k0 < kl; k0 += kLanes) {
       for (int64_t r = 0; r < rows; r += 12) {
+        fetch(r, k0);
         nn_tile<12, 1>(cl, {v + r * ldv, ldv, 1}, {u + k0, kl}, m + r * ldm + k0, ldm, nullptr,
                        false);
       }
@@ -172,9 +182,15 @@ void winograd_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x,
       const int64_t r1 = std::min(tile_rows, r0 + z.rows_per_block);
       const int64_t rows = round_up((r1 - r0) * z.tw, kRowGroup);
       transform_inputs(z, x, r0, r1, strip, v);
+      WinogradRowFetch ahead;  // the next block's input rows, while the products run
+      if (blk + 1 < b1) {
+        ahead =
+            WinogradRowFetch(x, z.C, z.H, z.W, z.pad, 2, z.th, r1,
+                             std::min(tile_rows, r1 + z.rows_per_block), kE * (rows / kRowGroup));
+      }
       for (int e = 0; e < kE; ++e) {
         gemm_block(rows, z.CL, z.KL, v + e * z.CL, z.v_row(), u + e * z.CL * z.KL, m + e * z.KL,
-                   m_row);
+                   m_row, ahead);
       }
       for (int64_t r = r0; r < r1; ++r) {
         const int64_t n = r / z.th, ty = r % z.th;

@@ -12,6 +12,7 @@
 #include "nn/cpu/simd.h"
 #include "nn/cpu/simd_native.h"
 #include "nn/cpu/winograd_filters.h"
+#include "nn/cpu/winograd_prefetch.h"
 #include "nn/cpu/winograd_tiles.h"
 
 namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA::conv {
@@ -50,22 +51,34 @@ void grad_tile(const float* strip, int64_t columns, float* yv, int64_t stride) {
 
 // DW (KL, CL) += Yv (rows, KL; rows ldy apart)^T V (rows, CL; rows ldv
 // apart) on the GEMMs' register tile (Yv read transposed): tiles of 8 x 2
-// 16-float blocks (avx512) or 4 x 1 (avx2), a last single block in 8 x 1.
+// 16-float blocks (avx512) or 4 x 1 (avx2), a last single block in 8 x 1;
+// before each tile, fetch() (a share of the fetches ahead).
+constexpr int kTnRows = kWideRegisters ? 8 : 4, kTnBlocks = kWideRegisters ? 2 : 1;
+
+template <typename Fetch>
 void gemm_tn_block(int64_t rows, int64_t kl, int64_t cl, const float* yv, int64_t ldy,
-                   const float* v, int64_t ldv, float* dw) {
-  constexpr int kRows = kWideRegisters ? 8 : 4, kBlocks = kWideRegisters ? 2 : 1;
+                   const float* v, int64_t ldv, float* dw, Fetch&& fetch) {
   int64_t c0 = 0;
-  for (; c0 + kBlocks * kLanes <= cl; c0 += kBlocks * kLanes) {
-    for (int64_t k0 = 0; k0 < kl; k0 += kRows) {
-      nn_tile<kRows, kBlocks>(rows, {yv + k0, 1, ldy}, {v + c0, ldv}, dw + k0 * cl + c0, cl,
-                              nullptr, true);
+  for (; c0 + kTnBlocks * kLanes <= cl; c0 += kTnBlocks * kLanes) {
+    for (int64_t k0 = 0; k0 < kl; k0 += kTnRows) {
+      fetch();
+      nn_tile<kTnRows, kTnBlocks>(rows, {yv + k0, 1, ldy}, {v + c0, ldv}, dw + k0 * cl + c0, cl,
+                                  nullptr, true);
     }
   }
   for (; c0 < cl; c0 += kLanes) {
     for (int64_t k0 = 0; k0 < kl; k0 += 8) {
+      fetch();
       nn_tile<8, 1>(rows, {yv + k0, 1, ldy}, {v + c0, ldv}, dw + k0 * cl + c0, cl, nullptr, true);
     }
   }
+}
+
+// The tiles gemm_tn_block runs.
+constexpr int64_t gemm_tn_tiles(int64_t kl, int64_t cl) {
+  const int64_t wide = cl / (kTnBlocks * kLanes);
+  const int64_t rest = (cl - wide * kTnBlocks * kLanes) / kLanes;
+  return wide * ((kl + kTnRows - 1) / kTnRows) + rest * ((kl + 7) / 8);
 }
 
 }  // namespace
@@ -165,11 +178,23 @@ void winograd_filter_sums(const Conv2dGeometry& g, const float* x, const float* 
   float* v = scratch(ScratchSlot::kColumns, static_cast<size_t>(z.v_size()));
   float* yv = scratch(ScratchSlot::kGather, static_cast<size_t>(z.m_size()));
   float* strip = scratch(ScratchSlot::kPadded, static_cast<size_t>(z.strip_size()));
+  const int64_t end = n1 * z.th;
   for_each_block(z, n0, n1, [&](int64_t r0, int64_t r1, int64_t rows) {
     transform_block(z, x, dy, r0, r1, strip, v, yv);
+    // the next block's rows of x and dy, while this block's products run
+    WinogradRowFetch ahead_x, ahead_dy;
+    if (r1 < end) {
+      const int64_t r2 = std::min(end, r1 + z.rows_per_block);
+      const int64_t shares = kE * gemm_tn_tiles(z.KL, z.CL);
+      ahead_x = WinogradRowFetch(x, z.C, z.H, z.W, z.pad, 2, z.th, r1, r2, shares);
+      ahead_dy = WinogradRowFetch(dy, z.K, z.P, z.Q, 0, 0, z.th, r1, r2, shares);
+    }
     for (int e = 0; e < kE; ++e) {
       gemm_tn_block(rows, z.KL, z.CL, yv + e * z.KL, z.m_row(), v + e * z.CL, z.v_row(),
-                    sums + e * z.KL * z.CL);
+                    sums + e * z.KL * z.CL, [&] {
+                      ahead_x.next();
+                      ahead_dy.next();
+                    });
     }
   });
 }
@@ -219,7 +244,7 @@ void winograd_filter_total(ThreadPool& pool, const Conv2dGeometry& g, int chunks
           const float* v = tiles + blk.at;
           const float* yv = v + kE * blk.rows * z.CL;
           gemm_tn_block(blk.rows, z.KL, z.CL, yv + e * z.KL, z.m_row(), v + e * z.CL, z.v_row(),
-                        part);
+                        part, [] {});
         }
         if (c == 0) {
           std::copy(part, part + dw, out);
