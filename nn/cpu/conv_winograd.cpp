@@ -182,8 +182,10 @@ void winograd_forward(ThreadPool& pool, const Conv2dGeometry& g, const float* x,
       const int64_t r1 = std::min(tile_rows, r0 + z.rows_per_block);
       const int64_t rows = round_up((r1 - r0) * z.tw, kRowGroup);
       transform_inputs(z, x, r0, r1, strip, v);
-      WinogradRowFetch ahead;  // the next block's input rows, while the products run
-      if (blk + 1 < b1) {
+      // The next block's input rows, while the products run; past this
+      // chunk too: the thread's next chunk, unless its share ends here.
+      WinogradRowFetch ahead;
+      if (r1 < tile_rows) {
         ahead =
             WinogradRowFetch(x, z.C, z.H, z.W, z.pad, 2, z.th, r1,
                              std::min(tile_rows, r1 + z.rows_per_block), kE * (rows / kRowGroup));

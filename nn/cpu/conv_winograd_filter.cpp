@@ -178,10 +178,12 @@ void winograd_filter_sums(const Conv2dGeometry& g, const float* x, const float* 
   float* v = scratch(ScratchSlot::kColumns, static_cast<size_t>(z.v_size()));
   float* yv = scratch(ScratchSlot::kGather, static_cast<size_t>(z.m_size()));
   float* strip = scratch(ScratchSlot::kPadded, static_cast<size_t>(z.strip_size()));
-  const int64_t end = n1 * z.th;
+  const int64_t end = g.batch * z.th;
   for_each_block(z, n0, n1, [&](int64_t r0, int64_t r1, int64_t rows) {
     transform_block(z, x, dy, r0, r1, strip, v, yv);
-    // the next block's rows of x and dy, while this block's products run
+    // The next block's rows of x and dy, while this block's products run;
+    // past these samples too: the thread's next chunk, unless its share
+    // ends here.
     WinogradRowFetch ahead_x, ahead_dy;
     if (r1 < end) {
       const int64_t r2 = std::min(end, r1 + z.rows_per_block);
