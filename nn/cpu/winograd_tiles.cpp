@@ -11,34 +11,54 @@
 namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA::conv::winograd {
 namespace {
 
-// B^T d for one column of 6 vectors (in place).
-[[gnu::always_inline]] inline void input_1d(vn (&d)[kAlpha]) {
+// B^T d for one column of 6 vectors, in two halves: rows 0-2 and rows 3-5
+// of the result (each half's own terms, the same arithmetic as one pass).
+[[gnu::always_inline]] inline void input_1d_low(const vn (&d)[kAlpha], vn (&o)[3]) {
   const vn a = d[4] - 4.0f * d[2], b = d[3] - 4.0f * d[1];
+  o[0] = 4.0f * d[0] - 5.0f * d[2] + d[4];
+  o[1] = a + b;
+  o[2] = a - b;
+}
+[[gnu::always_inline]] inline void input_1d_high(const vn (&d)[kAlpha], vn (&o)[3]) {
   const vn c = d[4] - d[2], e = 2.0f * (d[3] - d[1]);
-  const vn t0 = 4.0f * d[0] - 5.0f * d[2] + d[4];
-  const vn t5 = 4.0f * d[1] - 5.0f * d[3] + d[5];
-  d[0] = t0;
-  d[1] = a + b;
-  d[2] = a - b;
-  d[3] = c + e;
-  d[4] = c - e;
-  d[5] = t5;
+  o[0] = c + e;
+  o[1] = c - e;
+  o[2] = 4.0f * d[1] - 5.0f * d[3] + d[5];
+}
+
+// Rows [3 half, 3 half + 3) of B^T d B of the tile whose patch starts at
+// strip (rows strip_w * L apart), to v + e * v_stride: 18 of the 36
+// intermediate vectors, which stay in registers (all 36 at once spilled
+// to the stack, which doubled the stores, the bottleneck on Zen 4).
+template <int half>
+[[gnu::always_inline]] inline void input_tile_half(const float* strip, int64_t strip_w, float* v,
+                                                   int64_t v_stride) {
+  vn t[3][kAlpha];  // t[i][j]: (B^T d)(3 half + i, j)
+  for (int j = 0; j < kAlpha; ++j) {
+    vn col[kAlpha], o[3];
+    for (int i = 0; i < kAlpha; ++i) col[i] = loadn(strip + (i * strip_w + j) * L);
+    if constexpr (half == 0) {
+      input_1d_low(col, o);
+    } else {
+      input_1d_high(col, o);
+    }
+    for (int i = 0; i < 3; ++i) t[i][j] = o[i];
+  }
+  for (int i = 0; i < 3; ++i) {
+    vn low[3], high[3];  // columns 0-2 and 3-5 of (B^T d B) row 3 half + i
+    input_1d_low(t[i], low);
+    input_1d_high(t[i], high);
+    float* row = v + (3 * half + i) * kAlpha * v_stride;
+    for (int j = 0; j < 3; ++j) storen(row + j * v_stride, low[j]);
+    for (int j = 0; j < 3; ++j) storen(row + (3 + j) * v_stride, high[j]);
+  }
 }
 
 // The tile whose patch starts at strip + column * L (rows strip_w * L
 // apart): its 36 vectors B^T d B to v + e * v_stride.
 void input_tile(const float* strip, int64_t strip_w, float* v, int64_t v_stride) {
-  vn t[kAlpha][kAlpha];  // t[i][j]: (B^T d)(i, j)
-  for (int j = 0; j < kAlpha; ++j) {
-    vn col[kAlpha];
-    for (int i = 0; i < kAlpha; ++i) col[i] = loadn(strip + (i * strip_w + j) * L);
-    input_1d(col);
-    for (int i = 0; i < kAlpha; ++i) t[i][j] = col[i];
-  }
-  for (int i = 0; i < kAlpha; ++i) {
-    input_1d(t[i]);
-    for (int j = 0; j < kAlpha; ++j) storen(v + (i * kAlpha + j) * v_stride, t[i][j]);
-  }
+  input_tile_half<0>(strip, strip_w, v, v_stride);
+  input_tile_half<1>(strip, strip_w, v, v_stride);
 }
 
 // v < 0 ? 0 : v lane by lane, in one instruction: maxps(0, v) gives its
