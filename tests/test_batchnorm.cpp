@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "nn/backend.h"
+#include "nn/cpu/winograd_blocking.h"
 #include "nn/cpu_isa.h"
 
 #include "nn/batch_stats_reducer.h"
@@ -342,6 +343,98 @@ TEST(BatchNormKernels, ChannelSumsMatchDoubleForEveryPlaneSize) {
         one_thread = got;
       } else {
         EXPECT_EQ(got, one_thread) << "S=" << S << ": 3 threads differ from 1, " << backend->name();
+      }
+    }
+  }
+}
+
+// A BatchNorm's outputs as large as the streaming threshold
+// (winograd_stream_bytes: y and dx go past the caches through an L1
+// buffer) have the bits of each channel's BatchNorm alone (below it,
+// stored normally): forward with a residual add and ReLU, backward with
+// the mask from y and from x, planes of 1,031 floats (vectors not aligned
+// and partial), on both instruction sets.
+TEST(BatchNormKernels, OutputsWrittenPastTheCachesHaveEachChannelsBits) {
+  const int64_t N = 128, C = 8, S = 1031;  // 4.03 MiB: past the 4 MiB cap; one channel 0.5 MiB
+  const BatchNormGeometry all{N, C, S}, one{N, 1, S};
+  ASSERT_GE(N * C * S * static_cast<int64_t>(sizeof(float)), cpu::winograd_stream_bytes());
+  ASSERT_LT(N * S * static_cast<int64_t>(sizeof(float)), cpu::winograd_stream_bytes());
+  Tensor x({N, C, S}), add({N, C, S}), dy({N, C, S});
+  fill_random(x, 31);
+  fill_random(add, 32);
+  fill_random(dy, 33);
+  // the per-channel state of a BatchNorm over `channels` channels
+  struct State {
+    std::vector<float> weight, bias, running, tracked{0.0f}, coef, dweight, dbias;
+    std::vector<double> stats;
+    explicit State(int64_t channels)
+        : weight(channels),
+          bias(channels),
+          running(2 * channels, 1.0f),
+          coef(5 * channels),
+          dweight(channels),
+          dbias(channels),
+          stats(2 * channels) {
+      for (int64_t c = 0; c < channels; ++c) {
+        weight[c] = 1.0f + 0.1f * static_cast<float>(c);
+        bias[c] = 0.2f * static_cast<float>(c);
+      }
+    }
+    BatchNormTrainState view(bool mask_from_x) {
+      const auto channels = static_cast<int64_t>(weight.size());
+      return {.weight = weight.data(),
+              .bias = bias.data(),
+              .running_mean = running.data(),
+              .running_var = running.data() + channels,
+              .num_batches_tracked = tracked.data(),
+              .stats = stats.data(),
+              .coef = coef.data(),
+              .mask_from_x = mask_from_x};
+    }
+  };
+  // channel c of a (N, C, S) tensor as (N, 1, S)
+  const auto channel = [&](const Tensor& t, int64_t c) {
+    Tensor out({N, 1, S});
+    for (int64_t n = 0; n < N; ++n) {
+      std::copy_n(t.data() + (n * C + c) * S, S, out.data() + n * S);
+    }
+    return out;
+  };
+  for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+    auto backend = make_cpu_backend({2, isa});
+    SCOPED_TRACE(backend->name());
+    for (const bool from_x : {false, true}) {
+      State big(C);
+      Tensor y({N, C, S}), dx({N, C, S});
+      // from x: the mask is x's (no residual add in between)
+      if (from_x) {
+        backend->batchnorm_train_forward(all, big.view(true), x.data(), true, y.data());
+      } else {
+        backend->batchnorm_train_forward_add(all, big.view(false), x.data(), add.data(), true,
+                                             y.data());
+      }
+      backend->batchnorm_train_backward(all, big.view(from_x), x.data(), y.data(), dy.data(),
+                                        big.dweight.data(), big.dbias.data(), dx.data());
+      for (int64_t c = 0; c < C; ++c) {
+        State small(1);
+        small.weight[0] = big.weight[c], small.bias[0] = big.bias[c];
+        const Tensor xc = channel(x, c), addc = channel(add, c), dyc = channel(dy, c);
+        Tensor yc({N, 1, S}), dxc({N, 1, S});
+        if (from_x) {
+          backend->batchnorm_train_forward(one, small.view(true), xc.data(), true, yc.data());
+        } else {
+          backend->batchnorm_train_forward_add(one, small.view(false), xc.data(), addc.data(), true,
+                                               yc.data());
+        }
+        backend->batchnorm_train_backward(one, small.view(from_x), xc.data(), yc.data(), dyc.data(),
+                                          small.dweight.data(), small.dbias.data(), dxc.data());
+        const auto bits = [](const Tensor& t) {
+          return std::vector<float>(t.data(), t.data() + t.numel());
+        };
+        EXPECT_EQ(bits(channel(y, c)), bits(yc)) << "y, channel " << c << ", from x " << from_x;
+        EXPECT_EQ(bits(channel(dx, c)), bits(dxc)) << "dx, channel " << c << ", from x " << from_x;
+        EXPECT_EQ(big.dweight[c], small.dweight[0]);
+        EXPECT_EQ(big.dbias[c], small.dbias[0]);
       }
     }
   }
