@@ -21,23 +21,46 @@ inline void nn_tile(int64_t k, StridedMatrix a, RowMatrix b, float* c, int64_t l
                     const float* bias, bool accumulate) {
   constexpr int U = NV * kLanes / kNativeLanes;  // registers per row
   vn acc[MR][U];
-  for (int i = 0; i < MR; ++i) {
-    for (int u = 0; u < U; ++u) {
-      acc[i][u] = accumulate ? loadn(c + i * ldc + u * kNativeLanes) : vn{};
-      if (bias) acc[i][u] += bias[i];
+  // Loads or zeros, then the bias, in separate loops, all unrolled early:
+  // otherwise GCC 12 kept the accumulators in memory at the tile's start
+  // and end (48 extra moves a call of the 8 x 2 tile of the Winograd
+  // weight gradient: 64 -> 64 channels on 8 x 8, 2.45-2.53 -> 2.42-2.48 ms).
+  if (accumulate) {
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 8
+      for (int u = 0; u < U; ++u) acc[i][u] = loadn(c + i * ldc + u * kNativeLanes);
+    }
+  } else {
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 8
+      for (int u = 0; u < U; ++u) acc[i][u] = vn{};
+    }
+  }
+  if (bias) {
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 8
+      for (int u = 0; u < U; ++u) acc[i][u] += bias[i];
     }
   }
   for (int64_t p = 0; p < k; ++p) {
     vn bv[U];
     const float* bp = b.row(p);
+#pragma GCC unroll 8
     for (int u = 0; u < U; ++u) bv[u] = loadn(bp + u * kNativeLanes);
     const float* ap = a.data + p * a.col_stride;
+#pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) {
       const float x = ap[i * a.row_stride];
+#pragma GCC unroll 8
       for (int u = 0; u < U; ++u) acc[i][u] += x * bv[u];
     }
   }
+#pragma GCC unroll 16
   for (int i = 0; i < MR; ++i) {
+#pragma GCC unroll 8
     for (int u = 0; u < U; ++u) storen(c + i * ldc + u * kNativeLanes, acc[i][u]);
   }
 }
