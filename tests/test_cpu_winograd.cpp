@@ -358,8 +358,11 @@ TEST(CpuWinograd, BlocksLeaveTheGemmsTheLeastPadding) {
 // then sample 1's first two), input patches (halo 2) and output rows (0).
 TEST(CpuWinograd, FetchesAheadTheLinesOfTheBlocksRowsOnce) {
   const int64_t channels = 3, h = 10, w = 7, pad = 1, th = 3;
-  std::vector<float> planes(static_cast<size_t>(3 * channels * h * w + 16));
-  const float* x = planes.data() + 5;
+  // 5 floats past a line: no run starts on a line, and the last line of
+  // one plane is the first of the next
+  std::vector<float> planes(static_cast<size_t>(3 * channels * h * w + 32));
+  const auto base = (reinterpret_cast<uintptr_t>(planes.data()) + 63) / 64 * 64;
+  const float* x = reinterpret_cast<const float*>(base) + 5;
   const auto line = [](const float* p) { return reinterpret_cast<uintptr_t>(p) / 64; };
   for (const int64_t halo : {int64_t{2}, int64_t{0}}) {
     SCOPED_TRACE(halo);

@@ -42,10 +42,14 @@ class WinogradRowFetch {
         r1_(r1),
         n_(r0 / th),
         c_(-1) {
-    int64_t lines = 0;
+    int64_t lines = 0;  // each run's, from its first line to its last
     for (int64_t n = r0 / th; n * th < r1; ++n) {
       const auto [h0, h1] = rows(n);
-      if (h1 > h0) lines += channels * ((h1 - h0) * w * 4 + kLine - 1) / kLine;
+      if (h1 <= h0) continue;
+      for (int64_t c = 0; c < channels; ++c) {
+        const float* plane = x + (n * channels + c) * h * w;
+        lines += static_cast<int64_t>(line(plane + h1 * w - 1) - line(plane + h0 * w)) + 1;
+      }
     }
     per_share_ = (lines + std::max<int64_t>(shares, 1) - 1) / std::max<int64_t>(shares, 1);
     advance();
@@ -73,6 +77,7 @@ class WinogradRowFetch {
   }
 
  private:
+  static uintptr_t line(const float* p) { return reinterpret_cast<uintptr_t>(p) / kLine; }
   struct Rows {
     int64_t h0, h1;
   };
