@@ -400,34 +400,32 @@ TEST(BatchNormKernels, OutputsWrittenPastTheCachesHaveEachChannelsBits) {
     }
     return out;
   };
+  // forward (ReLU; the residual add unless the mask comes from x: no add
+  // in between then) and backward of one BatchNorm
+  const auto train = [](Backend& b, const BatchNormGeometry& g, State& st, bool from_x,
+                        const Tensor& xt, const Tensor& addt, const Tensor& dyt, Tensor& y,
+                        Tensor& dx) {
+    if (from_x) {
+      b.batchnorm_train_forward(g, st.view(true), xt.data(), true, y.data());
+    } else {
+      b.batchnorm_train_forward_add(g, st.view(false), xt.data(), addt.data(), true, y.data());
+    }
+    b.batchnorm_train_backward(g, st.view(from_x), xt.data(), y.data(), dyt.data(),
+                               st.dweight.data(), st.dbias.data(), dx.data());
+  };
   for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512}) {
     auto backend = make_cpu_backend({2, isa});
     SCOPED_TRACE(backend->name());
     for (const bool from_x : {false, true}) {
       State big(C);
       Tensor y({N, C, S}), dx({N, C, S});
-      // from x: the mask is x's (no residual add in between)
-      if (from_x) {
-        backend->batchnorm_train_forward(all, big.view(true), x.data(), true, y.data());
-      } else {
-        backend->batchnorm_train_forward_add(all, big.view(false), x.data(), add.data(), true,
-                                             y.data());
-      }
-      backend->batchnorm_train_backward(all, big.view(from_x), x.data(), y.data(), dy.data(),
-                                        big.dweight.data(), big.dbias.data(), dx.data());
+      train(*backend, all, big, from_x, x, add, dy, y, dx);
       for (int64_t c = 0; c < C; ++c) {
         State small(1);
         small.weight[0] = big.weight[c], small.bias[0] = big.bias[c];
-        const Tensor xc = channel(x, c), addc = channel(add, c), dyc = channel(dy, c);
         Tensor yc({N, 1, S}), dxc({N, 1, S});
-        if (from_x) {
-          backend->batchnorm_train_forward(one, small.view(true), xc.data(), true, yc.data());
-        } else {
-          backend->batchnorm_train_forward_add(one, small.view(false), xc.data(), addc.data(), true,
-                                               yc.data());
-        }
-        backend->batchnorm_train_backward(one, small.view(from_x), xc.data(), yc.data(), dyc.data(),
-                                          small.dweight.data(), small.dbias.data(), dxc.data());
+        train(*backend, one, small, from_x, channel(x, c), channel(add, c), channel(dy, c), yc,
+              dxc);
         const auto bits = [](const Tensor& t) {
           return std::vector<float>(t.data(), t.data() + t.numel());
         };
