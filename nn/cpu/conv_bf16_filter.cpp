@@ -13,16 +13,13 @@
 #include "nn/cpu/conv_common.h"
 #include "nn/cpu/gemm_bf16.h"
 #include "nn/cpu/kernels.h"
+#include "nn/cpu/round_up.h"
 #include "nn/cpu/scratch.h"
 
 namespace lockstep::nn::cpu::inline LOCKSTEP_CPU_ISA {
 namespace {
 
 constexpr int64_t kSlack = 64;  // 16-bit elements past the end of copies that overshoot
-
-int64_t round_up(int64_t x, int64_t to) {
-  return (x + to - 1) / to * to;
-}
 
 struct Sizes {
   conv::Dims d;

@@ -11,6 +11,7 @@
 
 #include "nn/cpu/bf16_convert.h"
 #include "nn/cpu/bf16_kernels.h"
+#include "nn/cpu/round_up.h"
 #include "nn/cpu/scratch.h"
 #include "nn/cpu/simd.h"
 
@@ -22,10 +23,6 @@ constexpr int kNr = kBf16TileCols;
 constexpr int64_t kKq = 256;         // pairs of depth per packed block of B
 constexpr int64_t kNc = 512;         // columns per packed block of B
 constexpr int64_t kKqInPlace = 128;  // pairs of depth per block of B read in place
-
-int64_t round_up(int64_t x, int64_t to) {
-  return (x + to - 1) / to * to;
-}
 
 float element(StridedMatrix a, int64_t i, int64_t p) {
   return a.data[i * a.row_stride + p * a.col_stride];

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "nn/cpu/round_up.h"
 #include "nn/cpu/scratch.h"
 #include "nn/cpu/simd.h"
 #include "nn/cpu/simd_native.h"
@@ -25,10 +26,6 @@ constexpr int64_t kMc = 96;            // rows of a packed block of A (at most)
 // than 1024 leaves more of the 2 MiB L2 to C and A; 128 x 4096 x 4096 with
 // B^T went from 113 to 119 GFLOP/s, other shapes within noise.
 constexpr int64_t kNc = 512;
-
-int64_t round_up(int64_t x, int64_t to) {
-  return (x + to - 1) / to * to;
-}
 
 // Block extent for `total` cut into pieces of at most `cap`, as equal as
 // possible and rounded up to whole panels of `unit`.

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "nn/cpu/round_up.h"
+
 namespace lockstep::nn::cpu {
 
 // This CPU's L2 cache per core, as the C library reads it from CPUID;
@@ -53,7 +55,7 @@ constexpr int64_t winograd_block_rows(int64_t tiles, int64_t tw, int64_t rows, i
                                       int64_t group) {
   int64_t most = std::max<int64_t>(1, std::max(tiles, tw) / tw);
   if (threads > 1) most = std::max<int64_t>(1, std::min(most, rows / (2 * threads)));
-  const auto padded = [&](int64_t r) { return (r * tw + group - 1) / group * group; };
+  const auto padded = [&](int64_t r) { return round_up(r * tw, group); };
   int64_t best = most;
   for (int64_t r = most - 1; r >= std::max<int64_t>(1, (most + 1) / 2); --r) {
     // padded(r) / (r tw) < padded(best) / (best tw), in integers

@@ -11,6 +11,7 @@
 
 #include "nn/backend.h"
 #include "nn/cpu/gemm_tile.h"
+#include "nn/cpu/round_up.h"
 #include "nn/cpu/simd_native.h"
 #include "nn/cpu/winograd_blocking.h"
 
@@ -22,10 +23,6 @@ constexpr int kE = kAlpha * kAlpha;           // transformed elements per tile
 constexpr int64_t kRowGroup = 12;             // GEMM rows are padded to a multiple of this
 constexpr int64_t kElementBytes = 512 << 10;  // V(e), M(e) and U(e) of a block (L2)
 constexpr int64_t kFilterGrain = 8;           // channels a thread transforms, at least
-
-inline int64_t round_up(int64_t n, int64_t m) {
-  return (n + m - 1) / m * m;
-}
 
 // Channels are padded with zeros to whole 16-float blocks, the GEMM tile's
 // column unit (gemm_tile.h), in both builds.
