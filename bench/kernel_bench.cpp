@@ -364,7 +364,6 @@ void bench_resnet20(int threads) {
     int64_t channels, spatial;
     int count;
   } norms[] = {{16, 1024, 7}, {32, 256, 6}, {64, 64, 6}};
-  const auto flush = flush_caches;
   double bn_us = 0.0;
   for (const auto& n : norms) {
     const lockstep::nn::BatchNormGeometry g{N, n.channels, n.spatial};
@@ -382,13 +381,13 @@ void bench_resnet20(int threads) {
                                               .coef = coef.p(),
                                               .mask_from_x = true};
     const double us =
-        median_us([&] { b->batchnorm_train_forward(g, s, x.p(), true, y.p()); }, 7, flush) +
+        median_us([&] { b->batchnorm_train_forward(g, s, x.p(), true, y.p()); }, 7, flush_caches) +
         median_us(
             [&] {
               b->batchnorm_train_backward(g, s, x.p(), y.p(), dy.p(), dweight.p(), dbias.p(),
                                           dx.p());
             },
-            7, flush);
+            7, flush_caches);
     bn_us += n.count * us;
     // moved: x twice, y once; x and dy twice, dx once
     std::printf("  batchnorm+relu  %3lldx%-4lld x%d  fwd + bwd %6.2f ms (%.1f GB/s moved)\n",

@@ -123,7 +123,7 @@ void plane_apply_add_relu(const float* x, float scale, float shift, const float*
   }
 }
 
-// A plane written past the caches (stream_plane): computed this many
+// A plane written past the caches (write_plane): computed this many
 // floats at a time into a buffer in L1 by the same code as otherwise (the
 // same bits), then copied out with non-temporal stores.
 constexpr int64_t kStreamChunk = 1024;

@@ -49,36 +49,45 @@ void grad_tile(const float* strip, int64_t columns, float* yv, int64_t stride) {
   }
 }
 
-// DW (KL, CL) += Yv (rows, KL; rows ldy apart)^T V (rows, CL; rows ldv
-// apart) on the GEMMs' register tile (Yv read transposed): tiles of 8 x 2
+// The register tiles of DW (KL, CL) in gemm_tn_block's order: 8 x 2
 // 16-float blocks (avx512) or 4 x 1 (avx2), a last single block in 8 x 1;
-// before each tile, fetch() (a share of the fetches ahead).
+// tile(k0, c0, wide), wide for the first kind.
 constexpr int kTnRows = kWideRegisters ? 8 : 4, kTnBlocks = kWideRegisters ? 2 : 1;
 
+template <typename F>
+constexpr void for_each_tn_tile(int64_t kl, int64_t cl, F&& tile) {
+  int64_t c0 = 0;
+  for (; c0 + kTnBlocks * kLanes <= cl; c0 += kTnBlocks * kLanes) {
+    for (int64_t k0 = 0; k0 < kl; k0 += kTnRows) tile(k0, c0, true);
+  }
+  for (; c0 < cl; c0 += kLanes) {
+    for (int64_t k0 = 0; k0 < kl; k0 += 8) tile(k0, c0, false);
+  }
+}
+
+// DW (KL, CL) += Yv (rows, KL; rows ldy apart)^T V (rows, CL; rows ldv
+// apart) on the GEMMs' register tile (Yv read transposed), tile by tile
+// (for_each_tn_tile); before each tile, fetch() (a share of the fetches
+// ahead).
 template <typename Fetch>
 void gemm_tn_block(int64_t rows, int64_t kl, int64_t cl, const float* yv, int64_t ldy,
                    const float* v, int64_t ldv, float* dw, Fetch&& fetch) {
-  int64_t c0 = 0;
-  for (; c0 + kTnBlocks * kLanes <= cl; c0 += kTnBlocks * kLanes) {
-    for (int64_t k0 = 0; k0 < kl; k0 += kTnRows) {
-      fetch();
+  for_each_tn_tile(kl, cl, [&](int64_t k0, int64_t c0, bool wide) {
+    fetch();
+    if (wide) {
       nn_tile<kTnRows, kTnBlocks>(rows, {yv + k0, 1, ldy}, {v + c0, ldv}, dw + k0 * cl + c0, cl,
                                   nullptr, true);
-    }
-  }
-  for (; c0 < cl; c0 += kLanes) {
-    for (int64_t k0 = 0; k0 < kl; k0 += 8) {
-      fetch();
+    } else {
       nn_tile<8, 1>(rows, {yv + k0, 1, ldy}, {v + c0, ldv}, dw + k0 * cl + c0, cl, nullptr, true);
     }
-  }
+  });
 }
 
 // The tiles gemm_tn_block runs.
 constexpr int64_t gemm_tn_tiles(int64_t kl, int64_t cl) {
-  const int64_t wide = cl / (kTnBlocks * kLanes);
-  const int64_t rest = (cl - wide * kTnBlocks * kLanes) / kLanes;
-  return wide * ((kl + kTnRows - 1) / kTnRows) + rest * ((kl + 7) / 8);
+  int64_t tiles = 0;
+  for_each_tn_tile(kl, cl, [&](int64_t, int64_t, bool) { ++tiles; });
+  return tiles;
 }
 
 }  // namespace

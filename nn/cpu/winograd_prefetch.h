@@ -96,8 +96,7 @@ class WinogradRowFetch {
       const auto [h0, h1] = rows(n_);
       if (h1 <= h0) continue;
       const float* plane = x_ + (n_ * channels_ + c_) * h_ * w_;
-      const auto first = reinterpret_cast<uintptr_t>(plane + h0 * w_) / kLine * kLine;
-      at_ = reinterpret_cast<const char*>(first);
+      at_ = reinterpret_cast<const char*>(line(plane + h0 * w_) * kLine);
       end_ = reinterpret_cast<const char*>(plane + h1 * w_);
       return;
     }
